@@ -1,0 +1,316 @@
+"""Records shared by every part of the pipeline: volumes, snapshots, summaries and decisions."""
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any, Iterable
+
+import isodate
+
+UTC = dt.timezone.utc
+
+
+class Status(str, Enum):
+    SUCCESS = "SUCCESS"
+    DESCRIBE_CLUSTER_ERROR = "DESCRIBE_CLUSTER_ERROR"
+    DESCRIBE_LOG_DIRS_ERROR = "DESCRIBE_LOG_DIRS_ERROR"
+    TIMEOUT = "TIMEOUT"
+    UNSUPPORTED_BROKER = "UNSUPPORTED_BROKER"
+    ERROR = "ERROR"
+
+
+class Source(str, Enum):
+    OBSERVATION = "OBSERVATION"
+    RETAINED = "RETAINED"
+    FALLBACK = "FALLBACK"
+
+
+STATUSES = tuple(s.value for s in Status)
+
+
+class RecordError(ValueError):
+    """A journal record that does not follow the snapshot format; the message says which field."""
+
+
+def parse_time(value: Any) -> dt.datetime:
+    """ISO-8601 timestamp to an aware UTC datetime; a time without zone is taken as UTC (as Spark does)."""
+    if isinstance(value, dt.datetime):
+        parsed = value
+    elif isinstance(value, str):
+        try:
+            parsed = isodate.parse_datetime(value)
+        except (ValueError, isodate.ISO8601Error) as exc:
+            raise RecordError(f"observed_at is not an ISO-8601 timestamp: {value!r}") from exc
+    else:
+        raise RecordError(f"observed_at must be an ISO-8601 string, got {value!r}")
+    if parsed.tzinfo is None:
+        return parsed.replace(tzinfo=UTC)
+    return parsed.astimezone(UTC)
+
+
+def format_time(value: dt.datetime | None) -> str | None:
+    """Millisecond ISO-8601 in UTC with a Z, the journal and output format."""
+    if value is None:
+        return None
+    value = value.astimezone(UTC)
+    return value.strftime("%Y-%m-%dT%H:%M:%S.") + f"{value.microsecond // 1000:03d}Z"
+
+
+def now() -> dt.datetime:
+    """Wall-clock time truncated to milliseconds, the precision of every record."""
+    t = dt.datetime.now(UTC)
+    return t.replace(microsecond=t.microsecond // 1000 * 1000)
+
+
+@dataclass(frozen=True)
+class Volume:
+    """One log dir of one broker as DescribeLogDirs reported it; error set means offline, no bytes."""
+
+    broker_id: int
+    log_dir: str
+    total_bytes: int | None
+    available_bytes: int | None
+    error: str | None = None
+
+    @property
+    def offline(self) -> bool:
+        return self.error is not None or self.total_bytes is None or self.available_bytes is None
+
+    @property
+    def used_bytes(self) -> int | None:
+        return None if self.offline else self.total_bytes - self.available_bytes  # type: ignore[operator]
+
+    @property
+    def available_ratio(self) -> float | None:
+        if self.offline:
+            return None
+        return 0.0 if self.total_bytes == 0 else self.available_bytes / self.total_bytes  # type: ignore[operator]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "broker_id": self.broker_id,
+            "log_dir": self.log_dir,
+            "total_bytes": None if self.offline else self.total_bytes,
+            "available_bytes": None if self.offline else self.available_bytes,
+            "used_bytes": self.used_bytes,
+            "available_ratio": self.available_ratio,
+            "error": self.error,
+        }
+
+    @classmethod
+    def from_json(cls, raw: Any) -> "Volume":
+        if not isinstance(raw, dict):
+            raise RecordError(f"a volume must be an object, got {raw!r}")
+        broker_id = _int(raw.get("broker_id"), "volumes[].broker_id")
+        log_dir = raw.get("log_dir")
+        if not isinstance(log_dir, str) or not log_dir:
+            raise RecordError(f"volumes[].log_dir must be a non-empty string, got {log_dir!r}")
+        error = raw.get("error")
+        if error is not None and not isinstance(error, str):
+            raise RecordError(f"volumes[].error must be a string or null, got {error!r}")
+        if error is not None:
+            return cls(broker_id, log_dir, None, None, error)
+        total = _int(raw.get("total_bytes"), "volumes[].total_bytes", minimum=0)
+        available = _int(raw.get("available_bytes"), "volumes[].available_bytes", minimum=0)
+        return cls(broker_id, log_dir, total, available, None)
+
+
+@dataclass(frozen=True)
+class VolumeSnapshot:
+    """One observation of one cluster: the journal record and the source's unit of work."""
+
+    cluster_id: str
+    observed_at: dt.datetime
+    status: Status
+    brokers: tuple[int, ...] = ()
+    fenced_brokers: tuple[int, ...] = ()
+    volumes: tuple[Volume, ...] = ()
+    message: str | None = None
+
+    @property
+    def registered_brokers(self) -> frozenset[int]:
+        return frozenset(self.brokers) | frozenset(self.fenced_brokers)
+
+    def to_json(self) -> dict[str, Any]:
+        record: dict[str, Any] = {
+            "cluster_id": self.cluster_id,
+            "observed_at": format_time(self.observed_at),
+            "status": self.status.value,
+            "brokers": list(self.brokers),
+            "fenced_brokers": list(self.fenced_brokers),
+            "volumes": [v.to_json() for v in self.volumes],
+        }
+        if self.message is not None:
+            record["message"] = self.message
+        return record
+
+    @classmethod
+    def from_json(cls, raw: Any) -> "VolumeSnapshot":
+        if not isinstance(raw, dict):
+            raise RecordError("a snapshot must be a JSON object")
+        cluster_id = raw.get("cluster_id")
+        if not isinstance(cluster_id, str) or not cluster_id:
+            raise RecordError(f"cluster_id must be a non-empty string, got {cluster_id!r}")
+        status = raw.get("status")
+        if status not in STATUSES:
+            raise RecordError(f"status must be one of {', '.join(STATUSES)}, got {status!r}")
+        volumes = raw.get("volumes") or []
+        if not isinstance(volumes, list):
+            raise RecordError("volumes must be a list")
+        parsed = tuple(Volume.from_json(v) for v in volumes)
+        keys = [(v.broker_id, v.log_dir) for v in parsed]
+        if len(set(keys)) != len(keys):
+            raise RecordError("volumes lists the same (broker_id, log_dir) twice")
+        message = raw.get("message")
+        return cls(
+            cluster_id=cluster_id,
+            observed_at=parse_time(raw.get("observed_at")),
+            status=Status(status),
+            brokers=_int_list(raw.get("brokers"), "brokers"),
+            fenced_brokers=_int_list(raw.get("fenced_brokers"), "fenced_brokers"),
+            volumes=parsed,
+            message=message if isinstance(message, str) else None,
+        )
+
+
+def _int(value: Any, name: str, minimum: int | None = None) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise RecordError(f"{name} must be an integer, got {value!r}")
+    if minimum is not None and value < minimum:
+        raise RecordError(f"{name} must be >= {minimum}, got {value}")
+    return value
+
+
+def _int_list(value: Any, name: str) -> tuple[int, ...]:
+    if value is None:
+        return ()
+    if not isinstance(value, list):
+        raise RecordError(f"{name} must be a list of broker ids, got {value!r}")
+    return tuple(_int(v, f"{name}[]") for v in value)
+
+
+@dataclass(frozen=True)
+class WorstVolume:
+    """The entry in force that constrains the factor most (lowest factor, then lowest ratio)."""
+
+    broker_id: int
+    log_dir: str
+    available_bytes: int | None
+    available_ratio: float | None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "broker_id": self.broker_id,
+            "log_dir": self.log_dir,
+            "available_bytes": self.available_bytes,
+            "available_ratio": self.available_ratio,
+        }
+
+
+@dataclass(frozen=True)
+class SnapshotSummary:
+    """What steps 1-3 of the decision semantics yield for one snapshot: the input of step 4."""
+
+    cluster_id: str
+    observed_at: dt.datetime
+    status: Status
+    active_brokers: int
+    active_log_dirs: int
+    missing_brokers: tuple[int, ...]
+    violations: int
+    policy_factor: float
+    complete: bool
+    worst_volume: WorstVolume | None = None
+    min_available_ratio: float | None = None
+
+    @property
+    def violating(self) -> bool:
+        return self.violations > 0
+
+
+@dataclass(frozen=True)
+class Decision:
+    """The state machine's current decision for one cluster."""
+
+    factor: float
+    source: Source
+    valid_from: dt.datetime
+
+    def valid_until(self, validity: dt.timedelta) -> dt.datetime | None:
+        return None if self.source is Source.FALLBACK else self.valid_from + validity
+
+
+SCHEMA_VERSION = 1
+
+
+@dataclass(frozen=True)
+class ThrottleDecision:
+    """The published record: one per snapshot, keyed by cluster (schemas/throttle_decision.schema.json)."""
+
+    cluster_id: str
+    observed_at: dt.datetime
+    decided_at: dt.datetime
+    throttle_factor: float
+    source: Source
+    valid_until: dt.datetime | None
+    status: Status
+    active_brokers: int
+    active_log_dirs: int
+    missing_brokers: tuple[int, ...]
+    limit: dict[str, Any]
+    violations: int
+    worst_volume: WorstVolume | None
+    min_available_ratio: float | None
+    schema_version: int = field(default=SCHEMA_VERSION)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "schema_version": self.schema_version,
+            "cluster_id": self.cluster_id,
+            "observed_at": format_time(self.observed_at),
+            "decided_at": format_time(self.decided_at),
+            "throttle_factor": float(self.throttle_factor),
+            "source": self.source.value,
+            "valid_until": format_time(self.valid_until),
+            "status": self.status.value,
+            "active_brokers": self.active_brokers,
+            "active_log_dirs": self.active_log_dirs,
+            "missing_brokers": list(self.missing_brokers),
+            "limit": self.limit,
+            "violations": self.violations,
+            "worst_volume": None if self.worst_volume is None else self.worst_volume.to_json(),
+            "min_available_ratio": self.min_available_ratio,
+        }
+
+    @classmethod
+    def from_json(cls, raw: dict[str, Any]) -> "ThrottleDecision":
+        """Inverse of to_json; raises RecordError (reader side: counted and skipped)."""
+        try:
+            if raw.get("schema_version") != SCHEMA_VERSION:
+                raise RecordError(f"unknown schema_version {raw.get('schema_version')!r}")
+            worst = raw.get("worst_volume")
+            return cls(
+                cluster_id=str(raw["cluster_id"]),
+                observed_at=parse_time(raw["observed_at"]),
+                decided_at=parse_time(raw["decided_at"]),
+                throttle_factor=float(raw["throttle_factor"]),
+                source=Source(raw["source"]),
+                valid_until=None if raw.get("valid_until") is None else parse_time(raw["valid_until"]),
+                status=Status(raw["status"]),
+                active_brokers=int(raw["active_brokers"]),
+                active_log_dirs=int(raw["active_log_dirs"]),
+                missing_brokers=tuple(int(b) for b in raw.get("missing_brokers") or ()),
+                limit=dict(raw.get("limit") or {}),
+                violations=int(raw["violations"]),
+                worst_volume=None if worst is None else WorstVolume(**worst),
+                min_available_ratio=raw.get("min_available_ratio"),
+            )
+        except (KeyError, TypeError, ValueError) as exc:
+            if isinstance(exc, RecordError):
+                raise
+            raise RecordError(f"not a throttle decision record: {exc}") from exc
+
+
+def sorted_unique(values: Iterable[int]) -> tuple[int, ...]:
+    return tuple(sorted(set(values)))

@@ -1,0 +1,36 @@
+"""The `quota-pipeline` entry point: one sub-command per module under quota_pipeline/commands."""
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+# Each module exposes register(subparsers) and sets a `func(args) -> int` default.
+COMMANDS = (
+    "validate",
+)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="quota-pipeline",
+        description="Cluster-wide disk-pressure throttling for Apache Kafka, decided once by a Spark job "
+                    "and published to a compacted topic that every broker's quota callback reads.",
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    for name in COMMANDS:
+        importlib.import_module(f"quota_pipeline.commands.{name}").register(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return int(args.func(args) or 0)
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""Sub-commands of the quota-pipeline CLI, one module each."""

@@ -1,0 +1,241 @@
+"""Observe one Kafka cluster: DescribeCluster, then DescribeLogDirs on every active broker at once -> VolumeSnapshot."""
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import kafka.errors as Errors
+from kafka.admin import KafkaAdminClient
+from kafka.protocol.admin import DescribeClusterRequest, DescribeLogDirsRequest
+from kafka.protocol.metadata import MetadataRequest
+
+from quota_pipeline import model
+from quota_pipeline.admin_settings import to_kafka_python
+from quota_pipeline.config import Config
+from quota_pipeline.model import Status, Volume, VolumeSnapshot
+
+log = logging.getLogger(__name__)
+
+KIP_827_VERSION = 4  # DescribeLogDirs v4 (Kafka 3.3) added TotalBytes and UsableBytes
+DEFAULT_REQUEST_TIMEOUT_MS = 30000
+INTERVAL_SHARE = 0.8  # a poll must end well before the next one is due
+MIN_TIMEOUT_MS = 100
+_TIMEOUTS = (Errors.KafkaTimeoutError, Errors.RequestTimedOutError)
+
+
+def call_timeout_ms(config: Config) -> int:
+    """Per-poll timeout: the configured request timeout, capped at 80% of the check interval."""
+    configured = DEFAULT_REQUEST_TIMEOUT_MS
+    try:
+        configured = int(config.admin.get("request.timeout.ms", configured))
+    except ValueError:
+        pass
+    interval_ms = config.check_interval.total_seconds() * 1000
+    if interval_ms > 0:
+        configured = min(configured, int(interval_ms * INTERVAL_SHARE))
+    return max(MIN_TIMEOUT_MS, configured)
+
+
+class _Outcome(Exception):
+    """A poll that ends early with a non-SUCCESS status; caught inside observe()."""
+
+    def __init__(self, status: Status, message: str, brokers: tuple[int, ...] = (),
+                 fenced: tuple[int, ...] = (), reset: bool = False):
+        super().__init__(message)
+        self.status, self.message, self.brokers, self.fenced, self.reset = status, message, brokers, fenced, reset
+
+
+@dataclass
+class _BrokerProblems:
+    unsupported: list[str] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+    timeouts: list[str] = field(default_factory=list)
+
+
+class Observer:
+    """Holds one admin client across polls; `observe()` never raises, every outcome is a snapshot."""
+
+    def __init__(self, config: Config, client_factory: Callable[..., KafkaAdminClient] | None = None):
+        self.config = config
+        self.timeout_ms = call_timeout_ms(config)
+        settings = to_kafka_python(config.admin)
+        self._kwargs = {**settings.kwargs, "request_timeout_ms": self.timeout_ms}
+        for key in settings.ignored:  # names only: values may be secrets
+            log.warning("kafka.admin.%s is not used by the Python admin client; ignored", key)
+        for warning in settings.warnings:
+            log.warning("kafka.admin.%s", warning)
+        self._factory = client_factory or KafkaAdminClient
+        self._client: KafkaAdminClient | None = None
+        self._cluster_id: str | None = None
+
+    def __enter__(self) -> "Observer":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        client, self._client = self._client, None
+        if client is not None:
+            try:
+                client.close()
+            except Exception:  # closing a broken client must not break the caller
+                log.debug("closing the admin client failed", exc_info=True)
+
+    @property
+    def cluster_id(self) -> str:
+        """The last cluster id seen; before any, the configured cluster name or the bootstrap list."""
+        return self._cluster_id or self.config.cluster_name or self.config.bootstrap_servers or "unknown"
+
+    def observe(self) -> VolumeSnapshot:
+        started = model.now()
+        deadline = time.monotonic() + self.timeout_ms / 1000
+        try:
+            client = self._connect(deadline)
+            return client._manager.run(self._poll, client, started, deadline)
+        except _Outcome as out:
+            if out.reset:
+                self.close()
+            return self._snapshot(started, out.status, message=out.message, brokers=out.brokers, fenced=out.fenced)
+        except Exception as exc:  # never raise out of observe: an unexpected failure is a status too
+            log.warning("observation failed: %r", exc, exc_info=log.isEnabledFor(logging.DEBUG))
+            self.close()
+            status = Status.TIMEOUT if isinstance(exc, _TIMEOUTS) else Status.ERROR
+            return self._snapshot(started, status, message=f"{type(exc).__name__}: {exc}")
+
+    # ---- internals ----------------------------------------------------------------------------
+
+    def _snapshot(self, started: Any, status: Status, message: str | None = None, brokers: tuple[int, ...] = (),
+                  fenced: tuple[int, ...] = (), volumes: tuple[Volume, ...] = ()) -> VolumeSnapshot:
+        return VolumeSnapshot(cluster_id=self.cluster_id, observed_at=started, status=status,
+                              brokers=brokers, fenced_brokers=fenced, volumes=volumes, message=message)
+
+    def _connect(self, deadline: float) -> KafkaAdminClient:
+        if self._client is not None:
+            return self._client
+        remaining = max(MIN_TIMEOUT_MS, int((deadline - time.monotonic()) * 1000))
+        try:
+            self._client = self._factory(**self._kwargs, bootstrap_timeout_ms=remaining)
+        except Errors.KafkaTimeoutError as exc:
+            raise _Outcome(Status.DESCRIBE_CLUSTER_ERROR,
+                           f"cannot reach any of {self.config.bootstrap_servers} within {remaining} ms ({exc}); "
+                           "check kafka.admin.bootstrap.servers, the network, and the security settings") from None
+        except Errors.KafkaConfigurationError as exc:
+            raise _Outcome(Status.ERROR, f"admin client configuration rejected: {exc}") from None
+        return self._client
+
+    async def _poll(self, client: KafkaAdminClient, started: Any, deadline: float) -> VolumeSnapshot:
+        manager = client._manager
+
+        def remaining_ms() -> int:
+            left = int((deadline - time.monotonic()) * 1000)
+            if left <= 0:
+                raise Errors.KafkaTimeoutError(f"poll exceeded {self.timeout_ms} ms")
+            return left
+
+        brokers, fenced = await self._describe_cluster(manager, remaining_ms)
+        if any(manager.cluster.broker_metadata(b) is None for b in brokers):
+            # A broker DescribeCluster knows but our metadata does not (just joined): refresh once.
+            try:
+                await manager.wait_for(manager.call_soon(manager.cluster.refresh_metadata), remaining_ms())
+            except Errors.KafkaError as exc:
+                log.debug("metadata refresh failed: %s", exc)
+
+        # Send every request before awaiting any: the brokers answer in parallel, one round trip in all.
+        # topics=[] asks for no partitions: the volume byte counts come without the per-partition listing.
+        futures = {}
+        for b in brokers:
+            try:
+                futures[b] = manager.send(DescribeLogDirsRequest(topics=[]), node_id=b,
+                                          request_timeout_ms=remaining_ms())
+            except Errors.KafkaError as exc:
+                futures[b] = exc
+        problems = _BrokerProblems()
+        volumes: list[Volume] = []
+        for b, fut in futures.items():
+            try:
+                if isinstance(fut, Exception):
+                    raise fut
+                response = await manager.wait_for(fut, remaining_ms())
+            except _TIMEOUTS as exc:
+                problems.timeouts.append(f"broker {b}: no answer within {self.timeout_ms} ms ({type(exc).__name__})")
+                continue
+            except Errors.KafkaProtocolError as exc:
+                raise _Outcome(Status.ERROR, f"broker {b}: malformed DescribeLogDirs response ({exc})",
+                               brokers, fenced, reset=True) from None
+            except Errors.KafkaError as exc:
+                problems.errors.append(f"broker {b}: {type(exc).__name__}: {exc}")
+                continue
+            volumes.extend(_volumes(b, response, problems))
+
+        if problems.unsupported:
+            status, lines = Status.UNSUPPORTED_BROKER, problems.unsupported
+        elif problems.errors:
+            status, lines = Status.DESCRIBE_LOG_DIRS_ERROR, problems.errors + problems.timeouts
+        elif problems.timeouts:
+            status, lines = Status.TIMEOUT, problems.timeouts
+        else:
+            volumes.sort(key=lambda v: (v.broker_id, v.log_dir))
+            return self._snapshot(started, Status.SUCCESS, brokers=brokers, fenced=fenced, volumes=tuple(volumes))
+        # A failed poll carries no volumes: decide only takes readings from SUCCESS snapshots.
+        return self._snapshot(started, status, message="; ".join(lines), brokers=brokers, fenced=fenced)
+
+    async def _describe_cluster(self, manager: Any, remaining_ms: Callable[[], int]) -> tuple[tuple[int, ...], tuple[int, ...]]:
+        """(active brokers, fenced brokers); fenced ones only from brokers with DescribeCluster v2 (KIP-1073)."""
+        request = DescribeClusterRequest(include_cluster_authorized_operations=False, include_fenced_brokers=True)
+        try:
+            response = await manager.wait_for(manager.send(request, request_timeout_ms=remaining_ms()), remaining_ms())
+        except Errors.IncompatibleBrokerVersion:
+            return await self._metadata_brokers(manager, remaining_ms)  # Kafka < 2.8 has no DescribeCluster
+        except _TIMEOUTS as exc:
+            raise _Outcome(Status.TIMEOUT, f"DescribeCluster: no answer within {self.timeout_ms} ms ({exc})") from None
+        except Errors.KafkaProtocolError as exc:
+            raise _Outcome(Status.ERROR, f"DescribeCluster: malformed response ({exc})", reset=True) from None
+        except Errors.KafkaError as exc:
+            raise _Outcome(Status.DESCRIBE_CLUSTER_ERROR, f"DescribeCluster failed: {type(exc).__name__}: {exc}",
+                           reset=True) from None
+        if response.error_code:
+            error = Errors.for_code(response.error_code)
+            detail = f": {response.error_message}" if response.error_message else ""
+            raise _Outcome(Status.DESCRIBE_CLUSTER_ERROR, f"DescribeCluster returned {error.message}{detail}")
+        self._cluster_id = response.cluster_id or self._cluster_id
+        active = tuple(sorted(b.broker_id for b in response.brokers if not b.is_fenced))
+        fenced = tuple(sorted(b.broker_id for b in response.brokers if b.is_fenced))
+        return active, fenced
+
+    async def _metadata_brokers(self, manager: Any, remaining_ms: Callable[[], int]) -> tuple[tuple[int, ...], tuple[int, ...]]:
+        response = await manager.wait_for(manager.send(MetadataRequest(topics=[]), request_timeout_ms=remaining_ms()),
+                                          remaining_ms())
+        self._cluster_id = getattr(response, "cluster_id", None) or self._cluster_id
+        return tuple(sorted(b.node_id for b in response.brokers)), ()
+
+
+def _volumes(broker_id: int, response: Any, problems: _BrokerProblems) -> list[Volume]:
+    version = response.API_VERSION
+    if response.error_code:
+        problems.errors.append(f"broker {broker_id}: DescribeLogDirs returned {Errors.for_code(response.error_code).message}")
+        return []
+    why = None
+    if version is not None and version < KIP_827_VERSION:
+        why = f"it answers DescribeLogDirs v{version}, without volume byte counts (KIP-827 needs v4)"
+    elif any(r.error_code == 0 and (r.total_bytes < 0 or r.usable_bytes < 0) for r in response.results):
+        why = "it reports no volume byte counts (total/usable bytes -1)"
+    if why:
+        problems.unsupported.append(f"broker {broker_id}: {why}; Kafka >= 3.3 is required on every broker, "
+                                    f"upgrade broker {broker_id}")
+        return []
+    volumes = []
+    for r in response.results:
+        if r.error_code:
+            volumes.append(Volume(broker_id, r.log_dir, None, None, error=Errors.for_code(r.error_code).message))
+        else:
+            volumes.append(Volume(broker_id, r.log_dir, int(r.total_bytes), int(r.usable_bytes)))
+    return volumes
+
+
+def observe(cluster_config: Config) -> VolumeSnapshot:
+    """One observation with a fresh client (a long-running caller keeps an Observer instead)."""
+    with Observer(cluster_config) as observer:
+        return observer.observe()

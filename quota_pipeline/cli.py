@@ -8,6 +8,9 @@ import sys
 # Each module exposes register(subparsers) and sets a `func(args) -> int` default.
 COMMANDS = (
     "validate",
+    "simulate",
+    "observe",
+    "replay",
 )
 
 

@@ -30,8 +30,12 @@ class PortInUse(OSError):
 
     def __init__(self, port: int, host: str):
         self.port = port
-        super().__init__(errno.EADDRINUSE, f"port {port} is in use on {host}; stop whatever listens there "
-                                           f"or choose another first port with --port")
+        self.message = (f"port {port} is in use on {host}; stop whatever listens there "
+                        f"or choose another first port with --port")
+        super().__init__(errno.EADDRINUSE, self.message)
+
+    def __str__(self) -> str:
+        return self.message
 
 
 class Simulator:

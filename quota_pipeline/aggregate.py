@@ -1,0 +1,157 @@
+"""Steps 1-3 of the decision semantics in set-based Spark SQL: readings become intervals of snapshots.
+
+Each reading of a (broker, log_dir) is in the cache from its snapshot until the next event of the
+same key or until it expires (the first snapshot at or past observed_at + validity), whichever comes
+first; under `pin`, an offline report before then pins it until the next reading with bytes. With
+each cluster's snapshots numbered 0..n-1, an interval is a range of snapshot numbers: exploding it
+and aggregating on (cluster, number) gives every snapshot's cache without a time-range join
+(DESIGN.md measured that join as quadratic). Windows run per key (parallel), and per cluster only
+over the one-row-per-snapshot table. decide.observe is the streaming form; the tests hold them equal.
+"""
+from __future__ import annotations
+
+from pyspark.sql import Column, DataFrame, Window
+from pyspark.sql import functions as F
+
+from quota_pipeline import policy
+from quota_pipeline.decide import Settings
+
+KEY = ("cluster_id", "broker_id", "log_dir")
+SUMMARY_COLUMNS = (
+    "cluster_id", "seq", "observed_at", "status", "active_brokers", "active_log_dirs", "missing_brokers",
+    "violations", "policy_factor", "complete", "worst_volume", "min_available_ratio",
+)
+
+
+def _micros(td) -> int:
+    return td.days * 86_400_000_000 + td.seconds * 1_000_000 + td.microseconds
+
+
+def number_snapshots(snaps: DataFrame, settings: Settings) -> DataFrame:
+    """One row per snapshot: its number, where its readings expire, the registered brokers in force."""
+    by_time = Window.partitionBy("cluster_id").orderBy("t_us")
+    success = F.col("status") == "SUCCESS"
+    validity = _micros(settings.validity)
+    slim = snaps.select(
+        "cluster_id", "observed_at", "status", "brokers", "fenced_brokers",
+        F.unix_micros("observed_at").alias("t_us"),
+    )
+    return slim.select(
+        "*",
+        (F.row_number().over(by_time) - 1).alias("seq"),
+        # Snapshots with t < t_n + validity; being 0-based and unique in time, this is the number of
+        # the first snapshot whose eviction step drops a reading taken at t_n.
+        F.count("*").over(by_time.rangeBetween(Window.unboundedPreceding, validity - 1)).alias("expires_at"),
+        F.count("*").over(Window.partitionBy("cluster_id")).alias("n_snapshots"),
+        F.last(F.when(success, F.array_union("brokers", "fenced_brokers")), ignorenulls=True)
+        .over(by_time.rowsBetween(Window.unboundedPreceding, 0)).alias("registered"),
+        F.when(success, F.array_distinct(F.concat("brokers", "fenced_brokers")))
+        .otherwise(F.array().cast("array<bigint>")).alias("expected"),
+    )
+
+
+def _events(snaps: DataFrame, numbered: DataFrame, settings: Settings) -> DataFrame:
+    """Every reading and offline report of a SUCCESS snapshot, with its snapshot number and expiry."""
+    volumes = snaps.where(F.col("status") == "SUCCESS").select(
+        "cluster_id", "observed_at", F.explode("volumes").alias("v"))
+    events = volumes.select(
+        "cluster_id", "observed_at", F.col("v.broker_id").alias("broker_id"), F.col("v.log_dir").alias("log_dir"),
+        F.col("v.total_bytes").alias("total_bytes"), F.col("v.available_bytes").alias("available_bytes"),
+        F.col("v.error").isNotNull().alias("offline"),
+    )
+    if settings.offline_policy == "last-known":
+        events = events.where(~F.col("offline"))  # an offline report leaves the cache as it is
+    events = events.join(numbered.select("cluster_id", "observed_at", "seq", "expires_at", "n_snapshots"),
+                         ["cluster_id", "observed_at"])
+    return events.select(
+        *KEY, "seq", "expires_at", "n_snapshots", "offline",
+        F.when(~F.col("offline"), F.col("total_bytes")).alias("total_bytes"),
+        F.when(~F.col("offline"), F.col("available_bytes")).alias("available_bytes"),
+    )
+
+
+def intervals(snaps: DataFrame, numbered: DataFrame, settings: Settings) -> DataFrame:
+    """(key, reading, pinned, start, end): the snapshot numbers [start, end) whose cache holds the reading."""
+    ev = _events(snaps, numbered, settings)
+    by_key = Window.partitionBy(*KEY).orderBy("seq")
+    # Next reading with bytes after this event; a growing frame over the reversed order stays linear.
+    later = Window.partitionBy(*KEY).orderBy(F.desc("seq")).rowsBetween(Window.unboundedPreceding, -1)
+    ev = ev.select(
+        "*",
+        F.lead("seq").over(by_key).alias("next_seq"),
+        F.lead("offline").over(by_key).alias("next_offline"),
+        F.lag("offline").over(by_key).alias("prev_offline"),
+        F.lag("expires_at").over(by_key).alias("prev_expires_at"),
+        F.min(F.when(~F.col("offline"), F.col("seq"))).over(later).alias("next_reading"),
+    )
+    n = F.col("n_snapshots")
+    # Upsert comes after eviction, so a reading is in force at its own snapshot even at validity 0.
+    unpinned_end = F.greatest(F.col("seq") + 1, F.least(F.coalesce("next_seq", n), F.col("expires_at")))
+    pinned_end = F.coalesce("next_reading", n)
+    reading = ["cluster_id", "broker_id", "log_dir", "total_bytes", "available_bytes"]
+
+    def seg(df: DataFrame, pinned: bool, start: Column, end: Column) -> DataFrame:
+        return df.select(*reading, F.lit(pinned).alias("pinned"), start.alias("start"), end.alias("end"))
+
+    if settings.offline_policy != "pin":
+        return seg(ev, False, F.col("seq"), unpinned_end)
+    readings = ev.where(~F.col("offline"))
+    pinned_by_next = F.coalesce(F.col("next_offline"), F.lit(False)) & (F.col("next_seq") < F.col("expires_at"))
+    # An offline report that finds the reading still cached pins it until the next reading.
+    kept = seg(readings.where(pinned_by_next), False, F.col("seq"), F.col("next_seq")).unionByName(
+        seg(readings.where(pinned_by_next), True, F.col("next_seq"), pinned_end))
+    plain = seg(readings.where(~pinned_by_next), False, F.col("seq"), unpinned_end)
+    # The first offline report of a run that found nothing cached adds a pinned violating entry.
+    first_offline = ev.where(
+        F.col("offline") & (F.col("prev_offline").isNull()
+                            | (~F.col("prev_offline") & (F.col("seq") >= F.col("prev_expires_at")))))
+    added = seg(first_offline, True, F.col("seq"), pinned_end)
+    return kept.unionByName(plain).unionByName(added)
+
+
+def summaries(snaps: DataFrame, settings: Settings) -> DataFrame:
+    """One SnapshotSummary row per snapshot (SUMMARY_COLUMNS), the input of decide.advance."""
+    numbered = number_snapshots(snaps, settings).cache()
+    spans = intervals(snaps, numbered, settings)
+    cached = spans.select(
+        "cluster_id", "broker_id", "log_dir", "total_bytes", "available_bytes", "pinned",
+        F.explode(F.sequence("start", F.col("end") - 1)).alias("seq"),
+    )
+    # Pinned entries count only while their broker is registered as of the latest SUCCESS snapshot.
+    registered = numbered.select("cluster_id", "seq", "registered")
+    pinned = cached.where("pinned").join(registered, ["cluster_id", "seq"]) \
+        .where(F.array_contains("registered", F.col("broker_id"))).drop("registered")
+    in_force = cached.where(~F.col("pinned")).unionByName(pinned)
+
+    avail, total = F.col("available_bytes"), F.col("total_bytes")
+    factor = policy.volume_factor_col(avail, total, settings.limits)
+    ratio = policy.available_ratio_col(avail, total)
+    per_snapshot = in_force.select(
+        "cluster_id", "seq", "broker_id", "log_dir", avail.alias("available_bytes"),
+        factor.alias("factor"), ratio.alias("available_ratio"),
+        policy.violates_col(avail, total, settings.limits).cast("int").alias("violates"),
+    ).groupBy("cluster_id", "seq").agg(
+        F.count("*").alias("active_log_dirs"),
+        F.sum("violates").alias("violations"),
+        F.min("factor").alias("policy_factor"),
+        # Struct order = decide.worst_key: factor, ratio, bytes (nulls, i.e. offline, first), broker, dir.
+        F.min(F.struct("factor", "available_ratio", "available_bytes", "broker_id", "log_dir")).alias("worst"),
+        F.min("available_ratio").alias("min_available_ratio"),
+        F.collect_set("broker_id").alias("covered"),
+    )
+    joined = numbered.join(per_snapshot, ["cluster_id", "seq"], "left")
+    missing = F.array_sort(F.array_except("expected", F.coalesce("covered", F.array().cast("array<bigint>"))))
+    return joined.select(
+        "cluster_id", "seq", "observed_at", "status",
+        F.size(F.array_distinct("brokers")).alias("active_brokers"),
+        F.coalesce("active_log_dirs", F.lit(0)).alias("active_log_dirs"),
+        missing.alias("missing_brokers"),
+        F.coalesce("violations", F.lit(0)).cast("int").alias("violations"),
+        F.coalesce("policy_factor", F.lit(1.0)).alias("policy_factor"),
+        ((F.col("status") == "SUCCESS") & (F.size(missing) == 0)).alias("complete"),
+        F.when(F.col("worst").isNotNull(), F.struct(
+            F.col("worst.broker_id").alias("broker_id"), F.col("worst.log_dir").alias("log_dir"),
+            F.col("worst.available_bytes").alias("available_bytes"),
+            F.col("worst.available_ratio").alias("available_ratio"))).alias("worst_volume"),
+        "min_available_ratio",
+    )

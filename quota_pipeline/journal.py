@@ -1,0 +1,291 @@
+"""Reading snapshot journals into Spark: JSONL (via a Python data source, for line numbers) or flattened Parquet.
+
+The Python reader only splits files into lines; every field is parsed and checked by Spark SQL, so
+no Python code runs per volume. A line that is not a valid snapshot becomes a rejected row with its
+file, line number and reason: reported and written out by the caller, never silently dropped.
+"""
+from __future__ import annotations
+
+import gzip
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterator
+
+from pyspark.sql import Column, DataFrame, SparkSession, Window
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
+
+from quota_pipeline.model import STATUSES
+
+JSONL_SUFFIXES = (".jsonl", ".json", ".ndjson", ".jsonl.gz", ".json.gz", ".ndjson.gz")
+PARQUET_SUFFIXES = (".parquet",)
+SPLIT_BYTES = 64 * 1024 * 1024
+BATCH_LINES = 4096
+
+VOLUME_TYPE = T.StructType([
+    T.StructField("broker_id", T.LongType()),
+    T.StructField("log_dir", T.StringType()),
+    T.StructField("total_bytes", T.LongType()),
+    T.StructField("available_bytes", T.LongType()),
+    T.StructField("error", T.StringType()),
+])
+SNAPSHOT_JSON_TYPE = T.StructType([
+    T.StructField("cluster_id", T.StringType()),
+    T.StructField("observed_at", T.StringType()),
+    T.StructField("status", T.StringType()),
+    T.StructField("brokers", T.ArrayType(T.LongType())),
+    T.StructField("fenced_brokers", T.ArrayType(T.LongType())),
+    T.StructField("volumes", T.ArrayType(VOLUME_TYPE)),
+])
+# What parse() returns: one row per snapshot, volumes nested (validated), plus where it came from.
+SNAPSHOT_COLUMNS = ("cluster_id", "observed_at", "status", "brokers", "fenced_brokers", "volumes", "file", "line")
+REJECTED_COLUMNS = ("file", "line", "reason", "text")
+
+
+class JournalInputError(Exception):
+    """The input path holds nothing that can be read as a journal; the message says what to pass."""
+
+
+@dataclass(frozen=True)
+class Inputs:
+    jsonl: tuple[str, ...]
+    parquet: tuple[str, ...]
+
+
+def find_inputs(path: str) -> Inputs:
+    """A file or a directory (searched recursively) of journal files, by extension."""
+    p = Path(path)
+    if not p.exists():
+        raise JournalInputError(f"{path}: no such file or directory; pass a journal file or a directory of them")
+    files = [p] if p.is_file() else sorted(f for f in p.rglob("*") if f.is_file() and not f.name.startswith((".", "_")))
+    jsonl = tuple(str(f) for f in files if f.name.endswith(JSONL_SUFFIXES))
+    parquet = tuple(str(f) for f in files if f.name.endswith(PARQUET_SUFFIXES))
+    if p.is_file() and not (jsonl or parquet):
+        jsonl = (str(p),)  # an explicitly named file is read as JSONL whatever its name
+    if not (jsonl or parquet):
+        raise JournalInputError(
+            f"{path}: no journal files found (looked for {', '.join(JSONL_SUFFIXES + PARQUET_SUFFIXES)})")
+    return Inputs(jsonl, parquet)
+
+
+@dataclass(frozen=True)
+class _Split(InputPartition):
+    path: str
+    start: int
+    end: int  # -1: to the end (compressed files are never split)
+
+
+class JournalLinesReader(DataSourceReader):
+    def __init__(self, paths: list[str]) -> None:
+        self.paths = paths
+
+    def partitions(self) -> list[_Split]:
+        splits: list[_Split] = []
+        for path in self.paths:
+            size = os.path.getsize(path)
+            if path.endswith(".gz") or size <= SPLIT_BYTES:
+                splits.append(_Split(path, 0, -1))
+                continue
+            splits.extend(_Split(path, a, min(a + SPLIT_BYTES, size)) for a in range(0, size, SPLIT_BYTES))
+        return splits
+
+    def read(self, partition: _Split) -> Iterator:
+        import pyarrow as pa
+
+        files, lines, texts = [], [], []
+        for number, text in _lines(partition):
+            if not text.strip():
+                continue
+            files.append(partition.path)
+            lines.append(number)
+            texts.append(text)
+            if len(texts) >= BATCH_LINES:
+                yield pa.RecordBatch.from_arrays([pa.array(files), pa.array(lines, pa.int64()), pa.array(texts)],
+                                                 names=["file", "line", "text"])
+                files, lines, texts = [], [], []
+        if texts:
+            yield pa.RecordBatch.from_arrays([pa.array(files), pa.array(lines, pa.int64()), pa.array(texts)],
+                                             names=["file", "line", "text"])
+
+
+def _lines(split: _Split) -> Iterator[tuple[int, str]]:
+    """(1-based line number, text) of the lines that start inside the split."""
+    if split.end < 0:
+        opener = gzip.open if split.path.endswith(".gz") else open
+        with opener(split.path, "rb") as fh:
+            for number, raw in enumerate(fh, start=1):
+                yield number, raw.decode("utf-8", errors="replace").rstrip("\r\n")
+        return
+    with open(split.path, "rb") as fh:
+        number = 1
+        if split.start > 0:
+            # Line numbers of a split need the newlines before it; counting bytes is cheap next to parsing.
+            remaining = split.start - 1
+            while remaining > 0:
+                chunk = fh.read(min(remaining, 8 * 1024 * 1024))
+                number += chunk.count(b"\n")
+                remaining -= len(chunk)
+            previous = fh.read(1)
+            number += previous.count(b"\n")
+            if previous != b"\n":
+                fh.readline()  # the line that straddles the boundary belongs to the previous split
+                number += 1
+        position = fh.tell()
+        while position < split.end:
+            raw = fh.readline()
+            if not raw:
+                break
+            yield number, raw.decode("utf-8", errors="replace").rstrip("\r\n")
+            number += 1
+            position += len(raw)
+
+
+class JournalLines(DataSource):
+    """`spark.read.format("journal_lines").option("paths", json_list).load()`: (file, line, text) rows."""
+
+    @classmethod
+    def name(cls) -> str:
+        return "journal_lines"
+
+    def schema(self) -> str:
+        return "file string, line long, text string"
+
+    def reader(self, schema: T.StructType) -> DataSourceReader:
+        import json
+
+        return JournalLinesReader(json.loads(self.options["paths"]))
+
+
+def _first_problem(*checks: tuple[Column, str]) -> Column:
+    expr = F.lit(None).cast("string")
+    for cond, reason in reversed(checks):
+        expr = F.when(cond, F.lit(reason)).otherwise(expr)
+    return expr
+
+
+def _volume_checks(volumes: Column) -> list[tuple[Column, str]]:
+    return [
+        (F.exists(volumes, lambda v: v.isNull()), "volumes[] entries must be objects"),
+        (F.exists(volumes, lambda v: v.broker_id.isNull()), "volumes[].broker_id must be an integer"),
+        (F.exists(volumes, lambda v: F.coalesce(v.log_dir, F.lit("")) == ""),
+         "volumes[].log_dir must be a non-empty string"),
+        (F.exists(volumes, lambda v: v.error.isNull() & (v.total_bytes.isNull() | v.available_bytes.isNull())),
+         "a volume without error needs integer total_bytes and available_bytes"),
+        (F.exists(volumes, lambda v: (v.total_bytes < 0) | (v.available_bytes < 0)),
+         "volumes[] byte counts must be >= 0 (an offline dir has error set and null bytes)"),
+        (F.size(F.array_distinct(F.transform(volumes, lambda v: F.struct(v.broker_id, v.log_dir))))
+         != F.size(volumes), "volumes lists the same (broker_id, log_dir) twice"),
+    ]
+
+
+def _validate(df: DataFrame) -> tuple[DataFrame, DataFrame]:
+    """Split parsed rows into valid snapshots and rejected rows; later duplicates of a snapshot are rejected."""
+    s = F.col("snap")
+    volumes = F.coalesce(s.volumes, F.array().cast(T.ArrayType(VOLUME_TYPE)))
+    checked = df.select(
+        "file", "line", "text",
+        s.cluster_id.alias("cluster_id"),
+        F.try_to_timestamp(s.observed_at).alias("observed_at"),
+        s.status.alias("status"),
+        F.coalesce(s.brokers, F.array().cast("array<bigint>")).alias("brokers"),
+        F.coalesce(s.fenced_brokers, F.array().cast("array<bigint>")).alias("fenced_brokers"),
+        volumes.alias("volumes"),
+        _first_problem(
+            (F.col("is_object").isNull(), "not a JSON object"),
+            (F.coalesce(s.cluster_id, F.lit("")) == "", "cluster_id must be a non-empty string"),
+            (F.try_to_timestamp(s.observed_at).isNull(), "observed_at must be an ISO-8601 timestamp"),
+            (~F.coalesce(s.status.isin(*STATUSES), F.lit(False)), f"status must be one of {', '.join(STATUSES)}"),
+            ((s.status == "SUCCESS") & s.brokers.isNull(), "brokers must be a list of broker ids"),
+            (F.exists(F.coalesce(s.brokers, F.array().cast("array<bigint>")), lambda b: b.isNull()),
+             "brokers must be a list of broker ids"),
+            *_volume_checks(volumes),
+        ).alias("reason"),
+    )
+    first = Window.partitionBy("cluster_id", "observed_at", F.col("reason").isNull()).orderBy("file", "line")
+    checked = checked.withColumn(
+        "first_at", F.when(F.col("reason").isNull(), F.first(F.concat_ws(":", "file", "line")).over(first)))
+    checked = checked.withColumn(
+        "reason",
+        F.when(F.col("reason").isNotNull(), F.col("reason"))
+        .when(F.col("first_at") != F.concat_ws(":", "file", "line"),
+              F.concat(F.lit("duplicate snapshot of this cluster and observed_at (first at "),
+                       F.col("first_at"), F.lit(")"))),
+    ).cache()
+    valid = checked.where(F.col("reason").isNull()).select(*SNAPSHOT_COLUMNS)
+    rejected = checked.where(F.col("reason").isNotNull()).select(*REJECTED_COLUMNS)
+    return valid, rejected
+
+
+def read_jsonl(spark: SparkSession, paths: tuple[str, ...]) -> tuple[DataFrame, DataFrame]:
+    import json
+
+    spark.dataSource.register(JournalLines)
+    lines = spark.read.format("journal_lines").option("paths", json.dumps(list(paths))).load()
+    parsed = lines.select(
+        "file", "line", "text",
+        F.from_json("text", SNAPSHOT_JSON_TYPE).alias("snap"),
+        # json_object_keys is null for anything but a JSON object: tells garbage from missing fields.
+        F.json_object_keys("text").alias("is_object"),
+    )
+    return _validate(parsed)
+
+
+def read_parquet(spark: SparkSession, paths: tuple[str, ...]) -> tuple[DataFrame, DataFrame]:
+    """Flattened form: one row per volume with the snapshot's fields repeated (a failed poll: no volume)."""
+    raw = spark.read.parquet(*paths)
+    columns = set(raw.columns)
+
+    def col(name: str, type_: str) -> Column:
+        return F.col(name).cast(type_) if name in columns else F.lit(None).cast(type_)
+
+    rows = raw.select(
+        F.col("_metadata.file_path").alias("file"),
+        (F.col("_metadata.row_index") + 1).alias("line"),
+        col("cluster_id", "string").alias("cluster_id"),
+        col("observed_at", "string").alias("observed_at"),
+        col("status", "string").alias("status"),
+        col("brokers", "array<bigint>").alias("brokers"),
+        col("fenced_brokers", "array<bigint>").alias("fenced_brokers"),
+        F.when(col("broker_id", "bigint").isNotNull() | col("log_dir", "string").isNotNull(), F.struct(
+            col("broker_id", "bigint").alias("broker_id"), col("log_dir", "string").alias("log_dir"),
+            col("total_bytes", "bigint").alias("total_bytes"),
+            col("available_bytes", "bigint").alias("available_bytes"),
+            col("error", "string").alias("error"))).alias("volume"),
+    )
+    # One snapshot per (cluster, observed_at); its location is its first row.
+    grouped = rows.groupBy("cluster_id", "observed_at").agg(
+        F.min(F.struct("file", "line")).alias("at"),
+        F.first("status", ignorenulls=True).alias("status"),
+        F.first("brokers", ignorenulls=True).alias("brokers"),
+        F.first("fenced_brokers", ignorenulls=True).alias("fenced_brokers"),
+        F.filter(F.collect_list("volume"), lambda v: v.isNotNull()).alias("volumes"),
+        F.countDistinct("status").alias("statuses"),
+    )
+    parsed = grouped.select(
+        F.col("at.file").alias("file"), F.col("at.line").alias("line"),
+        F.to_json(F.struct("cluster_id", "observed_at", "status", "brokers", "fenced_brokers")).alias("text"),
+        F.when(F.col("statuses") <= 1, F.struct("cluster_id", "observed_at", "status", "brokers",
+                                               "fenced_brokers", "volumes")).alias("snap"),
+        F.when(F.col("statuses") <= 1, F.lit("object")).alias("is_object"),
+    )
+    valid, rejected = _validate(parsed)
+    rejected = rejected.withColumn("reason", F.when(
+        F.col("reason") == "not a JSON object",
+        F.lit("rows of one snapshot disagree on status")).otherwise(F.col("reason")))
+    return valid, rejected
+
+
+def read(spark: SparkSession, path: str) -> tuple[DataFrame, DataFrame]:
+    """(valid snapshots, rejected rows) of every journal file under `path`."""
+    inputs = find_inputs(path)
+    parts = []
+    if inputs.jsonl:
+        parts.append(read_jsonl(spark, inputs.jsonl))
+    if inputs.parquet:
+        parts.append(read_parquet(spark, inputs.parquet))
+    valid, rejected = parts[0]
+    for v, r in parts[1:]:
+        valid, rejected = valid.unionByName(v), rejected.unionByName(r)
+    return valid, rejected

@@ -1,0 +1,168 @@
+"""Batch replay: journal files in, one decision record per snapshot out (JSONL or Parquet).
+
+Per-volume work is Spark SQL (journal.py, aggregate.py); only the one-row-per-snapshot summaries
+pass through decide.advance, per cluster in observed_at order, inside applyInPandas.
+"""
+from __future__ import annotations
+
+import datetime as dt
+import json
+import shutil
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterator
+
+import pandas as pd
+from pyspark.sql import DataFrame, SparkSession, Window
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from quota_pipeline import aggregate, journal
+from quota_pipeline.config import Limit
+from quota_pipeline.decide import Settings, advance
+from quota_pipeline.model import UTC, Decision, SnapshotSummary, Source, Status, now
+
+TIME_FORMAT = "yyyy-MM-dd'T'HH:mm:ss.SSS'Z'"
+DECISION_SCHEMA = T.StructType([
+    T.StructField("cluster_id", T.StringType()),
+    T.StructField("seq", T.LongType()),
+    T.StructField("throttle_factor", T.DoubleType()),
+    T.StructField("source", T.StringType()),
+    T.StructField("valid_from_us", T.LongType()),
+])
+
+
+def _decide_cluster(settings: Settings):
+    """The per-cluster sequential step, closed over the settings for applyInPandas."""
+    def run(frame: pd.DataFrame) -> pd.DataFrame:
+        frame = frame.sort_values("seq")
+        current: Decision | None = None
+        factors, sources, valid_from = [], [], []
+        for row in frame.itertuples(index=False):
+            observed_at = dt.datetime.fromtimestamp(0, UTC) + dt.timedelta(microseconds=int(row.t_us))
+            current = advance(current, SnapshotSummary(
+                cluster_id=row.cluster_id, observed_at=observed_at, status=Status(row.status),
+                active_brokers=0, active_log_dirs=0, missing_brokers=(), violations=int(row.violations),
+                policy_factor=float(row.policy_factor), complete=bool(row.complete)), settings)
+            factors.append(current.factor)
+            sources.append(current.source.value)
+            valid_from.append(aggregate._micros(current.valid_from - dt.datetime.fromtimestamp(0, UTC)))
+        return pd.DataFrame({"cluster_id": frame["cluster_id"].values, "seq": frame["seq"].values,
+                             "throttle_factor": factors, "source": sources, "valid_from_us": valid_from})
+    return run
+
+
+def decisions(summaries: DataFrame, settings: Settings, cluster_name: str | None = None,
+              decided_at: dt.datetime | None = None) -> DataFrame:
+    """Output records (DESIGN.md) as a DataFrame with timestamp columns, sorted by cluster and time."""
+    inputs = summaries.select("cluster_id", "seq", F.unix_micros("observed_at").alias("t_us"),
+                              "status", "violations", "policy_factor", "complete")
+    decided = inputs.groupBy("cluster_id").applyInPandas(_decide_cluster(settings), DECISION_SCHEMA)
+    validity_us = aggregate._micros(settings.validity)
+    return summaries.join(decided, ["cluster_id", "seq"]).select(
+        F.lit(1).alias("schema_version"),
+        (F.lit(cluster_name) if cluster_name else F.col("cluster_id")).alias("cluster_id"),
+        "observed_at",
+        (F.lit(decided_at).cast("timestamp") if decided_at else F.current_timestamp()).alias("decided_at"),
+        "throttle_factor", "source",
+        F.when(F.col("source") != Source.FALLBACK.value,
+               F.timestamp_micros(F.col("valid_from_us") + validity_us)).alias("valid_until"),
+        "status", "active_brokers", "active_log_dirs", "missing_brokers",
+        F.struct(_limit_col(settings.limits.hard).alias("hard"),
+                 _limit_col(settings.limits.soft).alias("soft")).alias("limit"),
+        "violations", "worst_volume", "min_available_ratio",
+    )
+
+
+def _limit_col(limit: Limit | None):
+    """A limit as the record holds it: bytes as an integer, a ratio as a double (Limit.to_json)."""
+    if limit is None:
+        return F.lit(None).cast("struct<type:string,value:double>")
+    value = F.lit(int(limit.value)).cast("long") if limit.kind == "bytes" else F.lit(float(limit.value))
+    return F.struct(F.lit(limit.type_name).alias("type"), value.alias("value"))
+
+
+def as_json_columns(records: DataFrame) -> DataFrame:
+    """Timestamps as the record's ISO-8601 strings (model.format_time)."""
+    out = records
+    for name in ("observed_at", "decided_at", "valid_until"):
+        out = out.withColumn(name, F.date_format(name, TIME_FORMAT))
+    return out
+
+
+@dataclass
+class ReplayResult:
+    records: int
+    rejected: int
+    first_rejections: list[dict]
+    output: str
+    rejected_path: str | None
+
+
+def run(spark: SparkSession, settings: Settings, input_path: str, output: str, strict: bool = False,
+        cluster_name: str | None = None) -> ReplayResult:
+    snaps, rejected = journal.read(spark, input_path)
+    rejected_count = rejected.count()
+    first = [r.asDict() for r in rejected.orderBy("file", "line").limit(5).collect()] if rejected_count else []
+    out = Path(output)
+    rejected_path = None
+    if rejected_count:
+        rejected_path = str(out) + ".rejected"
+        write_jsonl(rejected.repartition(1).sortWithinPartitions("file", "line"), Path(rejected_path))
+        if strict:
+            return ReplayResult(0, rejected_count, first, output, rejected_path)
+    summaries = aggregate.summaries(snaps, settings)
+    records = decisions(summaries, settings, cluster_name, decided_at=now()).repartition(1) \
+        .sortWithinPartitions("cluster_id", "observed_at")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    if output.endswith(".jsonl"):
+        write_jsonl(as_json_columns(records), out)
+    else:
+        records.write.mode("overwrite").parquet(output)
+    count = spark.read.parquet(output).count() if not output.endswith(".jsonl") else _count_lines(out)
+    return ReplayResult(count, rejected_count, first, output, rejected_path)
+
+
+def write_jsonl(records: DataFrame, target: Path) -> None:
+    tmp = target.parent / f".{target.name}.{uuid.uuid4().hex}.tmp"
+    records.write.option("ignoreNullFields", "false").mode("overwrite").json(str(tmp))
+    with target.open("wb") as out:
+        for part in sorted(tmp.glob("part-*")):
+            with part.open("rb") as fh:
+                shutil.copyfileobj(fh, out)
+    shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _count_lines(path: Path) -> int:
+    with path.open("rb") as fh:
+        return sum(1 for _ in fh)
+
+
+def iter_jsonl(path: str) -> Iterator[dict]:
+    with open(path, encoding="utf-8") as fh:
+        for line in fh:
+            if line.strip():
+                yield json.loads(line)
+
+
+def summary_table(records: DataFrame) -> list[dict]:
+    """Per cluster: snapshots, time throttled (by violation / by fallback) and throttle episodes."""
+    by_time = Window.partitionBy("cluster_id").orderBy("observed_at")
+    spans = records.select(
+        "cluster_id", "observed_at", "throttle_factor", "source", "violations", "status",
+        (F.unix_micros(F.lead("observed_at").over(by_time)) - F.unix_micros("observed_at")).alias("span_us"),
+        F.lag("throttle_factor").over(by_time).alias("prev_factor"),
+    )
+    throttled = F.col("throttle_factor") < 1.0
+    rows = spans.groupBy("cluster_id").agg(
+        F.count("*").alias("snapshots"),
+        F.min("observed_at").alias("first"),
+        F.max("observed_at").alias("last"),
+        (F.sum(F.when(throttled & (F.col("source") != "FALLBACK"), F.col("span_us"))) / 1e6).alias("throttled_s"),
+        (F.sum(F.when(throttled & (F.col("source") == "FALLBACK"), F.col("span_us"))) / 1e6).alias("fallback_s"),
+        F.sum(F.when(throttled & (F.coalesce("prev_factor", F.lit(1.0)) >= 1.0), 1).otherwise(0)).alias("episodes"),
+        F.max("violations").alias("max_violations"),
+        F.sum(F.when(F.col("status") != "SUCCESS", 1).otherwise(0)).alias("failed_polls"),
+    ).orderBy("cluster_id")
+    return [r.asDict() for r in rows.collect()]

@@ -1,0 +1,59 @@
+"""The SparkSession every command and test shares: local by default, quiet, UTC, RocksDB state."""
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+from pathlib import Path
+from typing import Mapping
+
+LOG4J2 = Path(__file__).parent / "resources" / "log4j2.properties"
+JAVA_HINT = ("Java 17 is required by Spark and was not found (no `java` on PATH, no JAVA_HOME).\n"
+             "Install it with:  sudo apt-get install -y openjdk-17-jre-headless\n"
+             "(macOS: brew install openjdk@17), then run the command again.")
+
+BASE_CONF: dict[str, str] = {
+    "spark.sql.session.timeZone": "UTC",
+    "spark.ui.enabled": "false",
+    "spark.ui.showConsoleProgress": "true",
+    "spark.sql.execution.arrow.pyspark.enabled": "true",
+    "spark.sql.streaming.stateStore.providerClass":
+        "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider",
+    "spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile={LOG4J2.as_uri()}",
+    "spark.executor.extraJavaOptions": f"-Dlog4j2.configurationFile={LOG4J2.as_uri()}",
+}
+
+
+def java_available() -> bool:
+    home = os.environ.get("JAVA_HOME")
+    return bool(shutil.which("java") or (home and (Path(home) / "bin" / "java").exists()))
+
+
+def require_java() -> None:
+    if not java_available():
+        print(f"error: {JAVA_HINT}", file=sys.stderr)
+        raise SystemExit(3)
+
+
+def get_session(app_name: str = "quota-pipeline", master: str | None = None,
+                conf: Mapping[str, str] | None = None):
+    """Build (or reuse) the SparkSession; under spark-submit the master comes from there."""
+    require_java()
+    # Workers must run this interpreter, or they fail to connect back / miss our packages.
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    from pyspark.sql import SparkSession
+
+    builder = SparkSession.builder.appName(app_name)
+    # Under spark-submit the JVM is already up (PYSPARK_GATEWAY_PORT) and --master decides.
+    if master or not os.environ.get("PYSPARK_GATEWAY_PORT"):
+        builder = builder.master(master or os.environ.get("QUOTA_PIPELINE_MASTER", "local[*]"))
+    settings = dict(BASE_CONF)
+    settings.setdefault("spark.sql.shuffle.partitions", str(max(2, 2 * (os.cpu_count() or 1))))
+    settings.update(conf or {})
+    for key, value in settings.items():
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("WARN")
+    return spark
+

@@ -1,0 +1,37 @@
+"""Tiny, readable builders for snapshots and settings in tests."""
+from __future__ import annotations
+
+import datetime as dt
+
+from quota_pipeline.config import Limit, Limits
+from quota_pipeline.decide import Settings
+from quota_pipeline.model import Status, Volume, VolumeSnapshot
+
+T0 = dt.datetime(2026, 11, 21, 10, 0, tzinfo=dt.timezone.utc)
+GB = 10 ** 9
+
+
+def at(seconds: float) -> dt.datetime:
+    return T0 + dt.timedelta(seconds=seconds)
+
+
+def vol(broker: int, free: int | None, total: int = 100 * GB, log_dir: str = "/d0") -> Volume:
+    """A reading with `free` bytes available; free=None is an offline (KAFKA_STORAGE_ERROR) dir."""
+    if free is None:
+        return Volume(broker, log_dir, None, None, "KAFKA_STORAGE_ERROR")
+    return Volume(broker, log_dir, total, free)
+
+
+def ok(seconds: float, *volumes: Volume, brokers=None, fenced=(), cluster="c1") -> VolumeSnapshot:
+    listed = tuple(sorted({v.broker_id for v in volumes})) if brokers is None else tuple(brokers)
+    return VolumeSnapshot(cluster, at(seconds), Status.SUCCESS, listed, tuple(fenced), tuple(volumes))
+
+
+def failed(seconds: float, status: Status = Status.TIMEOUT, cluster="c1") -> VolumeSnapshot:
+    return VolumeSnapshot(cluster, at(seconds), status)
+
+
+def settings(hard_bytes: int = 10 * GB, soft_bytes: int | None = None, validity_s: float = 300,
+             fallback: float = 0.5, offline: str = "pin") -> Settings:
+    soft = None if soft_bytes is None else Limit("bytes", soft_bytes)
+    return Settings(Limits(Limit("bytes", hard_bytes), soft), dt.timedelta(seconds=validity_s), fallback, offline)

@@ -1,0 +1,30 @@
+"""Shared fixtures: one SparkSession for the whole test session (local[2], 2 shuffle partitions, no UI)."""
+from __future__ import annotations
+
+import os
+import sys
+import time
+
+import pytest
+
+from quota_pipeline.session import JAVA_HINT, java_available
+
+
+@pytest.fixture(scope="session")
+def spark(tmp_path_factory):
+    if not java_available():
+        pytest.exit(JAVA_HINT, returncode=3)
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    # Spark hands timestamps to Python in the process's local zone; the tests compare in UTC.
+    os.environ["TZ"] = "UTC"
+    time.tzset()
+    from quota_pipeline.session import get_session
+
+    session = get_session("quota-pipeline-tests", master="local[2]", conf={
+        "spark.sql.shuffle.partitions": "2",
+        "spark.default.parallelism": "2",
+        "spark.ui.showConsoleProgress": "false",
+        "spark.sql.warehouse.dir": str(tmp_path_factory.mktemp("warehouse")),
+    })
+    yield session
+    session.stop()

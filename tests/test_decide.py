@@ -1,0 +1,209 @@
+"""The decision semantics of DESIGN.md, branch by branch, on the streaming (Python) form."""
+from __future__ import annotations
+
+import datetime as dt
+
+from hypothesis import given, settings as hsettings, strategies as st
+
+from builders import GB, at, failed, ok, settings, vol
+from quota_pipeline.decide import decide_all
+from quota_pipeline.model import Source, Status, VolumeSnapshot
+
+
+def run(snaps, s=None):
+    s = s or settings()
+    return [(d.factor, d.source, d.valid_from) for _, d in decide_all(snaps, s)]
+
+
+def factors(snaps, s=None):
+    return [(f, src) for f, src, _ in run(snaps, s)]
+
+
+def test_first_healthy_snapshot_is_an_observation_of_one():
+    assert run([ok(0, vol(1, 50 * GB), vol(2, 50 * GB))]) == [(1.0, Source.OBSERVATION, at(0))]
+
+
+def test_a_violation_throttles_at_once_even_when_incomplete():
+    # Broker 2 reported nothing: incomplete, but broker 1 is at the limit, so production stops.
+    out = factors([ok(0, vol(1, 10 * GB), brokers=(1, 2))])
+    assert out == [(0.0, Source.OBSERVATION)]
+
+
+def test_release_needs_a_complete_snapshot():
+    snaps = [
+        ok(0, vol(1, 5 * GB), vol(2, 50 * GB)),
+        ok(10, vol(1, 50 * GB), brokers=(1, 2, 3)),          # broker 3 new, no reading: incomplete
+        ok(20, vol(1, 50 * GB), vol(2, 50 * GB), vol(3, 50 * GB)),
+    ]
+    assert factors(snaps) == [(0.0, Source.OBSERVATION), (0.0, Source.RETAINED), (1.0, Source.OBSERVATION)]
+
+
+def test_incomplete_with_cached_reading_still_decides():
+    # Broker 2 is missing from the second poll but its reading from t=0 is still cached (validity 300 s).
+    snaps = [ok(0, vol(1, 50 * GB), vol(2, 50 * GB)), ok(10, vol(1, 50 * GB), brokers=(1, 2))]
+    assert factors(snaps) == [(1.0, Source.OBSERVATION), (1.0, Source.OBSERVATION)]
+
+
+def test_incomplete_without_cache_retains_then_falls_back():
+    s = settings(validity_s=60)
+    snaps = [ok(0, vol(1, 50 * GB), vol(2, 50 * GB))] + [
+        ok(t, vol(1, 50 * GB), brokers=(1, 2)) for t in (30, 60, 91)]
+    out = run(snaps, s)
+    # t=30: broker 2 still cached. t=60: its reading expired (t >= 0 + 60): incomplete -> retained.
+    assert [(f, src) for f, src, _ in out] == [
+        (1.0, Source.OBSERVATION), (1.0, Source.OBSERVATION), (1.0, Source.RETAINED), (0.5, Source.FALLBACK)]
+    assert out[2][2] == at(30)  # RETAINED keeps valid_from of the last observation
+
+
+def test_cache_expiry_is_inclusive_at_exactly_the_validity():
+    s = settings(validity_s=60)
+    snaps = [ok(0, vol(1, 5 * GB), vol(2, 50 * GB)), ok(60, vol(2, 50 * GB), brokers=(1, 2))]
+    summaries = [summary for summary, _ in decide_all(snaps, s)]
+    assert summaries[1].active_log_dirs == 1 and summaries[1].missing_brokers == (1,)
+
+
+def test_failure_within_validity_retains_and_beyond_falls_back():
+    s = settings(validity_s=60, fallback=0.25)
+    snaps = [ok(0, vol(1, 5 * GB)), failed(30), failed(60), failed(61), ok(70, vol(1, 50 * GB))]
+    out = factors(snaps, s)
+    # t=60 is not past valid_from + validity (strictly greater is needed); t=61 is.
+    assert out == [(0.0, Source.OBSERVATION), (0.0, Source.RETAINED), (0.0, Source.RETAINED),
+                   (0.25, Source.FALLBACK), (1.0, Source.OBSERVATION)]
+
+
+def test_fallback_persists_until_a_deciding_observation():
+    s = settings(validity_s=60, fallback=0.25)
+    snaps = [ok(0, vol(1, 50 * GB), vol(2, 50 * GB)), failed(100),
+             ok(110, vol(1, 50 * GB), brokers=(1, 2)),   # incomplete: cannot release the fallback
+             ok(120, vol(1, 50 * GB), vol(2, 50 * GB))]
+    assert factors(snaps, s) == [(1.0, Source.OBSERVATION), (0.25, Source.FALLBACK),
+                                 (0.25, Source.FALLBACK), (1.0, Source.OBSERVATION)]
+
+
+def test_fallback_record_has_no_valid_until():
+    s = settings(validity_s=60)
+    [(_, first), (summary, second)] = list(decide_all([ok(0, vol(1, 50 * GB)), failed(61)], s))
+    assert first.valid_until(s.validity) == at(60)
+    assert second.source is Source.FALLBACK and second.valid_until(s.validity) is None
+
+
+def test_graded_factor_between_soft_and_hard():
+    s = settings(hard_bytes=10 * GB, soft_bytes=30 * GB)
+    snaps = [ok(0, vol(1, 20 * GB), vol(2, 50 * GB)), ok(10, vol(1, 25 * GB), vol(2, 15 * GB)),
+             ok(20, vol(1, 31 * GB), vol(2, 31 * GB))]
+    assert factors(snaps, s) == [(0.5, Source.OBSERVATION), (0.25, Source.OBSERVATION), (1.0, Source.OBSERVATION)]
+
+
+def test_without_soft_limit_it_is_strimzis_zero_one_rule():
+    snaps = [ok(0, vol(1, 10 * GB + 1)), ok(10, vol(1, 10 * GB)), ok(20, vol(1, 10 * GB + 1))]
+    assert [f for f, _ in factors(snaps)] == [1.0, 0.0, 1.0]
+
+
+def test_ratio_limit_counts_total_zero_as_ratio_zero():
+    from quota_pipeline.config import Limit, Limits
+    from quota_pipeline.decide import Settings
+
+    s = Settings(Limits(Limit("ratio", 0.0)), dt.timedelta(minutes=5))
+    assert factors([ok(0, vol(1, 0, total=0))], s) == [(0.0, Source.OBSERVATION)]
+
+
+def test_offline_pin_keeps_last_reading_while_offline():
+    s = settings(validity_s=60, offline="pin")
+    snaps = [ok(0, vol(1, 5 * GB)), ok(30, vol(1, None)), ok(200, vol(1, None)), ok(230, vol(1, 50 * GB))]
+    summaries = [sm for sm, _ in decide_all(snaps, s)]
+    # The violating reading stays in force long past the validity while the dir stays offline.
+    assert [sm.violations for sm in summaries] == [1, 1, 1, 0]
+    assert summaries[2].worst_volume.available_bytes == 5 * GB
+
+
+def test_offline_pin_without_reading_violates():
+    s = settings(offline="pin")
+    assert factors([ok(0, vol(1, None), vol(2, 50 * GB))], s) == [(0.0, Source.OBSERVATION)]
+
+
+def test_pinned_entry_counts_only_while_its_broker_is_registered():
+    s = settings(validity_s=60, offline="pin")
+    snaps = [ok(0, vol(1, None), vol(2, 50 * GB)),
+             ok(100, vol(2, 50 * GB), brokers=(2,)),      # broker 1 deregistered: its pin stops counting
+             ok(110, vol(2, 50 * GB), brokers=(1, 2))]    # back: pinned entry counts again
+    assert [f for f, _ in factors(snaps, s)] == [0.0, 1.0, 0.0]
+
+
+def test_offline_last_known_lets_the_reading_expire():
+    s = settings(validity_s=60, offline="last-known")
+    snaps = [ok(0, vol(1, 5 * GB)), ok(30, vol(1, None)), ok(70, vol(1, None))]
+    summaries = [sm for sm, _ in decide_all(snaps, s)]
+    assert [sm.violations for sm in summaries] == [1, 1, 0]
+    assert summaries[2].missing_brokers == (1,)
+
+
+def test_offline_violate_makes_it_violate_and_expire():
+    s = settings(validity_s=60, offline="violate")
+    snaps = [ok(0, vol(1, 50 * GB)), ok(30, vol(1, None)), failed(95)]
+    summaries = [sm for sm, _ in decide_all(snaps, s)]
+    assert [sm.violations for sm in summaries] == [0, 1, 0]
+
+
+def test_fenced_brokers_must_be_covered_for_a_release():
+    snaps = [ok(0, vol(1, 5 * GB), vol(2, 50 * GB)),
+             ok(10, vol(1, 50 * GB), brokers=(1,), fenced=(3,)),
+             ok(20, vol(1, 50 * GB), vol(3, 50 * GB), brokers=(1,), fenced=(3,))]
+    out = list(decide_all(snaps, settings()))
+    assert out[1][0].missing_brokers == (3,) and out[1][1].source is Source.RETAINED
+    assert out[2][1].factor == 1.0 and out[2][1].source is Source.OBSERVATION
+
+
+def test_failed_snapshot_still_evicts():
+    s = settings(validity_s=60)
+    snaps = [ok(0, vol(1, 5 * GB)), failed(60)]
+    assert [sm.violations for sm, _ in decide_all(snaps, s)] == [1, 0]
+
+
+def test_one_decision_per_snapshot_even_unchanged():
+    snaps = [ok(t, vol(1, 50 * GB)) for t in range(0, 100, 10)]
+    assert len(run(snaps)) == 10
+
+
+def test_clusters_are_independent():
+    snaps = [ok(0, vol(1, 5 * GB), cluster="a"), ok(0, vol(1, 50 * GB), cluster="b")]
+    out = {sm.cluster_id: d.factor for sm, d in decide_all(snaps, settings())}
+    assert out == {"a": 0.0, "b": 1.0}
+
+
+# --- property: a throttle is never released by an incomplete or failed snapshot --------------------
+
+free = st.one_of(st.none(), st.integers(0, 100 * GB))
+
+
+@st.composite
+def journals(draw):
+    n = draw(st.integers(1, 25))
+    t, snaps = 0.0, []
+    for _ in range(n):
+        t += draw(st.sampled_from([1, 10, 30, 59, 60, 61, 120, 400]))
+        if draw(st.integers(0, 5)) == 0:
+            snaps.append(failed(t, draw(st.sampled_from(list(Status)[1:]))))
+            continue
+        brokers = draw(st.sets(st.integers(1, 4), min_size=1))
+        fenced = draw(st.sets(st.integers(5, 6), max_size=1))
+        reporting = draw(st.sets(st.sampled_from(sorted(brokers | fenced))))
+        vols = [vol(b, draw(free), log_dir=d) for b in sorted(reporting)
+                for d in draw(st.sets(st.sampled_from(["/a", "/b"]), min_size=1))]
+        snaps.append(ok(t, *vols, brokers=sorted(brokers), fenced=sorted(fenced)))
+    return snaps
+
+
+@hsettings(max_examples=300, deadline=None)
+@given(journals(), st.sampled_from(["pin", "last-known", "violate"]),
+       st.sampled_from([None, 30 * GB]), st.floats(0, 1))
+def test_never_released_by_incomplete_or_failed_snapshot(snaps, offline, soft, fallback):
+    s = settings(soft_bytes=soft, fallback=fallback, offline=offline, validity_s=60)
+    previous = None
+    for summary, decision in decide_all(snaps, s):
+        if previous is not None and decision.factor > previous.factor:
+            rising_ok = summary.status is Status.SUCCESS and summary.complete
+            assert rising_ok or decision.source is Source.FALLBACK, (summary, previous, decision)
+            if decision.source is Source.FALLBACK:
+                # Only the fallback may raise a factor without a complete observation, and only to itself.
+                assert decision.factor == fallback
+        previous = decision

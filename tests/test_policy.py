@@ -1,0 +1,52 @@
+"""The policy's Spark column expressions and its Python functions agree on every volume."""
+from __future__ import annotations
+
+from hypothesis import HealthCheck, given, settings as hsettings, strategies as st
+from pyspark.sql import functions as F
+
+from quota_pipeline import policy
+from quota_pipeline.config import Limit, Limits
+
+TB = 10 ** 12
+MAX = 2 ** 53  # byte counts beyond 9 PB are not volumes; beyond 2^53 int->double conversion is inexact
+
+volumes = st.lists(st.tuples(st.one_of(st.none(), st.integers(0, MAX)), st.integers(0, MAX)), min_size=1,
+                   max_size=60).map(lambda vs: [(None if a is None else min(a, t), t) for a, t in vs])
+limits = st.one_of(
+    st.builds(lambda h: Limits(Limit("bytes", h)), st.integers(0, TB)),
+    st.builds(lambda h: Limits(Limit("ratio", h)), st.floats(0, 1)),
+    st.builds(lambda h, extra: Limits(Limit("bytes", h), Limit("bytes", h + extra)),
+              st.integers(0, TB), st.integers(1, TB)),
+    st.builds(lambda h, extra: Limits(Limit("ratio", h), Limit("ratio", min(1.0, h + extra))),
+              st.floats(0, 0.9), st.floats(0.01, 0.5)),
+    st.builds(lambda h, s: Limits(Limit("ratio", h), Limit("bytes", s)), st.floats(0, 1), st.integers(0, TB)),
+)
+
+
+@hsettings(max_examples=25, deadline=None, suppress_health_check=list(HealthCheck))
+@given(volumes, limits)
+def test_spark_and_python_policy_agree(spark, vols, lim):
+    df = spark.createDataFrame(vols, "available long, total long")
+    a, t = F.col("available"), F.col("total")
+    rows = df.select("available", "total", policy.volume_factor_col(a, t, lim).alias("factor"),
+                     policy.violates_col(a, t, lim).alias("violates"),
+                     policy.available_ratio_col(a, t).alias("ratio")).collect()
+    for r in rows:
+        assert r.factor == policy.volume_factor_py(r.available, r.total, lim), (r, lim)
+        assert r.violates == policy.violates_py(r.available, r.total, lim), (r, lim)
+        expected_ratio = None if r.available is None else (0.0 if r.total == 0 else r.available / r.total)
+        assert r.ratio == expected_ratio
+        assert 0.0 <= r.factor <= 1.0
+        assert (r.factor == 0.0) == r.violates or lim.soft is not None
+
+
+def test_graded_policy_examples():
+    lim = Limits(Limit("bytes", 100), Limit("bytes", 300))
+    assert [policy.volume_factor_py(a, 1000, lim) for a in (0, 100, 150, 200, 300, 301)] == [
+        0.0, 0.0, 0.25, 0.5, 1.0, 1.0]
+    assert policy.volume_factor_py(None, None, lim) == 0.0  # offline
+
+
+def test_ratio_limit_is_inclusive_like_strimzi():
+    lim = Limits(Limit("ratio", 0.1))
+    assert policy.violates_py(100, 1000, lim) and not policy.violates_py(101, 1000, lim)

@@ -103,9 +103,10 @@ def test_fenced_broker_is_listed_and_not_asked(start_simulator):
 
 @pytest.mark.parametrize("api", ["DescribeLogDirs", "DescribeCluster"])
 def test_slow_broker_gives_timeout_below_the_check_interval(start_simulator, api):
-    sim = start_simulator(with_fault({"type": "slow", "broker": 3 if api == "DescribeLogDirs" else None,
-                                      "delay_ms": 3000, "apis": [api]} if api == "DescribeLogDirs"
-                                     else {"type": "slow", "delay_ms": 3000, "apis": [api]}))
+    fault = {"type": "slow", "delay_ms": 3000, "apis": [api]}
+    if api == "DescribeLogDirs":
+        fault["broker"] = 3
+    sim = start_simulator(with_fault(fault))
     conf = make_config(sim.bootstrap_servers, "PT1S")
     assert call_timeout_ms(conf) == 800
     t0 = time.monotonic()

@@ -184,18 +184,29 @@ class Observer:
 
     async def _describe_cluster(self, manager: Any, remaining_ms: Callable[[], int]) -> tuple[tuple[int, ...], tuple[int, ...]]:
         """(active brokers, fenced brokers); fenced ones only from brokers with DescribeCluster v2 (KIP-1073)."""
-        request = DescribeClusterRequest(include_cluster_authorized_operations=False, include_fenced_brokers=True)
-        try:
-            response = await manager.wait_for(manager.send(request, request_timeout_ms=remaining_ms()), remaining_ms())
-        except Errors.IncompatibleBrokerVersion:
-            return await self._metadata_brokers(manager, remaining_ms)  # Kafka < 2.8 has no DescribeCluster
-        except _TIMEOUTS as exc:
-            raise _Outcome(Status.TIMEOUT, f"DescribeCluster: no answer within {self.timeout_ms} ms ({exc})") from None
-        except Errors.KafkaProtocolError as exc:
-            raise _Outcome(Status.ERROR, f"DescribeCluster: malformed response ({exc})", reset=True) from None
-        except Errors.KafkaError as exc:
-            raise _Outcome(Status.DESCRIBE_CLUSTER_ERROR, f"DescribeCluster failed: {type(exc).__name__}: {exc}",
-                           reset=True) from None
+        tried: dict[Any, str] = {}  # node -> why it failed, in this poll
+        while True:
+            node = _pick_node(manager, tried)
+            if node is None:
+                raise _Outcome(Status.DESCRIBE_CLUSTER_ERROR, "DescribeCluster failed on every broker: "
+                               + "; ".join(f"broker {n}: {e}" for n, e in tried.items()), reset=True)
+            request = DescribeClusterRequest(include_cluster_authorized_operations=False, include_fenced_brokers=True)
+            try:
+                response = await manager.wait_for(
+                    manager.send(request, node_id=node, request_timeout_ms=remaining_ms()), remaining_ms())
+                break
+            except (Errors.KafkaConnectionError, Errors.NodeNotReadyError) as exc:
+                # That broker is down: ask another one, as the Java admin client does.
+                tried[node] = f"{type(exc).__name__}: {exc}"
+            except Errors.IncompatibleBrokerVersion:
+                return await self._metadata_brokers(manager, remaining_ms)  # Kafka < 2.8 has no DescribeCluster
+            except _TIMEOUTS as exc:
+                raise _Outcome(Status.TIMEOUT, f"DescribeCluster: no answer within {self.timeout_ms} ms ({exc})") from None
+            except Errors.KafkaProtocolError as exc:
+                raise _Outcome(Status.ERROR, f"DescribeCluster: malformed response ({exc})", reset=True) from None
+            except Errors.KafkaError as exc:
+                raise _Outcome(Status.DESCRIBE_CLUSTER_ERROR, f"DescribeCluster failed: {type(exc).__name__}: {exc}",
+                               reset=True) from None
         if response.error_code:
             error = Errors.for_code(response.error_code)
             detail = f": {response.error_message}" if response.error_message else ""
@@ -210,6 +221,17 @@ class Observer:
                                           remaining_ms())
         self._cluster_id = getattr(response, "cluster_id", None) or self._cluster_id
         return tuple(sorted(b.node_id for b in response.brokers)), ()
+
+
+def _pick_node(manager: Any, tried: dict[Any, str]) -> Any:
+    """The least loaded broker not tried yet in this poll, else any untried broker not in reconnect backoff."""
+    node = manager.least_loaded_node()
+    if node is not None and node not in tried:
+        return node
+    for broker in manager.cluster.brokers():
+        if broker.node_id not in tried and manager.connection_delay(broker.node_id) == 0:
+            return broker.node_id
+    return None
 
 
 def _volumes(broker_id: int, response: Any, problems: _BrokerProblems) -> list[Volume]:

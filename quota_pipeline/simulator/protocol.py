@@ -130,6 +130,7 @@ def error_response(api_key: int, version: int, error_code: int) -> tuple[ApiMess
     cls = ResponseClassRegistry._response_class_registry.get(api_key)
     if cls is None or not 0 <= version <= cls.max_version or "error_code" not in cls.fields:
         return None
+    cls = cls[None]  # the registry may hold a version-pinned class; build from the primary one
     response = cls(version=version)
     if not cls.fields["error_code"].for_version_q(version):
         return None

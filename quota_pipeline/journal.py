@@ -221,7 +221,9 @@ def _validate(df: DataFrame) -> tuple[DataFrame, DataFrame]:
 def read_jsonl(spark: SparkSession, paths: tuple[str, ...]) -> tuple[DataFrame, DataFrame]:
     import json
 
-    spark.dataSource.register(JournalLines)
+    if getattr(spark, "_journal_lines_registered", False) is False:
+        spark.dataSource.register(JournalLines)
+        spark._journal_lines_registered = True  # re-registering logs a warning on every replay
     lines = spark.read.format("journal_lines").option("paths", json.dumps(list(paths))).load()
     parsed = lines.select(
         "file", "line", "text",

@@ -158,7 +158,12 @@ class Observer:
             try:
                 if isinstance(fut, Exception):
                     raise fut
-                response = await manager.wait_for(fut, remaining_ms())
+                if fut.is_done:  # answered while we waited for a slower broker: no time budget needed
+                    if fut.exception is not None:
+                        raise fut.exception
+                    response = fut.value
+                else:
+                    response = await manager.wait_for(fut, remaining_ms())
             except _TIMEOUTS as exc:
                 problems.timeouts.append(f"broker {b}: no answer within {self.timeout_ms} ms ({type(exc).__name__})")
                 continue

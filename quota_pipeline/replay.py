@@ -157,8 +157,8 @@ def summary_table(records: DataFrame) -> list[dict]:
     throttled = F.col("throttle_factor") < 1.0
     rows = spans.groupBy("cluster_id").agg(
         F.count("*").alias("snapshots"),
-        F.min("observed_at").alias("first"),
-        F.max("observed_at").alias("last"),
+        F.concat_ws(" .. ", F.date_format(F.min("observed_at"), "yyyy-MM-dd HH:mm"),
+                    F.date_format(F.max("observed_at"), "yyyy-MM-dd HH:mm")).alias("period"),
         (F.sum(F.when(throttled & (F.col("source") != "FALLBACK"), F.col("span_us"))) / 1e6).alias("throttled_s"),
         (F.sum(F.when(throttled & (F.col("source") == "FALLBACK"), F.col("span_us"))) / 1e6).alias("fallback_s"),
         F.sum(F.when(throttled & (F.coalesce("prev_factor", F.lit(1.0)) >= 1.0), 1).otherwise(0)).alias("episodes"),

@@ -40,25 +40,24 @@ def run(args: argparse.Namespace) -> int:
     from quota_pipeline.decide import Settings
     from quota_pipeline.session import get_session
 
-    err = Console(stderr=True)
     try:
         journal.find_inputs(args.input)
     except journal.JournalInputError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     started = time.monotonic()
-    err.print(f"[bold]replay[/] {args.input} -> {args.output} (starting Spark)")
+    say(f"replay {args.input} -> {args.output} (starting Spark)")
     spark = get_session("quota-pipeline-replay", master=args.master)
     result = replay.run(spark, Settings.of(conf), args.input, args.output, strict=args.strict,
                         cluster_name=conf.cluster_name)
     if result.rejected:
-        err.print(f"[yellow]rejected {result.rejected} input line(s)[/], written to {result.rejected_path}:")
+        say(f"rejected {result.rejected} input line(s), written to {result.rejected_path}:")
         for r in result.first_rejections:
-            err.print(f"  {r['file']}:{r['line']}: {r['reason']}", markup=False, highlight=False)
+            say(f"  {r['file']}:{r['line']}: {r['reason']}")
         if result.rejected > len(result.first_rejections):
-            err.print(f"  ... and {result.rejected - len(result.first_rejections)} more")
+            say(f"  ... and {result.rejected - len(result.first_rejections)} more")
         if args.strict:
-            err.print("[red]--strict: no output written[/]")
+            say("error: --strict: input lines were rejected, no output written")
             return 1
     elapsed = time.monotonic() - started
     records = spark.read.json(args.output) if args.output.endswith(".jsonl") else spark.read.parquet(args.output)
@@ -66,15 +65,20 @@ def run(args: argparse.Namespace) -> int:
         from pyspark.sql import functions as F
         records = records.withColumn("observed_at", F.to_timestamp("observed_at"))
     table = Table(title=f"{result.records} decisions in {elapsed:.1f}s -> {args.output}")
-    for col in ("cluster", "snapshots", "from", "to", "throttled", "fallback", "episodes", "max viol.",
+    for col in ("cluster", "snapshots", "period (UTC)", "throttled", "fallback", "episodes", "max viol.",
                 "failed polls"):
-        table.add_column(col, no_wrap=True)
+        table.add_column(col, no_wrap=True, min_width=len(col))
     for row in replay.summary_table(records):
-        table.add_row(row["cluster_id"], str(row["snapshots"]), f"{row['first']:%m-%d %H:%M}", f"{row['last']:%m-%d %H:%M}",
+        table.add_row(row["cluster_id"], str(row["snapshots"]), row["period"],
                       _duration(row["throttled_s"]), _duration(row["fallback_s"]), str(row["episodes"]),
                       str(row["max_violations"]), str(row["failed_polls"]))
-    Console(width=max(100, Console().width)).print(table)
+    Console(width=max(130, Console().width)).print(table)
     return 0
+
+
+def say(line: str) -> None:
+    """Progress and problems go to stderr as plain lines (greppable, never re-wrapped)."""
+    print(line, file=sys.stderr, flush=True)
 
 
 def _duration(seconds: float | None) -> str:

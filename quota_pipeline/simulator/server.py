@@ -9,6 +9,7 @@ import logging
 import random
 import socket
 import threading
+import time
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -61,6 +62,7 @@ class Simulator:
         self._conns: dict[int, set[asyncio.StreamWriter]] = collections.defaultdict(set)
         self._handlers: set[asyncio.Task[None]] = set()
         self._old_protocol: dict[int, bool] = {}
+        self._relisten_failed: dict[int, float] = {}
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stop: asyncio.Event | None = None
         self._thread: threading.Thread | None = None
@@ -196,8 +198,10 @@ class Simulator:
 
     async def _listen(self, broker_id: int) -> None:
         port = self.state.brokers[broker_id].port
-        # No SO_REUSEADDR: a port someone else listens on must fail here, not be shared.
+        # SO_REUSEADDR lets a broker that comes back bind over its old connections in TIME_WAIT; on Linux
+        # it still refuses a port another socket listens on, so "port in use" is detected all the same.
         sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             sock.bind((self.host, port))
         except OSError as exc:
@@ -229,12 +233,16 @@ class Simulator:
             self.state.log_dir_readings(broker_id)
 
     async def _relisten(self, broker_id: int) -> None:
-        if broker_id in self._servers:
-            return
+        failed_at = self._relisten_failed.get(broker_id)
+        if broker_id in self._servers or (failed_at is not None and time.monotonic() - failed_at < 1.0):
+            return  # retry a failed bind once a second, not on every reconcile tick
         try:
             await self._listen(broker_id)
+            self._relisten_failed.pop(broker_id, None)
         except OSError as exc:
-            log.error("broker %s could not listen again: %s", broker_id, exc)
+            if failed_at is None:
+                log.error("broker %s could not listen again (retrying every second): %s", broker_id, exc)
+            self._relisten_failed[broker_id] = time.monotonic()
 
     async def _close_all(self) -> None:
         servers = list(self._servers.values())

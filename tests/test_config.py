@@ -1,0 +1,128 @@
+"""Strimzi-compatible configuration: syntax, defaults, validation, masking, and `validate`."""
+from __future__ import annotations
+
+import datetime as dt
+
+import pytest
+
+from quota_pipeline import config as cfg
+from quota_pipeline.cli import main
+
+BOOT = "client.quota.callback.static.kafka.admin.bootstrap.servers=k1:9092, k2:9092\n"
+HARD = "client.quota.callback.static.storage.per.volume.limit.min.available.bytes=1000\n"
+
+
+def write(tmp_path, text: str):
+    p = tmp_path / "c.properties"
+    p.write_text(text)
+    return str(p)
+
+
+def test_defaults_match_the_contract(tmp_path):
+    c = cfg.load(write(tmp_path, BOOT + HARD))
+    assert c.check_interval == dt.timedelta(seconds=60)
+    assert c.validity == dt.timedelta(minutes=5)
+    assert c.fallback_factor == 1.0 and c.offline_policy == "pin"
+    assert c.produce is None and c.excluded_principals == ()
+    assert c.limits.hard == cfg.Limit("bytes", 1000) and c.limits.soft is None
+    assert c.bootstrap_servers == "k1:9092,k2:9092"
+    assert c.output_topic == "__quota_throttle_factors" and c.metrics_port == 9404
+    assert c.effective_journal_path.endswith("checkpoints/journal")
+
+
+def test_java_properties_syntax(tmp_path):
+    text = ("# comment\n! also a comment\n"
+            "client.quota.callback.static.kafka.admin.bootstrap.servers : a:1,\\\n    b:2\n"
+            "client.quota.callback.static.storage.per.volume.limit.min.available.ratio 0.1\n"
+            "client.quota.callback.static.excluded.principal.name.list=User:CN\\=me,O\\=x;User:bob\n")
+    c = cfg.load(write(tmp_path, text))
+    assert c.bootstrap_servers == "a:1,b:2"
+    assert c.limits.hard == cfg.Limit("ratio", 0.1)
+    assert c.excluded_principals == ("User:CN=me,O=x", "User:bob")
+
+
+@pytest.mark.parametrize("line, interval", [
+    ("storage.check-interval=15", dt.timedelta(seconds=15)),
+    ("storage.check.interval=PT2M", dt.timedelta(minutes=2)),
+    ("storage.check.interval=PT0S", dt.timedelta(0)),
+])
+def test_both_check_interval_forms(tmp_path, line, interval):
+    c = cfg.load(write(tmp_path, BOOT + HARD + "client.quota.callback.static." + line + "\n"))
+    assert c.check_interval == interval
+
+
+def problems(tmp_path, text: str) -> list[str]:
+    with pytest.raises(cfg.ConfigError) as exc:
+        cfg.load(write(tmp_path, text))
+    return [str(p) for p in exc.value.problems]
+
+
+def test_both_interval_forms_is_an_error(tmp_path):
+    out = problems(tmp_path, BOOT + HARD + "client.quota.callback.static.storage.check-interval=10\n"
+                   "client.quota.callback.static.storage.check.interval=PT10S\n")
+    assert len(out) == 1 and "set only one of" in out[0]
+
+
+def test_all_problems_reported_together(tmp_path):
+    out = problems(tmp_path, "client.quota.callback.static.throttle.factor.validity.duration=P1M\n"
+                   "client.quota.callback.static.storage.check-interval=abc\n"
+                   "client.quota.callback.static.storage.offline.log.dir.policy=ignore\n"
+                   "quota.pipeline.metrics.port=70000\n")
+    joined = "\n".join(out)
+    for key in ("validity.duration", "check-interval", "offline.log.dir.policy", "metrics.port",
+                "kafka.admin.bootstrap.servers", "a hard limit is required"):
+        assert key in joined
+    assert all(line.startswith("error: ") for line in out)
+
+
+def test_soft_limit_must_be_less_restrictive(tmp_path):
+    out = problems(tmp_path, BOOT + HARD + "client.quota.callback.static.storage.per.volume.soft.limit."
+                   "min.available.bytes=500\n")
+    assert "soft limit must leave more space" in out[0]
+
+
+def test_unknown_property_warns_with_suggestion(tmp_path):
+    c = cfg.load(write(tmp_path, BOOT + HARD + "client.quota.callback.static.throttle.factor.fallbak=0.5\n"
+                       "broker.id=3\n"))
+    assert c.warnings == ("warning: client.quota.callback.static.throttle.factor.fallbak: unknown property, "
+                          "ignored; did you mean client.quota.callback.static.throttle.factor.fallback?",)
+
+
+def test_validate_acceptance_four_errors_exit_2(tmp_path, capsys):
+    path = write(tmp_path, BOOT + HARD +
+                 "client.quota.callback.static.storage.per.volume.limit.min.available.ratio=1.5\n"
+                 "client.quota.callback.static.throttle.factor.fallback=-1\n"
+                 "client.quota.callback.static.excluded.principal.name.list=User:ok;nobody\n")
+    with pytest.raises(SystemExit) as exc:
+        main(["validate", path])
+    assert exc.value.code == 2
+    errors = [line for line in capsys.readouterr().err.splitlines() if line.startswith("error:")]
+    assert len(errors) == 4
+    assert any("both" in e and "min.available.bytes" in e and "min.available.ratio" in e for e in errors)
+    assert any("ratio" in e and "(got 1.5)" in e for e in errors)
+    assert any("fallback" in e and "(got -1)" in e for e in errors)
+    assert any("nobody" in e for e in errors)
+
+
+def test_validate_prints_effective_config_with_secrets_masked(tmp_path, capsys):
+    path = write(tmp_path, BOOT + HARD +
+                 "client.quota.callback.static.kafka.admin.sasl.jaas.config=org.x.PlainLoginModule required "
+                 "username=\"u\" password=\"hunter2\";\n"
+                 "client.quota.callback.static.kafka.admin.ssl.truststore.password=hunter3\n")
+    assert main(["validate", path]) == 0
+    out = capsys.readouterr().out
+    assert "hunter2" not in out and "hunter3" not in out
+    assert "client.quota.callback.static.kafka.admin.sasl.jaas.config=******" in out
+    assert "client.quota.callback.static.throttle.factor.validity.duration=PT5M" in out
+
+
+def test_errors_never_print_secrets(tmp_path):
+    out = problems(tmp_path, HARD + "client.quota.callback.static.kafka.admin.ssl.key.password=s3cr3t\n"
+                   "client.quota.callback.static.kafka.admin.bootstrap.servers=\n")
+    assert not any("s3cr3t" in line for line in out)
+
+
+def test_missing_file_is_a_clear_error(tmp_path):
+    with pytest.raises(cfg.ConfigError) as exc:
+        cfg.load(tmp_path / "nope.properties")
+    assert "no such configuration file" in str(exc.value)

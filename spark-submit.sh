@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# Run a quota-pipeline job with spark-submit, shipping the package to the executors.
+#
+#   ./spark-submit.sh [spark-submit options] CONFIG...            the streaming job (jobs/throttle_stream.py)
+#   ./spark-submit.sh [spark-submit options] replay --config C --input P --output O
+#
+# Spark options (--master, --conf, --driver-memory, ...) come first and are passed through;
+# the default master is local[*]. Needs `pip install -e .` (or the wheel) and Java 17.
+set -euo pipefail
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+python="${PYSPARK_PYTHON:-$(command -v python3 || command -v python)}"
+
+if ! command -v java >/dev/null 2>&1 && [ -z "${JAVA_HOME:-}" ]; then
+  echo "error: Java 17 is required by Spark and was not found. Install it with:" >&2
+  echo "  sudo apt-get install -y openjdk-17-jre-headless" >&2
+  exit 3
+fi
+spark_home="$("$python" -c 'import os, pyspark; print(os.path.dirname(pyspark.__file__))' 2>/dev/null)" || {
+  echo "error: pyspark is not installed for $python; run: $python -m pip install -e '$here'" >&2; exit 3; }
+
+spark_opts=()
+while [ $# -gt 0 ] && [[ "$1" == --* ]]; do
+  case "$1" in
+    --verbose|--supervise) spark_opts+=("$1"); shift ;;
+    *) spark_opts+=("$1" "$2"); shift 2 ;;
+  esac
+done
+has_master=false
+for o in "${spark_opts[@]+"${spark_opts[@]}"}"; do [ "$o" = "--master" ] && has_master=true; done
+$has_master || spark_opts+=(--master "local[*]")
+
+if [ "${1:-}" = "replay" ]; then shift; job="$here/jobs/replay.py"; else job="$here/jobs/throttle_stream.py"; fi
+[ $# -gt 0 ] || { echo "usage: $0 [spark-submit options] CONFIG... | replay --config C --input P --output O" >&2; exit 2; }
+
+# Executors on other hosts import the package from this zip; locally it is on the path anyway.
+dist="$here/build"
+mkdir -p "$dist"
+(cd "$here" && "$python" - <<'PY'
+import pathlib, zipfile
+root = pathlib.Path(".")
+with zipfile.ZipFile("build/quota_pipeline.zip", "w", zipfile.ZIP_DEFLATED) as z:
+    for f in sorted(root.glob("quota_pipeline/**/*")):
+        if f.is_file() and "__pycache__" not in f.parts:
+            z.write(f)
+PY
+)
+export PYSPARK_PYTHON="$python" PYSPARK_DRIVER_PYTHON="$python"
+log4j="$here/conf/log4j2.properties"
+exec "$spark_home/bin/spark-submit" \
+  --conf "spark.driver.extraJavaOptions=-Dlog4j2.configurationFile=file:$log4j" \
+  --conf "spark.sql.session.timeZone=UTC" \
+  --properties-file "$here/conf/spark-defaults.conf" \
+  --py-files "$dist/quota_pipeline.zip" \
+  "${spark_opts[@]}" "$job" "$@"

@@ -14,6 +14,7 @@ from kafka.protocol.api_message import ApiMessage
 from kafka.protocol.metadata import ApiVersionsRequest, ApiVersionsResponse, MetadataRequest, MetadataResponse
 from kafka.protocol.schemas.fields.codecs import Int32
 
+from quota_pipeline.simulator import client_quotas
 from quota_pipeline.simulator.state import Broker, ClusterState
 
 UNSUPPORTED_VERSION = 35
@@ -25,6 +26,7 @@ REQUESTS: dict[int, type[ApiMessage]] = {
     ApiKey.Metadata: MetadataRequest,
     ApiKey.DescribeCluster: DescribeClusterRequest,
     ApiKey.DescribeLogDirs: DescribeLogDirsRequest,
+    **client_quotas.REQUESTS,
 }
 API_NAMES = {int(k): ApiKey(k).name for k in REQUESTS}
 
@@ -35,6 +37,7 @@ CURRENT_VERSIONS: dict[int, tuple[int, int]] = {
     ApiKey.Metadata: (0, MetadataResponse.max_version),
     ApiKey.DescribeCluster: (0, DescribeClusterResponse.max_version),
     ApiKey.DescribeLogDirs: (1, DescribeLogDirsResponse.max_version),
+    ApiKey.DescribeClientQuotas: (0, 1), ApiKey.AlterClientQuotas: (0, 1),
 }
 # A Kafka 3.2 broker: DescribeLogDirs v3 has no TotalBytes/UsableBytes (KIP-827 came with v4 in 3.3),
 # DescribeCluster v0 has no fenced brokers (KIP-1073).
@@ -43,6 +46,7 @@ OLD_VERSIONS: dict[int, tuple[int, int]] = {
     ApiKey.Metadata: (0, 12),
     ApiKey.DescribeCluster: (0, 0),
     ApiKey.DescribeLogDirs: (0, 3),
+    ApiKey.DescribeClientQuotas: (0, 1), ApiKey.AlterClientQuotas: (0, 1),
 }
 
 
@@ -109,6 +113,9 @@ def respond(state: ClusterState, broker_id: int, request: Request) -> tuple[ApiM
         return metadata(state, request), request.api_version
     if request.api_key == ApiKey.DescribeCluster:
         return describe_cluster(state, broker_id, request), request.api_version
+    if request.api_key in client_quotas.RESPONDERS:
+        responder = client_quotas.RESPONDERS[request.api_key]
+        return responder(state.client_quotas, request.body, request.api_version), request.api_version
     return describe_log_dirs(state, broker_id, request), request.api_version
 
 

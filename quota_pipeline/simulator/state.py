@@ -7,6 +7,7 @@ import threading
 from dataclasses import dataclass
 from typing import Any, Mapping
 
+from quota_pipeline.simulator.client_quotas import ClientQuotaStore
 from quota_pipeline.simulator.clock import SimClock
 from quota_pipeline.simulator.scenario import FaultSpec, LogDirSpec, Scenario
 
@@ -99,6 +100,7 @@ class ClusterState:
         self.faults: list[FaultSpec] = list(scenario.faults)
         for f in self.faults:
             self._check_fault(f)
+        self.client_quotas = ClientQuotaStore()  # KIP-546 entities, in memory; see simulator/client_quotas.py
 
     # ---- queries from the protocol handlers -------------------------------------------------
 

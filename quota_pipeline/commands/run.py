@@ -1,0 +1,88 @@
+"""`quota-pipeline run CONFIG...`: the streaming job, one properties file per observed cluster."""
+from __future__ import annotations
+
+import argparse
+import logging
+import signal
+import sys
+from pathlib import Path
+
+from quota_pipeline.commands.validate import load_or_exit
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "run",
+        help="run the streaming job: observe clusters, decide, publish to the compacted topic",
+        description="Run the streaming job. Each CONFIG is a Strimzi-compatible .properties file for one "
+                    "observed cluster; all of them are polled in parallel every check interval. Decisions go "
+                    "to the compacted topic (quota.pipeline.output.topic, created if missing), metrics to "
+                    "http://<metrics.host>:<metrics.port>/metrics, state and offsets to the checkpoint path "
+                    "of the first CONFIG. SIGTERM or Ctrl-C stops after the running micro-batch.",
+    )
+    p.add_argument("configs", nargs="*", metavar="CONFIG", help=".properties file(s), one per cluster")
+    p.add_argument("--clusters-dir", metavar="DIR", help="also run every *.properties file in DIR")
+    p.add_argument("--master", help="Spark master (default local[*] with task retries)")
+    p.add_argument("--no-metrics", action="store_true", help="do not start the Prometheus endpoint")
+    p.set_defaults(func=run)
+
+
+def config_paths(args: argparse.Namespace) -> list[str]:
+    paths = list(args.configs)
+    if args.clusters_dir:
+        found = sorted(str(p) for p in Path(args.clusters_dir).glob("*.properties"))
+        if not found:
+            print(f"error: {args.clusters_dir}: no *.properties files found", file=sys.stderr)
+            raise SystemExit(2)
+        paths += found
+    if not paths:
+        print("error: give at least one CONFIG (or --clusters-dir DIR); see quota-pipeline run --help",
+              file=sys.stderr)
+        raise SystemExit(2)
+    return paths
+
+
+def configure_logging() -> None:
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s", stream=sys.stderr)
+    for noisy in ("kafka", "py4j", "urllib3"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
+
+
+def run(args: argparse.Namespace) -> int:
+    configs = [load_or_exit(p) for p in config_paths(args)]
+    from quota_pipeline.stream import JobConfigError, StreamJob
+
+    try:
+        job = StreamJob(configs, master=args.master)
+    except JobConfigError as exc:
+        print(exc, file=sys.stderr)
+        return 2
+    configure_logging()
+    log = logging.getLogger("quota_pipeline")
+    try:
+        outcome = job.prepare_output()
+    except Exception as exc:  # noqa: BLE001 - any client error means the same thing to the operator
+        print(f"error: cannot reach the output cluster {job.first.output_settings.get('bootstrap.servers')} "
+              f"to create {job.first.output_topic}: {exc}; check quota.pipeline.output.kafka.* (or the "
+              f"kafka.admin.* settings it defaults to)", file=sys.stderr)
+        return 1
+    log.info("output topic %s: %s", job.first.output_topic, outcome)
+    if not args.no_metrics:
+        first = job.first
+        try:
+            job.metrics.serve(first.metrics_host, first.metrics_port)
+            log.info("metrics on http://%s:%d/metrics", first.metrics_host, first.metrics_port)
+        except OSError as exc:
+            print(f"error: cannot serve metrics on {first.metrics_host}:{first.metrics_port} ({exc}); set "
+                  f"quota.pipeline.metrics.port or pass --no-metrics", file=sys.stderr)
+            return 1
+
+    def stop(signum, _frame) -> None:
+        log.info("received %s: stopping after the running micro-batch", signal.Signals(signum).name)
+        job.request_stop()
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+    for c in configs:
+        log.info("observing %s every %ss (%s)", c.bootstrap_servers, c.check_interval.total_seconds(), c.path)
+    return job.run()

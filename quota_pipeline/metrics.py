@@ -1,0 +1,97 @@
+"""Prometheus metrics of the streaming job, served by the driver (prometheus-client).
+
+Names follow Prometheus conventions; README.md maps each to the Strimzi plugin metric it replaces.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any, Iterable
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
+
+SOURCES = ("OBSERVATION", "RETAINED", "FALLBACK")
+
+
+@dataclass
+class Metrics:
+    registry: CollectorRegistry = field(default_factory=CollectorRegistry)
+
+    def __post_init__(self) -> None:
+        r = self.registry
+        c = ["cluster"]
+        self.factor = Gauge("quota_pipeline_throttle_factor", "Current throttle factor (1 = no throttle)", c, registry=r)
+        self.factor_source = Gauge("quota_pipeline_throttle_factor_source",
+                                   "1 for the source of the current factor", c + ["source"], registry=r)
+        self.last_observation = Gauge("quota_pipeline_last_observation_timestamp_seconds",
+                                      "observed_at of the last OBSERVATION decision", c, registry=r)
+        self.fallbacks = Counter("quota_pipeline_fallback_applied_total",
+                                 "Decisions that applied the fallback factor", c, registry=r)
+        self.violating_volumes = Gauge("quota_pipeline_limit_violating_volumes",
+                                       "Log dirs in force at or below the hard limit", c, registry=r)
+        self.violations = Counter("quota_pipeline_limit_violations_total",
+                                  "Snapshots with at least one log dir at or below the hard limit", c, registry=r)
+        self.active_brokers = Gauge("quota_pipeline_active_brokers", "Active brokers in the last snapshot", c,
+                                    registry=r)
+        self.active_log_dirs = Gauge("quota_pipeline_active_log_dirs", "Log dir readings in force", c, registry=r)
+        self.cached_volumes = Gauge("quota_pipeline_cached_volumes", "Entries in the volume cache", c, registry=r)
+        self.evictions = Counter("quota_pipeline_cache_evictions_total", "Cached readings that expired", c,
+                                 registry=r)
+        v = c + ["broker_id", "log_dir"]
+        self.available = Gauge("quota_pipeline_volume_available_bytes", "Available bytes of a log dir", v, registry=r)
+        self.total = Gauge("quota_pipeline_volume_total_bytes", "Total bytes of a log dir", v, registry=r)
+        self.ratio = Gauge("quota_pipeline_volume_available_ratio", "Available / total of a log dir", v, registry=r)
+        self.snapshots = Counter("quota_pipeline_snapshots_total", "Snapshots by status", c + ["status"], registry=r)
+        self.batch_seconds = Histogram("quota_pipeline_micro_batch_duration_seconds", "Micro-batch duration",
+                                       registry=r, buckets=(0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60))
+        self._volumes: dict[str, set[tuple[str, str]]] = {}
+
+    def serve(self, host: str, port: int) -> Any:
+        server, _thread = start_http_server(port, addr=host, registry=self.registry)
+        return server
+
+    def record(self, rows: Iterable[Any]) -> None:
+        """Update from the decision rows of one micro-batch (processor.OUTPUT_SCHEMA)."""
+        for row in rows:
+            key = row.key
+            self.factor.labels(key).set(row.throttle_factor)
+            for s in SOURCES:
+                self.factor_source.labels(key, s).set(1 if row.decision_source == s else 0)
+            if row.decision_source == "OBSERVATION":
+                self.last_observation.labels(key).set(row.observed_at.timestamp())
+            if row.decision_source == "FALLBACK":
+                self.fallbacks.labels(key).inc()
+            self.violating_volumes.labels(key).set(row.violations)
+            if row.violations:
+                self.violations.labels(key).inc()
+            self.active_brokers.labels(key).set(row.active_brokers)
+            self.active_log_dirs.labels(key).set(row.active_log_dirs)
+            self.cached_volumes.labels(key).set(row.cached_volumes)
+            self.evictions.labels(key).inc(row.evicted)
+            self.snapshots.labels(key, row.status).inc()
+            if row.status == "SUCCESS":
+                self._set_volumes(key, json.loads(row.volumes))
+
+    def _set_volumes(self, key: str, volumes: list[list]) -> None:
+        seen = set()
+        for broker, log_dir, total, available in volumes:
+            labels = (key, str(broker), log_dir)
+            seen.add(labels[1:])
+            if total is None:  # offline: no reading; the series goes until it reports bytes again
+                for g in (self.available, self.total, self.ratio):
+                    _remove(g, labels)
+                continue
+            self.available.labels(*labels).set(available)
+            self.total.labels(*labels).set(total)
+            self.ratio.labels(*labels).set(0.0 if total == 0 else available / total)
+        for gone in self._volumes.get(key, set()) - seen:
+            for g in (self.available, self.total, self.ratio):
+                _remove(g, (key, *gone))
+        self._volumes[key] = seen
+
+
+def _remove(gauge: Gauge, labels: tuple) -> None:
+    try:
+        gauge.remove(*labels)
+    except KeyError:
+        pass

@@ -1,0 +1,124 @@
+"""The stateful step of the streaming job: transformWithStateInPandas keyed by cluster, running decide.step.
+
+The whole per-cluster state (volume cache, registered brokers, current decision) is one value in
+the state store, so it lives in the checkpoint: a restarted job continues where it stopped, and a
+throttle in force stays in force across a restart.
+"""
+from __future__ import annotations
+
+import datetime as dt
+import json
+from typing import Any, Iterator
+
+import pandas as pd
+from pyspark.sql.streaming.stateful_processor import StatefulProcessor, StatefulProcessorHandle
+from pyspark.sql.types import StringType, StructField, StructType
+
+from quota_pipeline.decide import CacheState, ClusterState, Entry, Settings, record, step
+from quota_pipeline.model import UTC, Decision, Source, Status, Volume, VolumeSnapshot, now
+
+OUTPUT_SCHEMA = (
+    "key string, cluster_id string, source string, tick long, observed_at timestamp, value string, "
+    "throttle_factor double, decision_source string, status string, violations int, active_brokers int, "
+    "active_log_dirs int, cached_volumes int, evicted int, volumes string, previous_factor double"
+)
+STATE_SCHEMA = StructType([StructField("json", StringType())])
+EPOCH = dt.datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def _us(t: dt.datetime) -> int:
+    d = t - EPOCH
+    return d.days * 86_400_000_000 + d.seconds * 1_000_000 + d.microseconds
+
+
+def _time(us: int) -> dt.datetime:
+    return EPOCH + dt.timedelta(microseconds=us)
+
+
+def encode_state(state: ClusterState) -> str:
+    d = state.decision
+    return json.dumps({
+        "registered": sorted(state.cache.registered),
+        "entries": [[e.broker_id, e.log_dir, _us(e.observed_at), e.total_bytes, e.available_bytes, e.pinned]
+                    for e in state.cache.entries.values()],
+        "decision": None if d is None else [d.factor, d.source.value, _us(d.valid_from)],
+    }, separators=(",", ":"))
+
+
+def decode_state(text: str | None) -> ClusterState:
+    if not text:
+        return ClusterState()
+    raw = json.loads(text)
+    entries = {(b, ld): Entry(b, ld, _time(t), total, avail, pinned) for b, ld, t, total, avail, pinned in raw["entries"]}
+    d = raw["decision"]
+    decision = None if d is None else Decision(d[0], Source(d[1]), _time(d[2]))
+    return ClusterState(CacheState(entries, frozenset(raw["registered"])), decision)
+
+
+def snapshots_from_rows(frame: pd.DataFrame) -> list[tuple[str, int, VolumeSnapshot]]:
+    """Rebuild (source, tick, snapshot) from the source's status row and volume rows, in time order."""
+    out = []
+    for (source, tick), rows in frame.groupby(["source", "tick"], sort=False):
+        status_row = rows[rows["broker_id"].isna()].iloc[0]
+        vols = rows[rows["broker_id"].notna()]
+        volumes = tuple(
+            Volume(int(v.broker_id), str(v.log_dir), None if pd.isna(v.total_bytes) else int(v.total_bytes),
+                   None if pd.isna(v.available_bytes) else int(v.available_bytes),
+                   None if v.error is None or (isinstance(v.error, float) and pd.isna(v.error)) else str(v.error))
+            for v in vols.itertuples(index=False))
+        observed = pd.Timestamp(status_row.observed_at)
+        observed = (observed.tz_localize("UTC") if observed.tzinfo is None else observed.tz_convert("UTC"))
+        message = status_row.message
+        snap = VolumeSnapshot(
+            cluster_id=str(status_row.cluster_id), observed_at=observed.to_pydatetime(),
+            status=Status(status_row.status), brokers=tuple(int(b) for b in _list(status_row.brokers)),
+            fenced_brokers=tuple(int(b) for b in _list(status_row.fenced_brokers)), volumes=volumes,
+            message=None if message is None or (isinstance(message, float) and pd.isna(message)) else str(message))
+        out.append((str(source), int(tick), snap))
+    out.sort(key=lambda x: x[2].observed_at)
+    return out
+
+
+def _list(value: Any) -> list:
+    return [] if value is None or (isinstance(value, float) and pd.isna(value)) else list(value)
+
+
+class DecisionProcessor(StatefulProcessor):
+    """Keyed by cluster_id; `settings` and `names` (output keys) are per configured source."""
+
+    def __init__(self, settings: dict[str, Settings], output_keys: dict[str, str | None]) -> None:
+        self.settings = settings
+        self.output_keys = output_keys
+
+    def init(self, handle: StatefulProcessorHandle) -> None:
+        self.state = handle.getValueState("cluster", STATE_SCHEMA)
+
+    def handleInputRows(self, key: Any, rows: Iterator[pd.DataFrame], timerValues: Any) -> Iterator[pd.DataFrame]:
+        frame = pd.concat(list(rows), ignore_index=True)
+        stored = self.state.get() if self.state.exists() else None
+        state = decode_state(stored[0] if stored else None)
+        out = []
+        for source, tick, snap in snapshots_from_rows(frame):
+            settings = self.settings[source]
+            before = set(state.cache.entries)
+            previous = state.decision.factor if state.decision else None
+            summary, decision = step(state, snap, settings)
+            evicted = len(before - set(state.cache.entries))  # keys only ever leave the cache by expiry
+            rec = record(summary, decision, settings, self.output_keys.get(source), decided_at=now())
+            out.append({
+                "key": rec.cluster_id, "cluster_id": snap.cluster_id, "source": source, "tick": tick,
+                "observed_at": snap.observed_at.replace(tzinfo=None), "value": json.dumps(rec.to_json()),
+                "throttle_factor": decision.factor, "decision_source": decision.source.value,
+                "status": snap.status.value, "violations": summary.violations,
+                "active_brokers": summary.active_brokers, "active_log_dirs": summary.active_log_dirs,
+                "cached_volumes": len(state.cache.entries), "evicted": evicted,
+                "volumes": json.dumps([[v.broker_id, v.log_dir, v.total_bytes, v.available_bytes]
+                                       for v in snap.volumes]),
+                "previous_factor": previous,
+            })
+        self.state.update((encode_state(state),))
+        if out:
+            yield pd.DataFrame(out)
+
+    def close(self) -> None:
+        pass

@@ -1,0 +1,296 @@
+"""Broker-side reader: follow the decision topic, answer the current throttle factor and Strimzi's quota limits."""
+from __future__ import annotations
+
+import datetime as dt
+import json
+import logging
+import sys
+import threading
+from dataclasses import dataclass
+from enum import Enum
+from typing import Any, Callable, Mapping
+
+from quota_pipeline import model
+from quota_pipeline.config import Config
+from quota_pipeline.librdkafka_settings import to_librdkafka
+from quota_pipeline.model import RecordError, Source, ThrottleDecision
+
+log = logging.getLogger(__name__)
+
+UNLIMITED = sys.float_info.max  # Strimzi's Quota.upperBound(Double.MAX_VALUE)
+MIN_QUOTA = 1.0  # Strimzi: "returning zero would cause a divide by zero in Kafka"
+METADATA_RETRY_SECONDS = 1.0
+
+ChangeCallback = Callable[[str, float, float], None]
+
+
+class QuotaType(str, Enum):
+    """Kafka's ClientQuotaType."""
+
+    PRODUCE = "PRODUCE"
+    FETCH = "FETCH"
+    REQUEST = "REQUEST"
+
+
+@dataclass(frozen=True)
+class Answer:
+    """What current_factor() answers and why: the held record's factor, or the reader's own fallback."""
+
+    factor: float
+    source: str  # "record" | "fallback" | "initial"
+    reason: str
+    decision: ThrottleDecision | None = None
+
+
+@dataclass
+class ReaderStats:
+    records: int = 0  # decisions taken
+    older: int = 0  # ignored: older than the one held
+    skipped: int = 0  # invalid JSON or unknown schema_version
+    tombstones: int = 0
+
+
+class Reader:
+    """Follows the compacted decision topic from the beginning (assign, no consumer group).
+
+        reader = Reader(config, clock=...).start()
+        reader.on_change(lambda cluster, old, new: ...)   # Kafka: quotaResetRequired -> true
+        reader.current_factor("c1"); reader.quota_limit("PRODUCE", "alice")
+        reader.close()
+
+    Validity and fallback come from the same Strimzi properties the publisher reads
+    (throttle.factor.validity.duration, throttle.factor.fallback); they are applied here, so a broker
+    whose publisher went quiet falls back on its own.
+    """
+
+    def __init__(self, config: Config, consumer_settings: Mapping[str, str] | None = None, *,
+                 cluster: str | None = None, topic: str | None = None,
+                 clock: Callable[[], dt.datetime] = model.now, poll_seconds: float = 0.2,
+                 consumer_factory: Callable[[dict[str, Any]], Any] | None = None) -> None:
+        self.config = config
+        self.cluster = cluster or config.cluster_name
+        self.topic = topic or config.output_topic
+        self.validity = config.validity
+        self.fallback = config.fallback_factor
+        # Strimzi keeps the names after "User:" and compares them with KafkaPrincipal.getName().
+        self.excluded = frozenset(p[len("User:"):] for p in config.excluded_principals)
+        self._clock = clock
+        self._poll_seconds = poll_seconds
+        settings, parsed = to_librdkafka(consumer_settings if consumer_settings is not None
+                                         else config.output_settings)
+        for key in parsed.ignored:
+            log.warning("%s is not used by the reader's consumer; ignored", key)
+        self._consumer_conf: dict[str, Any] = {
+            **settings,
+            "group.id": "quota-pipeline-reader",  # librdkafka requires one; never joined (assign, no commits)
+            "enable.auto.commit": False,
+            "enable.auto.offset.store": False,
+            "auto.offset.reset": "earliest",
+        }
+        self._factory = consumer_factory
+        self._lock = threading.Lock()
+        self._held: dict[str, ThrottleDecision] = {}
+        self._answers: dict[str, float] = {}
+        self._callbacks: list[ChangeCallback] = []
+        self._started_at = clock()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._assigned = threading.Event()
+        self.stats = ReaderStats()
+
+    # ---- lifecycle ------------------------------------------------------------------------------
+
+    def start(self) -> "Reader":
+        if self._thread is not None:
+            raise RuntimeError("reader already started")
+        self._started_at = self._clock()
+        self._stop.clear()
+        self._thread = threading.Thread(target=self._run, name="quota-reader", daemon=True)
+        self._thread.start()
+        return self
+
+    def close(self, timeout: float = 10.0) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout)
+            self._thread = None
+
+    def __enter__(self) -> "Reader":
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def wait_assigned(self, timeout: float) -> bool:
+        """True once the topic's partitions are assigned (the topic exists)."""
+        return self._assigned.wait(timeout)
+
+    # ---- answers --------------------------------------------------------------------------------
+
+    def on_change(self, callback: ChangeCallback) -> None:
+        """callback(cluster, old_factor, new_factor), from the reader's thread, whenever an answer changes
+        (a new record or an expiry); the equivalent of the callback's quotaResetRequired."""
+        with self._lock:
+            self._callbacks.append(callback)
+
+    def decision(self, cluster: str) -> ThrottleDecision | None:
+        with self._lock:
+            return self._held.get(cluster)
+
+    def clusters(self) -> list[str]:
+        with self._lock:
+            return sorted(self._held)
+
+    def answer(self, cluster: str | None = None) -> Answer:
+        cluster = self._cluster(cluster)
+        now = self._clock()
+        with self._lock:
+            held = self._held.get(cluster)
+        return self._answer(held, now)
+
+    def current_factor(self, cluster: str | None = None) -> float:
+        """The factor a broker of `cluster` applies now: the held decision while valid, else the fallback."""
+        return self.answer(cluster).factor
+
+    def quota_limit(self, quota_type: QuotaType | str, principal: str | None) -> float:
+        """Strimzi's StaticQuotaCallback.quotaLimit: produce x factor, floored at 1.0; fetch and request
+        unscaled (floored too); an excluded principal is unlimited. `principal` is the principal's name
+        (KafkaPrincipal.getName()); a "User:" prefix is accepted."""
+        qt = QuotaType(quota_type.upper()) if isinstance(quota_type, str) else quota_type
+        name = principal[len("User:"):] if principal and principal.startswith("User:") else principal
+        if name is not None and name in self.excluded:
+            return UNLIMITED
+        static = {QuotaType.PRODUCE: self.config.produce, QuotaType.FETCH: self.config.fetch,
+                  QuotaType.REQUEST: self.config.request}[qt]
+        quota = UNLIMITED if static is None else static
+        if qt is QuotaType.PRODUCE:
+            quota = quota * self.current_factor()
+        return max(quota, MIN_QUOTA)
+
+    def refresh(self) -> None:
+        """Re-evaluate every answer now and call the change callbacks (the reader's thread does this
+        after every poll; call it yourself after moving an injected clock)."""
+        now = self._clock()
+        with self._lock:
+            clusters = set(self._held) | set(self._answers) | ({self.cluster} if self.cluster else set())
+            changes = []
+            unknown = self._answer(None, now).factor  # what a cluster answered before its first record
+            for cluster in sorted(clusters):
+                factor = self._answer(self._held.get(cluster), now).factor
+                old = self._answers.get(cluster, unknown)
+                self._answers[cluster] = factor
+                if old != factor:
+                    changes.append((cluster, old, factor))
+            callbacks = list(self._callbacks)
+        for cluster, old, new in changes:
+            log.info("throttle factor of %s: %s -> %s", cluster, old, new)
+            for callback in callbacks:
+                try:
+                    callback(cluster, old, new)
+                except Exception:  # a broken callback must not stop the reader
+                    log.exception("on_change callback failed")
+
+    # ---- records --------------------------------------------------------------------------------
+
+    def apply_record(self, key: bytes | None, value: bytes | None, where: str = "") -> bool:
+        """Take one topic record; False when it was skipped or ignored. Never raises on bad input."""
+        cluster_key = key.decode("utf-8", "replace") if key is not None else None
+        if value is None:
+            if cluster_key is not None:
+                with self._lock:
+                    self._held.pop(cluster_key, None)  # a tombstone retires the cluster's decision
+                    self.stats.tombstones += 1
+            return False
+        try:
+            raw = json.loads(value)
+            if not isinstance(raw, dict):
+                raise RecordError("the value is not a JSON object")
+            decision = ThrottleDecision.from_json(raw)
+        except (ValueError, RecordError) as exc:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
+            with self._lock:
+                self.stats.skipped += 1
+            log.warning("skipped a record%s (key %r): %s", where, cluster_key, exc)
+            return False
+        cluster = cluster_key or decision.cluster_id
+        with self._lock:
+            held = self._held.get(cluster)
+            if held is not None and decision.observed_at < held.observed_at:
+                self.stats.older += 1  # a late or replayed record must not undo a newer decision
+                return False
+            self._held[cluster] = decision
+            self.stats.records += 1
+        return True
+
+    # ---- internals ------------------------------------------------------------------------------
+
+    def _cluster(self, cluster: str | None) -> str:
+        cluster = cluster or self.cluster
+        if not cluster:
+            raise ValueError("no cluster given: pass current_factor(cluster) or set quota.pipeline.cluster.name "
+                             "(or Reader(cluster=...)) to the key the pipeline publishes for this cluster")
+        return cluster
+
+    def _answer(self, held: ThrottleDecision | None, now: dt.datetime) -> Answer:
+        if held is None:
+            # Like Strimzi's initial factor and decide's initial decision: 1.0 from start, for one validity.
+            if now > self._started_at + self.validity:
+                return Answer(self.fallback, "fallback", "no decision within the validity since the reader started")
+            return Answer(1.0, "initial", "no decision yet")
+        if held.source is Source.FALLBACK or held.valid_until is None:
+            return Answer(self.fallback, "fallback", "the publisher itself has no valid decision", held)
+        if now > held.valid_until:
+            return Answer(self.fallback, "fallback",
+                          f"the latest decision expired at {model.format_time(held.valid_until)}", held)
+        return Answer(held.throttle_factor, "record", "valid decision", held)
+
+    def _new_consumer(self) -> Any:
+        if self._factory is not None:
+            return self._factory(dict(self._consumer_conf))
+        from confluent_kafka import Consumer
+        return Consumer(dict(self._consumer_conf), logger=log)
+
+    def _run(self) -> None:
+        consumer = None
+        try:
+            consumer = self._new_consumer()
+            while not self._stop.is_set() and not self._assign(consumer):
+                self.refresh()
+                self._stop.wait(METADATA_RETRY_SECONDS)
+            while not self._stop.is_set():
+                for msg in consumer.consume(num_messages=500, timeout=self._poll_seconds):
+                    if msg.error():
+                        if not msg.error().code() == _partition_eof():
+                            log.warning("reader: %s", msg.error())
+                        continue
+                    self.apply_record(msg.key(), msg.value(),
+                                      f" at {msg.topic()}/{msg.partition()}@{msg.offset()}")
+                self.refresh()
+        except Exception:  # the thread must log why it ended; answers keep falling back by time meanwhile
+            log.exception("the reader stopped following %s", self.topic)
+        finally:
+            if consumer is not None:
+                try:
+                    consumer.close()
+                except Exception:
+                    log.debug("closing the consumer failed", exc_info=True)
+
+    def _assign(self, consumer: Any) -> bool:
+        from confluent_kafka import OFFSET_BEGINNING, TopicPartition
+        try:
+            metadata = consumer.list_topics(self.topic, timeout=5)
+        except Exception as exc:
+            log.warning("reader: cannot read metadata of %s (%s); retrying", self.topic, exc)
+            return False
+        topic = metadata.topics.get(self.topic)
+        if topic is None or topic.error is not None or not topic.partitions:
+            log.info("reader: topic %s not available yet (%s); retrying", self.topic,
+                     None if topic is None else topic.error)
+            return False
+        consumer.assign([TopicPartition(self.topic, p, OFFSET_BEGINNING) for p in sorted(topic.partitions)])
+        self._assigned.set()
+        return True
+
+
+def _partition_eof() -> int:
+    from confluent_kafka import KafkaError
+    return KafkaError._PARTITION_EOF

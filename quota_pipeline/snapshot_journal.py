@@ -1,0 +1,107 @@
+"""The durable snapshot journal the streaming source writes: one JSON file per cluster and tick.
+
+Layout: <journal>/<source>/<YYYY-MM-DD>/<tick>.json, plus <journal>/<source>/_cluster_id (the id
+last seen, so a failed poll in a fresh worker is still filed under the right cluster). `replay
+--input <journal>` reads it as it is. Local paths are written first-writer-wins (link), so two
+attempts at the same tick can never journal two different snapshots; other URIs go through pyarrow.fs.
+"""
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from quota_pipeline.model import UTC, VolumeSnapshot
+
+CLUSTER_ID_FILE = "_cluster_id"
+
+
+@dataclass(frozen=True)
+class Journal:
+    root: str
+
+    @property
+    def _is_local(self) -> bool:
+        return "://" not in self.root or self.root.startswith("file://")
+
+    @property
+    def _local_root(self) -> Path:
+        return Path(self.root[len("file://"):] if self.root.startswith("file://") else self.root)
+
+    def path(self, source: str, tick: int, tick_time: dt.datetime) -> str:
+        return f"{source}/{tick_time.astimezone(UTC):%Y-%m-%d}/{tick}.json"
+
+    def read(self, source: str, tick: int, tick_time: dt.datetime) -> VolumeSnapshot | None:
+        text = self._read_text(self.path(source, tick, tick_time))
+        return None if text is None else VolumeSnapshot.from_json(json.loads(text))
+
+    def write(self, source: str, tick: int, tick_time: dt.datetime, snap: VolumeSnapshot) -> VolumeSnapshot:
+        """Journal `snap` unless this tick is journaled already; returns what the journal holds."""
+        rel = self.path(source, tick, tick_time)
+        text = json.dumps(snap.to_json(), separators=(",", ":")) + "\n"
+        if self._is_local:
+            target = self._local_root / rel
+            target.parent.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=".tmp-")
+            try:
+                with os.fdopen(fd, "w", encoding="utf-8") as fh:
+                    fh.write(text)
+                    fh.flush()
+                    os.fsync(fh.fileno())
+                os.link(tmp, target)  # fails if another attempt journaled this tick first
+            except FileExistsError:
+                return self.read(source, tick, tick_time) or snap
+            finally:
+                os.unlink(tmp)
+            return snap
+        existing = self.read(source, tick, tick_time)
+        if existing is not None:
+            return existing
+        fs, base = self._fs()
+        fs.create_dir(f"{base}/{rel.rsplit('/', 1)[0]}", recursive=True)
+        with fs.open_output_stream(f"{base}/{rel}.tmp") as out:
+            out.write(text.encode())
+        fs.move(f"{base}/{rel}.tmp", f"{base}/{rel}")
+        return snap
+
+    def last_cluster_id(self, source: str) -> str | None:
+        text = self._read_text(f"{source}/{CLUSTER_ID_FILE}")
+        return text.strip() or None if text else None
+
+    def remember_cluster_id(self, source: str, cluster_id: str) -> None:
+        if self.last_cluster_id(source) == cluster_id:
+            return
+        if self._is_local:
+            target = self._local_root / source / CLUSTER_ID_FILE
+            target.parent.mkdir(parents=True, exist_ok=True)
+            tmp = target.with_name(f".tmp-{os.getpid()}")
+            tmp.write_text(cluster_id)
+            os.replace(tmp, target)
+            return
+        fs, base = self._fs()
+        fs.create_dir(f"{base}/{source}", recursive=True)
+        with fs.open_output_stream(f"{base}/{source}/{CLUSTER_ID_FILE}") as out:
+            out.write(cluster_id.encode())
+
+    def _read_text(self, rel: str) -> str | None:
+        if self._is_local:
+            try:
+                return (self._local_root / rel).read_text(encoding="utf-8")
+            except FileNotFoundError:
+                return None
+        fs, base = self._fs()
+        import pyarrow.fs as pafs
+
+        if fs.get_file_info(f"{base}/{rel}").type == pafs.FileType.NotFound:
+            return None
+        with fs.open_input_stream(f"{base}/{rel}") as fh:
+            return fh.read().decode("utf-8")
+
+    def _fs(self):
+        import pyarrow.fs as pafs
+
+        fs, base = pafs.FileSystem.from_uri(self.root)
+        return fs, base.rstrip("/")

@@ -1,0 +1,159 @@
+"""Streaming source `kafka_volumes`: polls each cluster once per check interval, journals, emits Volume rows.
+
+Offsets are ticks of each cluster's check interval (tick n = the interval starting at n x interval
+since the epoch). A micro-batch covering ticks (start, end] polls each cluster once, for tick `end`:
+ticks missed while the job was down are not invented. One input partition per cluster and tick, so
+executors do the polling. A snapshot is journaled before its rows are returned, and a re-read of a
+tick after a restart returns the journaled snapshot instead of polling again: exactly-once from the
+source's side. Rows: one status row per snapshot (broker_id null, so a failed poll still reaches the
+state machine) and one row per volume.
+"""
+from __future__ import annotations
+
+import datetime as dt
+import json
+import time
+from dataclasses import dataclass, replace
+from typing import Iterator
+
+from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
+from pyspark.sql.types import StructType
+
+from quota_pipeline import config as cfg
+from quota_pipeline.model import UTC, Status, VolumeSnapshot
+from quota_pipeline.snapshot_journal import Journal
+
+ROW_SCHEMA = (
+    "source string, tick long, cluster_id string, observed_at timestamp, status string, message string, "
+    "brokers array<int>, fenced_brokers array<int>, broker_id int, log_dir string, total_bytes long, "
+    "available_bytes long, used_bytes long, available_ratio double, error string"
+)
+
+
+@dataclass(frozen=True)
+class ClusterSource:
+    """One observed cluster as the source sees it: a stable name and its properties."""
+
+    name: str
+    props: dict
+
+    @property
+    def config(self) -> cfg.Config:
+        return cfg.parse(self.props, self.name)
+
+    def to_json(self) -> dict:
+        return {"name": self.name, "props": self.props}
+
+
+def source_name(conf: cfg.Config) -> str:
+    """Stable name of a configured cluster: cluster.name, else the properties file's stem."""
+    from pathlib import Path
+
+    return conf.cluster_name or Path(conf.path).stem
+
+
+def tick_seconds(conf: cfg.Config) -> float:
+    return conf.check_interval.total_seconds()
+
+
+def current_tick(conf: cfg.Config, now: float | None = None) -> int:
+    return int((time.time() if now is None else now) // tick_seconds(conf))
+
+
+def tick_time(conf: cfg.Config, tick: int) -> dt.datetime:
+    return dt.datetime.fromtimestamp(tick * tick_seconds(conf), UTC)
+
+
+@dataclass(frozen=True)
+class TickPartition(InputPartition):
+    source: str
+    props_json: str
+    tick: int
+
+
+def snapshot_rows(source: str, tick: int, snap: VolumeSnapshot) -> Iterator[tuple]:
+    observed = snap.observed_at.astimezone(UTC).replace(tzinfo=None)  # Spark reads naive as session TZ (UTC)
+    yield (source, tick, snap.cluster_id, observed, snap.status.value, snap.message, list(snap.brokers),
+           list(snap.fenced_brokers), None, None, None, None, None, None, None)
+    for v in snap.volumes:
+        yield (source, tick, snap.cluster_id, observed, snap.status.value, None, None, None, v.broker_id,
+               v.log_dir, v.total_bytes, v.available_bytes, v.used_bytes, v.available_ratio, v.error)
+
+
+_observers: dict[str, object] = {}  # per worker process: admin connections survive across ticks
+
+
+def poll_or_replay(source: str, conf: cfg.Config, tick: int) -> VolumeSnapshot:
+    """The snapshot of `tick`: from the journal if it was taken before, else a new poll, journaled."""
+    journal = Journal(conf.effective_journal_path)
+    at = tick_time(conf, tick)
+    journaled = journal.read(source, tick, at)
+    if journaled is not None:
+        return journaled
+    from quota_pipeline.observer import Observer
+
+    observer = _observers.get(source)
+    if observer is None:
+        observer = _observers[source] = Observer(conf)
+    snap = observer.observe()  # type: ignore[attr-defined]
+    if snap.status is Status.SUCCESS:
+        journal.remember_cluster_id(source, snap.cluster_id)
+    else:
+        # A fresh worker that never reached the cluster cannot know its id; the journal does.
+        known = journal.last_cluster_id(source)
+        if known:
+            snap = replace(snap, cluster_id=known)
+    return journal.write(source, tick, at, snap)
+
+
+class KafkaVolumesReader(DataSourceStreamReader):
+    def __init__(self, clusters: list[ClusterSource]) -> None:
+        self.clusters = clusters
+        self.configs = {c.name: c.config for c in clusters}
+
+    def _now_ticks(self) -> dict[str, int]:
+        now = time.time()
+        return {name: current_tick(conf, now) for name, conf in self.configs.items()}
+
+    def initialOffset(self) -> dict:
+        # One tick back, so the first micro-batch polls at once instead of a full interval later.
+        return {name: tick - 1 for name, tick in self._now_ticks().items()}
+
+    def latestOffset(self, start: dict, limit=None) -> dict:
+        return self._now_ticks()
+
+    def partitions(self, start: dict, end: dict) -> list[TickPartition]:
+        parts = []
+        for c in self.clusters:
+            to = end.get(c.name)
+            since = start.get(c.name, -1 if to is None else to - 1)
+            if to is not None and to > since:
+                parts.append(TickPartition(c.name, json.dumps(c.props), to))
+        return parts
+
+    def read(self, partition: TickPartition) -> Iterator[tuple]:
+        conf = cfg.parse(json.loads(partition.props_json), partition.source)
+        snap = poll_or_replay(partition.source, conf, partition.tick)
+        yield from snapshot_rows(partition.source, partition.tick, snap)
+
+    def commit(self, end: dict) -> None:
+        pass  # the journal is the durable record; nothing to acknowledge upstream
+
+
+class KafkaVolumesSource(DataSource):
+    """`spark.readStream.format("kafka_volumes").option("clusters", json).load()`."""
+
+    @classmethod
+    def name(cls) -> str:
+        return "kafka_volumes"
+
+    def schema(self) -> str:
+        return ROW_SCHEMA
+
+    def streamReader(self, schema: StructType) -> DataSourceStreamReader:
+        clusters = [ClusterSource(c["name"], c["props"]) for c in json.loads(self.options["clusters"])]
+        return KafkaVolumesReader(clusters)
+
+
+def clusters_option(configs: list[cfg.Config]) -> str:
+    return json.dumps([ClusterSource(source_name(c), dict(c.raw)).to_json() for c in configs])

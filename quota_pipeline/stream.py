@@ -1,0 +1,161 @@
+"""The streaming job: kafka_volumes source -> per-cluster decision state -> compacted topic + metrics.
+
+Restarts the query from its checkpoint after a failed micro-batch (a delivery failure fails the
+batch on purpose: Spark re-runs it from the journal and the state as of the last committed batch,
+so nothing is lost or reordered). SIGTERM/SIGINT let the running batch finish before stopping.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from quota_pipeline import config as cfg
+from quota_pipeline.decide import Settings
+from quota_pipeline.metrics import Metrics
+from quota_pipeline.processor import OUTPUT_SCHEMA, DecisionProcessor
+from quota_pipeline.sink import Publisher, ensure_topic
+from quota_pipeline.source import KafkaVolumesSource, clusters_option, source_name
+
+log = logging.getLogger("quota_pipeline")
+
+
+class JobConfigError(ValueError):
+    """The set of configs cannot run as one job; the message says what to change."""
+
+
+def check_runnable(configs: list[cfg.Config]) -> None:
+    names = [source_name(c) for c in configs]
+    problems = []
+    for c, name in zip(configs, names):
+        if c.check_interval.total_seconds() <= 0:
+            problems.append(f"error: {c.path}: the storage check interval is 0, which disables the check; set "
+                            f"{cfg.CHECK_INTERVAL_SECONDS} (seconds) or {cfg.CHECK_INTERVAL_ISO} (ISO-8601) to run")
+        if names.count(name) > 1:
+            problems.append(f"error: {c.path}: another config also names its cluster {name!r}; set "
+                            f"{cfg.CLUSTER_NAME} to tell them apart")
+    first = configs[0]
+    for c in configs[1:]:
+        if (c.output_topic, c.output_settings.get("bootstrap.servers"), c.checkpoint_path) != (
+                first.output_topic, first.output_settings.get("bootstrap.servers"), first.checkpoint_path):
+            problems.append(f"error: {c.path}: one job writes one topic with one checkpoint; its output topic, "
+                            f"output cluster and checkpoint path must match {first.path}'s")
+    if problems:
+        raise JobConfigError("\n".join(dict.fromkeys(problems)))
+
+
+@dataclass
+class StreamJob:
+    configs: list[cfg.Config]
+    master: str | None = None
+    on_decisions: Callable[[list[Any]], None] | None = None
+    metrics: Metrics = field(default_factory=Metrics)
+    summary_every: float = 300.0
+
+    def __post_init__(self) -> None:
+        check_runnable(self.configs)
+        self.first = self.configs[0]
+        self.settings = {source_name(c): Settings.of(c) for c in self.configs}
+        self.output_keys = {source_name(c): c.cluster_name for c in self.configs}
+        self._stop = threading.Event()
+        self._query: Any = None
+        self._publisher: Publisher | None = None
+        self._last: dict[str, tuple[float, str]] = {}
+        self._counts: dict[str, int] = {}
+        self._last_summary = time.monotonic()
+        self.batches = 0
+
+    # -- the query --------------------------------------------------------------------------------
+    def _spark(self):
+        from quota_pipeline.session import get_session
+
+        cores = os.cpu_count() or 2
+        return get_session("quota-pipeline-stream", master=self.master or f"local[{cores},4]", conf={
+            # State partitions are fixed at the checkpoint's creation; one per core is plenty for
+            # hundreds of clusters and keeps the per-batch task count (and latency) low.
+            "spark.sql.shuffle.partitions": str(max(1, min(cores, len(self.configs)))),
+            "spark.sql.streaming.pollingDelay": "100ms",
+            "spark.ui.showConsoleProgress": "false",  # a progress bar per micro-batch drowns the log
+        })
+
+    def start(self) -> Any:
+        spark = self._spark()
+        spark.dataSource.register(KafkaVolumesSource)
+        rows = spark.readStream.format("kafka_volumes").option("clusters", clusters_option(self.configs)).load()
+        decisions = rows.groupBy("cluster_id").transformWithStateInPandas(
+            statefulProcessor=DecisionProcessor(self.settings, self.output_keys),
+            outputStructType=OUTPUT_SCHEMA, outputMode="Append", timeMode="None")
+        self._publisher = self._publisher or Publisher(self.first.output_settings, self.first.output_topic)
+        self._query = (decisions.writeStream.queryName("quota-pipeline")
+                       .option("checkpointLocation", os.path.join(self.first.checkpoint_path, "query"))
+                       .foreachBatch(self._batch).start())
+        return self._query
+
+    def _batch(self, frame: Any, batch_id: int) -> None:
+        started = time.monotonic()
+        rows = sorted(frame.collect(), key=lambda r: (r.key, r.observed_at))
+        # Publish first: the batch (and so the state and the offsets) only commits once Kafka has it all.
+        assert self._publisher is not None
+        self._publisher.publish((r.key, r.value) for r in rows)
+        self.metrics.record(rows)
+        self._log(rows)
+        if self.on_decisions:
+            self.on_decisions(rows)
+        self.batches += 1
+        self.metrics.batch_seconds.observe(time.monotonic() - started)
+
+    def _log(self, rows: list[Any]) -> None:
+        for r in rows:
+            self._counts[r.key] = self._counts.get(r.key, 0) + 1
+            last = self._last.get(r.key)
+            now = (r.throttle_factor, r.decision_source)
+            if last != now:
+                log.info("%s: throttle factor %s -> %.3f (%s) at %s: status %s, %d violating log dir(s), "
+                         "%d/%d log dirs in force", r.key, "none" if last is None else f"{last[0]:.3f}",
+                         r.throttle_factor, r.decision_source, r.observed_at.isoformat(), r.status, r.violations,
+                         r.active_log_dirs, r.cached_volumes)
+                self._last[r.key] = now
+        if time.monotonic() - self._last_summary >= self.summary_every:
+            self._last_summary = time.monotonic()
+            for key, (factor, source) in sorted(self._last.items()):
+                log.info("summary %s: factor %.3f (%s), %d decisions published", key, factor, source,
+                         self._counts.get(key, 0))
+
+    # -- lifecycle --------------------------------------------------------------------------------
+    def prepare_output(self) -> str:
+        return ensure_topic(self.first.output_settings, self.first.output_topic)
+
+    def request_stop(self) -> None:
+        self._stop.set()
+
+    def run(self, max_restarts: int | None = None) -> int:
+        """Run until request_stop(); restart from the checkpoint after failures, with backoff."""
+        backoff, restarts = 2.0, 0
+        while not self._stop.is_set():
+            query = self.start()
+            while not self._stop.is_set() and query.isActive:
+                query.awaitTermination(0.5)
+            if self._stop.is_set():
+                self._graceful_stop(query)
+                break
+            error = query.exception()
+            restarts += 1
+            if max_restarts is not None and restarts > max_restarts:
+                log.error("stream failed %d times, giving up: %s", restarts, error)
+                return 1
+            log.warning("micro-batch failed, restarting from the checkpoint in %.0fs: %s", backoff,
+                        str(error).splitlines()[0] if error else "query stopped")
+            self._stop.wait(backoff)
+            backoff = min(60.0, backoff * 2)
+        if self._publisher:
+            self._publisher.close()
+        return 0
+
+    def _graceful_stop(self, query: Any, timeout: float = 60.0) -> None:
+        deadline = time.monotonic() + timeout
+        while query.isActive and query.status.get("isTriggerActive") and time.monotonic() < deadline:
+            time.sleep(0.1)  # let the running micro-batch publish and commit
+        query.stop()

@@ -1,0 +1,80 @@
+"""Test helpers for the broker side: a local Kafka-compatible broker, decision records, a settable clock."""
+from __future__ import annotations
+
+import datetime as dt
+import json
+import time
+from typing import Any, Callable, Iterable, Iterator
+
+import pytest
+
+from quota_pipeline.model import Source, Status, ThrottleDecision
+from quota_pipeline.tansu import BrokerUnavailable, LocalBroker
+
+T0 = dt.datetime(2026, 11, 21, 10, 0, tzinfo=dt.timezone.utc)
+
+
+class FakeClock:
+    """A clock the test moves by hand; readers and enforcers take it as `clock=`."""
+
+    def __init__(self, start: dt.datetime = T0):
+        self.t = start
+
+    def __call__(self) -> dt.datetime:
+        return self.t
+
+    def advance(self, seconds: float) -> dt.datetime:
+        self.t += dt.timedelta(seconds=seconds)
+        return self.t
+
+
+def decision(cluster: str = "c1", factor: float = 0.0, observed_at: dt.datetime = T0,
+             validity: dt.timedelta | None = dt.timedelta(minutes=5),
+             source: Source = Source.OBSERVATION) -> ThrottleDecision:
+    return ThrottleDecision(
+        cluster_id=cluster, observed_at=observed_at, decided_at=observed_at, throttle_factor=factor, source=source,
+        valid_until=None if source is Source.FALLBACK or validity is None else observed_at + validity,
+        status=Status.SUCCESS, active_brokers=3, active_log_dirs=6, missing_brokers=(),
+        limit={"hard": {"type": "min.available.bytes", "value": 1000}, "soft": None},
+        violations=1 if factor == 0.0 else 0, worst_volume=None, min_available_ratio=0.1)
+
+
+def encode(d: ThrottleDecision) -> bytes:
+    return json.dumps(d.to_json()).encode()
+
+
+@pytest.fixture(scope="module")
+def broker() -> Iterator[LocalBroker]:
+    """One local broker per test module (about half a second to start)."""
+    try:
+        b = LocalBroker().start()
+    except BrokerUnavailable as exc:
+        pytest.skip(str(exc))
+    yield b
+    b.stop()
+
+
+def create_topic(bootstrap: str, topic: str, partitions: int = 1) -> None:
+    from confluent_kafka.admin import AdminClient, NewTopic
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    for future in admin.create_topics([NewTopic(topic, partitions, 1, config={"cleanup.policy": "compact"})]).values():
+        future.result(10)
+
+
+def publish(bootstrap: str, topic: str, records: Iterable[tuple[bytes | None, bytes | None]]) -> None:
+    from confluent_kafka import Producer
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 0})
+    for key, value in records:
+        producer.produce(topic, key=key, value=value)
+    assert producer.flush(10) == 0
+
+
+def wait_until(predicate: Callable[[], Any], timeout: float = 10.0, interval: float = 0.02) -> Any:
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"condition not met within {timeout} s")
+        time.sleep(interval)

@@ -1,0 +1,182 @@
+"""The broker-side reader: latest decision per cluster, own validity and fallback, Strimzi's quota limits."""
+from __future__ import annotations
+
+import datetime as dt
+import itertools
+import json
+import sys
+
+import pytest
+
+from quota_pipeline import config as cfg
+from quota_pipeline.model import Source
+from quota_pipeline.reader import MIN_QUOTA, UNLIMITED, Reader
+from tests.kafka_fixtures import (  # noqa: F401  (broker is a fixture)
+    T0, FakeClock, broker, create_topic, decision, encode, publish, wait_until,
+)
+
+_topics = itertools.count()
+
+
+def make_config(bootstrap: str = "127.0.0.1:1", **props: str) -> cfg.Config:
+    base = {cfg.BOOTSTRAP: bootstrap, cfg.HARD_BYTES: "1000", cfg.CLUSTER_NAME: "c1",
+            cfg.VALIDITY: "PT5M", cfg.FALLBACK: "0.5"}
+    base.update(props)
+    return cfg.parse(base, "<test>")
+
+
+def new_topic(bootstrap: str) -> str:
+    topic = f"decisions-{next(_topics)}"
+    create_topic(bootstrap, topic)
+    return topic
+
+
+def test_falls_back_after_valid_until_when_the_publisher_stops_and_recovers_on_the_next_record(broker):
+    topic = new_topic(broker.bootstrap_servers)
+    conf = make_config(broker.bootstrap_servers, **{cfg.OUTPUT_TOPIC: topic})
+    clock = FakeClock(T0 + dt.timedelta(seconds=1))
+    changes = []
+    publish(broker.bootstrap_servers, topic, [(b"c1", encode(decision("c1", 0.0, T0)))])
+    with Reader(conf, clock=clock, poll_seconds=0.05) as reader:
+        reader.on_change(lambda cluster, old, new: changes.append((cluster, old, new)))
+        wait_until(lambda: reader.current_factor() == 0.0)
+        assert reader.answer().source == "record"
+
+        clock.advance(299)  # exactly valid_until: still valid
+        reader.refresh()
+        assert reader.current_factor() == 0.0
+        clock.advance(0.001)  # the publisher stopped: past valid_until with no newer record
+        wait_until(lambda: reader.current_factor() == 0.5)  # the reader's own fallback, found by its thread
+        assert reader.answer().source == "fallback"
+        assert "expired" in reader.answer().reason
+
+        publish(broker.bootstrap_servers, topic, [(b"c1", encode(decision("c1", 1.0, T0 + dt.timedelta(minutes=5))))])
+        wait_until(lambda: reader.current_factor() == 1.0)
+        assert reader.answer().source == "record"
+        wait_until(lambda: len(changes) == 3)
+    assert changes == [("c1", 1.0, 0.0), ("c1", 0.0, 0.5), ("c1", 0.5, 1.0)]
+
+
+def test_invalid_records_are_counted_and_skipped_never_fatal(broker, caplog):
+    topic = new_topic(broker.bootstrap_servers)
+    conf = make_config(broker.bootstrap_servers, **{cfg.OUTPUT_TOPIC: topic})
+    future = dict(decision("c1", 0.3).to_json(), schema_version=2)
+    publish(broker.bootstrap_servers, topic, [
+        (b"c1", b"{not json"),
+        (b"c1", json.dumps(future).encode()),
+        (b"c1", b"\xff\xfe"),
+        (b"c1", b"[1, 2]"),
+        (b"c1", encode(decision("c1", 0.25, T0))),
+    ])
+    with Reader(conf, clock=FakeClock(T0)) as reader:
+        wait_until(lambda: reader.stats.records == 1)
+        assert reader.current_factor() == 0.25
+        assert reader.stats.skipped == 4
+    assert "unknown schema_version 2" in caplog.text
+
+
+def test_follows_every_partition_and_keeps_each_cluster_apart(broker):
+    topic = f"decisions-{next(_topics)}"
+    create_topic(broker.bootstrap_servers, topic, partitions=3)
+    conf = make_config(broker.bootstrap_servers, **{cfg.OUTPUT_TOPIC: topic})
+    publish(broker.bootstrap_servers, topic, [(f"c{i}".encode(), encode(decision(f"c{i}", i / 10))) for i in range(6)])
+    with Reader(conf, clock=FakeClock(T0)) as reader:
+        wait_until(lambda: len(reader.clusters()) == 6)
+        assert [reader.current_factor(f"c{i}") for i in range(6)] == [0.0, 0.1, 0.2, 0.3, 0.4, 0.5]
+
+
+def test_waits_for_a_topic_that_does_not_exist_yet(broker):
+    topic = f"decisions-{next(_topics)}"
+    conf = make_config(broker.bootstrap_servers, **{cfg.OUTPUT_TOPIC: topic})
+    with Reader(conf, clock=FakeClock(T0)) as reader:
+        assert reader.current_factor() == 1.0
+        create_topic(broker.bootstrap_servers, topic)
+        publish(broker.bootstrap_servers, topic, [(b"c1", encode(decision("c1", 0.0)))])
+        wait_until(lambda: reader.current_factor() == 0.0, timeout=15)
+
+
+# ---- without a broker: apply_record and refresh --------------------------------------------------
+
+def reader(clock: FakeClock | None = None, **props: str) -> Reader:
+    return Reader(make_config(**props), clock=clock or FakeClock(T0))
+
+
+def test_ignores_a_record_older_than_the_one_it_holds():
+    r = reader()
+    assert r.apply_record(b"c1", encode(decision("c1", 0.0, T0 + dt.timedelta(seconds=10))))
+    assert not r.apply_record(b"c1", encode(decision("c1", 1.0, T0)))
+    assert r.current_factor() == 0.0
+    assert r.stats.older == 1
+    assert r.apply_record(b"c1", encode(decision("c1", 1.0, T0 + dt.timedelta(seconds=10))))  # same time: taken
+    assert r.current_factor() == 1.0
+
+
+def test_before_any_record_the_factor_is_one_for_one_validity_then_the_fallback():
+    clock = FakeClock(T0)
+    r = reader(clock)
+    assert (r.current_factor(), r.answer().source) == (1.0, "initial")
+    clock.advance(300.001)
+    assert (r.current_factor(), r.answer().source) == (0.5, "fallback")
+
+
+def test_a_fallback_record_means_the_readers_own_fallback():
+    r = reader(**{cfg.FALLBACK: "0.2"})
+    r.apply_record(b"c1", encode(decision("c1", 1.0, source=Source.FALLBACK)))
+    assert r.current_factor() == 0.2
+
+
+def test_a_tombstone_retires_the_clusters_decision():
+    r = reader()
+    r.apply_record(b"c1", encode(decision("c1", 0.0)))
+    r.apply_record(b"c1", None)
+    assert r.decision("c1") is None
+    assert r.current_factor() == 1.0
+
+
+def test_the_record_key_names_the_cluster():
+    r = reader()
+    r.apply_record(b"prod-eu", encode(decision("some-cluster-id", 0.0)))
+    assert r.current_factor("prod-eu") == 0.0
+
+
+def test_current_factor_without_a_cluster_says_what_to_set():
+    r = Reader(cfg.parse({cfg.BOOTSTRAP: "x:1", cfg.HARD_BYTES: "1"}), clock=FakeClock())
+    with pytest.raises(ValueError, match="quota.pipeline.cluster.name"):
+        r.current_factor()
+
+
+@pytest.mark.parametrize("factor, quota_type, principal, props, expected", [
+    (0.5, "PRODUCE", "alice", {cfg.PRODUCE: "1000"}, 500.0),
+    (0.0, "PRODUCE", "alice", {cfg.PRODUCE: "1000"}, MIN_QUOTA),       # floored at 1.0
+    (0.001, "PRODUCE", "alice", {cfg.PRODUCE: "100"}, MIN_QUOTA),
+    (0.0, "PRODUCE", "alice", {}, MIN_QUOTA),                          # unlimited x 0 = 0 -> 1.0
+    (1.0, "PRODUCE", "alice", {}, UNLIMITED),
+    (0.5, "PRODUCE", "alice", {}, sys.float_info.max * 0.5),           # Strimzi: Double.MAX_VALUE x factor
+    (0.0, "FETCH", "alice", {cfg.FETCH: "2000"}, 2000.0),              # fetch unscaled
+    (0.0, "FETCH", "alice", {}, UNLIMITED),
+    (0.0, "REQUEST", "alice", {cfg.REQUEST: "0.5"}, MIN_QUOTA),        # Strimzi floors every type at 1.0
+    (0.0, "REQUEST", "alice", {cfg.REQUEST: "50"}, 50.0),
+    (0.0, "PRODUCE", "pipeline", {cfg.PRODUCE: "1000"}, UNLIMITED),   # excluded principal
+    (0.0, "PRODUCE", "User:pipeline", {cfg.PRODUCE: "1000"}, UNLIMITED),
+    (0.0, "FETCH", "pipeline", {cfg.FETCH: "10"}, UNLIMITED),
+    (0.0, "produce", None, {cfg.PRODUCE: "1000"}, MIN_QUOTA),
+])
+def test_quota_limit_reproduces_the_strimzi_callback(factor, quota_type, principal, props, expected):
+    r = reader(**{cfg.EXCLUDED: "User:pipeline;User:admin", **props})
+    r.apply_record(b"c1", encode(decision("c1", factor)))
+    assert r.quota_limit(quota_type, principal) == expected
+
+
+def test_on_change_fires_once_per_change_and_survives_a_broken_callback():
+    clock = FakeClock(T0)
+    r = reader(clock)
+    seen = []
+    r.on_change(lambda *a: 1 / 0)
+    r.on_change(lambda *a: seen.append(a))
+    r.refresh()
+    r.apply_record(b"c1", encode(decision("c1", 0.0)))
+    r.refresh()
+    r.refresh()
+    clock.advance(301)
+    r.refresh()
+    assert seen == [("c1", 1.0, 0.0), ("c1", 0.0, 0.5)]

@@ -11,7 +11,9 @@ COMMANDS = (
     "simulate",
     "observe",
     "replay",
+    "quotas",
     "run",
+    "demo",
 )
 
 

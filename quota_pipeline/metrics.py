@@ -26,11 +26,11 @@ class Metrics:
         self.last_observation = Gauge("quota_pipeline_last_observation_timestamp_seconds",
                                       "observed_at of the last OBSERVATION decision", c, registry=r)
         self.fallbacks = Counter("quota_pipeline_fallback_applied_total",
-                                 "Decisions that applied the fallback factor", c, registry=r)
+                                 "Transitions to the fallback factor", c, registry=r)
         self.violating_volumes = Gauge("quota_pipeline_limit_violating_volumes",
                                        "Log dirs in force at or below the hard limit", c, registry=r)
         self.violations = Counter("quota_pipeline_limit_violations_total",
-                                  "Snapshots with at least one log dir at or below the hard limit", c, registry=r)
+                                  "Log dir readings at or below the hard limit, summed over snapshots", c, registry=r)
         self.active_brokers = Gauge("quota_pipeline_active_brokers", "Active brokers in the last snapshot", c,
                                     registry=r)
         self.active_log_dirs = Gauge("quota_pipeline_active_log_dirs", "Log dir readings in force", c, registry=r)
@@ -45,6 +45,7 @@ class Metrics:
         self.batch_seconds = Histogram("quota_pipeline_micro_batch_duration_seconds", "Micro-batch duration",
                                        registry=r, buckets=(0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60))
         self._volumes: dict[str, set[tuple[str, str]]] = {}
+        self._source: dict[str, str] = {}
 
     def serve(self, host: str, port: int) -> Any:
         server, _thread = start_http_server(port, addr=host, registry=self.registry)
@@ -59,11 +60,11 @@ class Metrics:
                 self.factor_source.labels(key, s).set(1 if row.decision_source == s else 0)
             if row.decision_source == "OBSERVATION":
                 self.last_observation.labels(key).set(row.observed_at.timestamp())
-            if row.decision_source == "FALLBACK":
-                self.fallbacks.labels(key).inc()
+            if row.decision_source == "FALLBACK" and self._source.get(key) != "FALLBACK":
+                self.fallbacks.labels(key).inc()  # transitions into fallback, as Strimzi counts them
+            self._source[key] = row.decision_source
             self.violating_volumes.labels(key).set(row.violations)
-            if row.violations:
-                self.violations.labels(key).inc()
+            self.violations.labels(key).inc(row.violations)
             self.active_brokers.labels(key).set(row.active_brokers)
             self.active_log_dirs.labels(key).set(row.active_log_dirs)
             self.cached_volumes.labels(key).set(row.cached_volumes)

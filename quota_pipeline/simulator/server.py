@@ -118,7 +118,8 @@ class Simulator:
         """Close every listener and connection and end the background thread."""
         if self._thread is None:
             return
-        if self._loop is not None and self._stop is not None:
+        if self._loop is not None and self._stop is not None and not self._loop.is_closed():
+            # The loop is closed already when the scenario's end_after stopped the simulator by itself.
             self._loop.call_soon_threadsafe(self._stop.set)
         self._thread.join(timeout)
         self._thread = None

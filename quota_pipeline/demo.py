@@ -1,0 +1,191 @@
+"""The self-contained demo: simulated cluster + local Tansu broker + the streaming job + a live view."""
+from __future__ import annotations
+
+import json
+import socket
+import tempfile
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console, Group
+from rich.live import Live
+from rich.table import Table
+from rich.text import Text
+
+from quota_pipeline import config as cfg
+
+ROOT = Path(__file__).resolve().parent.parent
+DEMO_CONFIG = ROOT / "conf" / "demo.properties"
+DEMO_SCENARIO = ROOT / "conf" / "scenarios" / "demo.yaml"
+SIM_PORT, BROKER_PORT = 29092, 29192
+
+
+class DemoError(RuntimeError):
+    """The demo cannot start; the message says why and what to do."""
+
+
+def _port_free(port: int, count: int = 1) -> bool:
+    for p in range(port, port + count):
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", p))
+            except OSError:
+                return False
+    return True
+
+
+@dataclass
+class DemoServices:
+    """The simulator and the output broker, on the ports conf/demo.properties names when they are free."""
+
+    scenario: Path = DEMO_SCENARIO
+    forever: bool = False  # --serve: ignore the scenario's end_after
+    sim: Any = None
+    broker: Any = None
+
+    def start(self) -> "DemoServices":
+        from quota_pipeline.simulator import Simulator
+        from quota_pipeline.tansu import LocalBroker
+
+        if not self.scenario.exists():
+            raise DemoError(f"{self.scenario} not found: run the demo from a source checkout of quota-pipeline")
+        self.broker = LocalBroker(port=BROKER_PORT if _port_free(BROKER_PORT) else None).start()
+        import yaml
+
+        scenario = yaml.safe_load(self.scenario.read_text())
+        if self.forever:
+            scenario.pop("end_after", None)
+        self.sim = Simulator(scenario, port=SIM_PORT if _port_free(SIM_PORT, 6) else 0).start()
+        return self
+
+    def stop(self) -> None:
+        if self.sim:
+            self.sim.stop()
+        if self.broker:
+            self.broker.stop()
+
+    def config(self, checkpoint: str, metrics_port: int | None) -> cfg.Config:
+        props = cfg.read_properties(DEMO_CONFIG)
+        props[cfg.BOOTSTRAP] = self.sim.bootstrap_servers
+        props[cfg.OUTPUT_KAFKA_PREFIX + "bootstrap.servers"] = self.broker.bootstrap_servers
+        props[cfg.CHECKPOINT_PATH] = checkpoint
+        if metrics_port is not None:
+            props[cfg.METRICS_PORT] = str(metrics_port)
+        return cfg.parse(props, str(DEMO_CONFIG))
+
+
+@dataclass
+class LiveView:
+    """The last decisions and the time spent at each factor, redrawn on every micro-batch."""
+
+    rows: deque = field(default_factory=lambda: deque(maxlen=12))
+    history: list = field(default_factory=list)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def add(self, decisions: list[Any]) -> None:
+        with self.lock:
+            for r in decisions:
+                self.rows.append(r)
+                self.history.append((r.observed_at, r.throttle_factor, r.decision_source, r.status))
+
+    def render(self) -> Group:
+        table = Table(title="decisions published to __quota_throttle_factors (latest last)", expand=False)
+        for col in ("observed at (UTC)", "factor", "source", "status", "violations", "log dirs", "worst volume"):
+            table.add_column(col, no_wrap=True)
+        with self.lock:
+            rows = list(self.rows)
+        for r in rows:
+            record = json.loads(r.value)
+            worst = record.get("worst_volume")
+            worst_text = "-" if not worst else (
+                f"broker {worst['broker_id']} {worst['log_dir']} "
+                + ("offline" if worst["available_ratio"] is None else f"{worst['available_ratio']:.1%} free"))
+            style = "red" if r.throttle_factor == 0 else ("yellow" if r.throttle_factor < 1 else "green")
+            table.add_row(f"{r.observed_at:%H:%M:%S}", Text(f"{r.throttle_factor:.2f}", style=style),
+                          r.decision_source, r.status, str(r.violations), str(r.active_log_dirs), worst_text)
+        return Group(table)
+
+    def summary(self) -> Table:
+        table = Table(title="demo summary: time at each decision")
+        for col in ("factor", "source", "seconds", "decisions"):
+            table.add_column(col)
+        spans: dict[tuple[float, str], list[float]] = {}
+        hist = sorted(self.history)
+        for (t, factor, source, _), nxt in zip(hist, hist[1:] + [None]):
+            seconds = (nxt[0] - t).total_seconds() if nxt else 0.0
+            s = spans.setdefault((factor, source), [0.0, 0])
+            s[0] += seconds
+            s[1] += 1
+        for (factor, source), (seconds, n) in sorted(spans.items(), key=lambda kv: (-kv[0][0], kv[0][1])):
+            table.add_row(f"{factor:.2f}", source, f"{seconds:.0f}", str(n))
+        return table
+
+
+def run_demo(console: Console, duration: float | None = None, metrics_port: int | None = None) -> int:
+    from quota_pipeline.stream import StreamJob
+
+    services = DemoServices()
+    console.print("starting the simulated cluster (6 brokers) and a local Tansu broker ...")
+    try:
+        services.start()
+    except Exception as exc:  # noqa: BLE001
+        services.stop()
+        console.print(f"[red]error:[/] {exc}")
+        return 1
+    checkpoint = tempfile.mkdtemp(prefix="quota-pipeline-demo-")
+    conf = services.config(checkpoint, metrics_port)
+    view = LiveView()
+    job = StreamJob([conf], on_decisions=view.add, summary_every=3600)
+    console.print(f"cluster {services.sim.bootstrap_servers}, output broker {services.broker.bootstrap_servers}, "
+                  f"checkpoint {checkpoint}; starting Spark (about 20 s) ...")
+    scenario_seconds = duration or max(10.0, float(services.sim.scenario.end_after or 120) - 3)
+    # Simulated time crawls until the job's first decision, so Spark's start-up does not eat the story.
+    services.sim.clock.set_speed(0.001)
+    timer = threading.Timer(scenario_seconds, job.request_stop)
+    timer.daemon = True
+    try:
+        job.prepare_output()
+        with Live(view.render(), console=console, refresh_per_second=2, transient=False) as live:
+            def refresh(decisions: list[Any]) -> None:
+                if not view.history:
+                    services.sim.clock.set_speed(1.0)
+                    timer.start()
+                view.add(decisions)
+                live.update(view.render())
+            job.on_decisions = refresh
+            job.run(max_restarts=3)
+        timer.cancel()
+    finally:
+        services.stop()
+    console.print(view.summary())
+    throttled = [h for h in view.history if h[1] < 1.0]
+    console.print(f"{len(view.history)} decisions published; throttled (factor < 1) in {len(throttled)} of them. "
+                  f"Replay the journal with: quota-pipeline replay --config conf/demo.properties "
+                  f"--input {checkpoint}/journal --output demo-replay.jsonl")
+    return 0 if view.history else 1
+
+
+def serve(console: Console) -> int:
+    """Only the services, on the ports conf/demo.properties names, until Ctrl-C."""
+    services = DemoServices(forever=True)
+    if not (_port_free(SIM_PORT, 6) and _port_free(BROKER_PORT)):
+        console.print(f"[red]error:[/] ports {SIM_PORT}-{SIM_PORT + 5} or {BROKER_PORT} are in use; stop what "
+                      f"uses them (another demo?) and try again")
+        return 1
+    services.start()
+    console.print(f"simulated cluster on {services.sim.bootstrap_servers}, Tansu on "
+                  f"{services.broker.bootstrap_servers}. Now run: ./spark-submit.sh conf/demo.properties  "
+                  f"(Ctrl-C here to stop)")
+    try:
+        while True:
+            time.sleep(1)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        services.stop()
+    return 0
+

@@ -12,6 +12,7 @@ COMMANDS = (
     "observe",
     "replay",
     "quotas",
+    "enforce",
     "run",
     "demo",
 )

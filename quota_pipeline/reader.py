@@ -96,6 +96,7 @@ class Reader:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._assigned = threading.Event()
+        self._caught_up = threading.Event()
         self.stats = ReaderStats()
 
     # ---- lifecycle ------------------------------------------------------------------------------
@@ -124,6 +125,11 @@ class Reader:
     def wait_assigned(self, timeout: float) -> bool:
         """True once the topic's partitions are assigned (the topic exists)."""
         return self._assigned.wait(timeout)
+
+    def wait_caught_up(self, timeout: float) -> bool:
+        """True once the reader has read everything the topic held when it was assigned (a poll came back
+        empty): its answers then reflect the latest published decisions."""
+        return self._caught_up.wait(timeout)
 
     # ---- answers --------------------------------------------------------------------------------
 
@@ -257,7 +263,10 @@ class Reader:
                 self.refresh()
                 self._stop.wait(METADATA_RETRY_SECONDS)
             while not self._stop.is_set():
-                for msg in consumer.consume(num_messages=500, timeout=self._poll_seconds):
+                batch = consumer.consume(num_messages=500, timeout=self._poll_seconds)
+                if not batch:
+                    self._caught_up.set()
+                for msg in batch:
                     if msg.error():
                         if not msg.error().code() == _partition_eof():
                             log.warning("reader: %s", msg.error())

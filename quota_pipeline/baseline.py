@@ -1,0 +1,107 @@
+"""The enforcer's durable record: the operator's quotas (baseline) and what it wrote, in a JSON file replaced atomically."""
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from quota_pipeline.quotas import Quotas, quotas_from_json, quotas_to_json
+
+FORMAT_VERSION = 1
+
+
+@dataclass
+class EnforcerState:
+    """Exists from just before the first throttling change until the baseline is restored and confirmed."""
+
+    cluster: str
+    baseline: Quotas  # the quotas as the operator set them, unthrottled
+    applied: Quotas  # the target last written
+    factor: float  # the factor `applied` enforces
+    recent: list[tuple[float, Quotas]] = field(default_factory=list)  # (unix time, state a write replaced)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "format_version": FORMAT_VERSION,
+            "cluster": self.cluster,
+            "factor": self.factor,
+            "baseline": quotas_to_json(self.baseline),
+            "applied": quotas_to_json(self.applied),
+            "recent": [{"written_at": t, "replaced": quotas_to_json(q)} for t, q in self.recent],
+        }
+
+    @classmethod
+    def from_json(cls, raw: dict[str, Any]) -> "EnforcerState":
+        if raw.get("format_version") != FORMAT_VERSION:
+            raise ValueError(f"unknown format_version {raw.get('format_version')!r}")
+        return cls(
+            cluster=str(raw["cluster"]),
+            baseline=quotas_from_json(raw["baseline"]),
+            applied=quotas_from_json(raw["applied"]),
+            factor=float(raw["factor"]),
+            recent=[(float(r["written_at"]), quotas_from_json(r["replaced"])) for r in raw.get("recent", [])],
+        )
+
+
+class BaselineError(RuntimeError):
+    """The baseline file cannot be read or written; the message names the file and what to do."""
+
+
+class BaselineFile:
+    """One JSON file per enforced cluster, written with temp file + fsync + rename (+ fsync of the directory),
+    so a crash leaves the old record or the new one, never a torn one."""
+
+    def __init__(self, path: str | os.PathLike[str]):
+        self.path = Path(path)
+
+    def load(self) -> EnforcerState | None:
+        try:
+            text = self.path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            raise BaselineError(f"cannot read the baseline file {self.path}: {exc}") from None
+        try:
+            return EnforcerState.from_json(json.loads(text))
+        except (ValueError, KeyError, TypeError) as exc:
+            raise BaselineError(f"the baseline file {self.path} is not valid ({exc}); it holds the quotas to restore: "
+                                "repair it, or restore the quotas by hand and delete it") from None
+
+    def save(self, state: EnforcerState) -> None:
+        data = json.dumps(state.to_json(), indent=1, sort_keys=True).encode()
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(prefix=self.path.name + ".", suffix=".tmp", dir=self.path.parent)
+            try:
+                with os.fdopen(fd, "wb") as fh:
+                    fh.write(data)
+                    fh.flush()
+                    os.fsync(fh.fileno())
+                os.replace(tmp, self.path)
+            except BaseException:
+                Path(tmp).unlink(missing_ok=True)
+                raise
+            _fsync_dir(self.path.parent)
+        except OSError as exc:
+            raise BaselineError(f"cannot write the baseline file {self.path}: {exc}; nothing was changed on the "
+                                "cluster; make the directory writable or pass --baseline PATH") from None
+
+    def delete(self) -> None:
+        self.path.unlink(missing_ok=True)
+        _fsync_dir(self.path.parent)
+
+
+def _fsync_dir(directory: Path) -> None:
+    try:
+        fd = os.open(directory, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass  # some file systems cannot fsync a directory; the rename is still atomic
+    finally:
+        os.close(fd)

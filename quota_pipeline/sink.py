@@ -65,7 +65,8 @@ class Publisher:
     def __init__(self, settings: Mapping[str, str], topic: str, flush_timeout: float = 30.0) -> None:
         conf = librdkafka_settings(settings)
         conf.update({"enable.idempotence": True, "acks": "all", "linger.ms": 5,
-                     "max.in.flight.requests.per.connection": 5})
+                     "max.in.flight.requests.per.connection": 5,
+                     "log_level": 4})  # librdkafka logs every idle disconnect at info level
         self.producer = Producer(conf)
         self.topic = topic
         self.flush_timeout = flush_timeout

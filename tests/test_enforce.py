@@ -301,3 +301,73 @@ def _now():
     import datetime as dt
     t = dt.datetime.now(dt.timezone.utc)
     return t.replace(microsecond=t.microsecond // 1000 * 1000)
+
+
+# ---- property: the target gives every client exactly the contract's produce quota ----------------
+
+from hypothesis import given, settings, strategies as st  # noqa: E402
+
+from quota_pipeline.quotas import LEVELS  # noqa: E402
+
+_NAMES_U, _NAMES_C = ["alice", "bob", "pipeline"], ["app", "etl"]
+
+
+@st.composite
+def baselines(draw):
+    quotas: Quotas = {}
+    for _ in range(draw(st.integers(0, 8))):
+        level = draw(st.sampled_from(LEVELS))
+        entity = level.entity(draw(st.sampled_from(_NAMES_U)), draw(st.sampled_from(_NAMES_C)))
+        values = quotas.setdefault(entity, {})
+        if draw(st.booleans()):
+            values[PBR] = float(draw(st.integers(1, 10**7)))
+        else:
+            values["consumer_byte_rate"] = float(draw(st.integers(1, 10**7)))
+    return quotas
+
+
+@settings(max_examples=300, deadline=None)
+@given(baselines(), st.sampled_from([0.0, 0.01, 0.5, 0.999, 1.0]), st.sampled_from([None, 1.0, 5000.0]))
+def test_every_client_gets_the_contracts_produce_quota(baseline, factor, produce):
+    policy = Policy.of(["User:pipeline"], produce)
+    wanted = target(baseline, factor, policy)
+    for user in _NAMES_U + ["newcomer"]:
+        for client in _NAMES_C + ["new-client"]:
+            got = resolve(wanted, user, client, PBR).value
+            base = resolve(baseline, user, client, PBR)
+            if factor >= 1.0:
+                assert got == base.value
+            elif user == "pipeline":
+                named = base.level in ("user+client-id", "user+default client-id", "user")
+                assert got == (base.value if named else UNLIMITED)
+            elif base.value is not None:
+                assert got == scaled(base.value, factor)
+            elif produce is not None:
+                assert got == scaled(produce, factor)
+            else:
+                assert got == (1.0 if factor == 0.0 else None)
+    # Restoring is exact: planning back to factor 1 from the throttled state gives the baseline.
+    restored = {e: dict(v) for e, v in wanted.items()}
+    for change in plan(baseline, wanted, 1.0, policy):
+        if change.value is None:
+            restored[change.entity].pop(change.key)
+            if not restored[change.entity]:
+                del restored[change.entity]
+        else:
+            restored.setdefault(change.entity, {})[change.key] = change.value
+    assert restored == baseline
+
+
+def test_the_baseline_file_round_trips_and_leaves_no_temporary_files(tmp_path):
+    from quota_pipeline.baseline import BaselineError, EnforcerState
+    store = BaselineFile(tmp_path / "sub" / "c1.json")
+    state = EnforcerState("c1", MIXED, target(MIXED, 0.5, POLICY), 0.5, [(1.5, MIXED)])
+    store.save(state)
+    store.save(state)
+    assert store.load() == state
+    assert [p.name for p in (tmp_path / "sub").iterdir()] == ["c1.json"]
+    (tmp_path / "sub" / "c1.json").write_text("{torn")
+    with pytest.raises(BaselineError, match="not valid"):
+        store.load()
+    store.delete()
+    assert store.load() is None

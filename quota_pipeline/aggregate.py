@@ -84,29 +84,36 @@ def intervals(snaps: DataFrame, numbered: DataFrame, settings: Settings) -> Data
         F.lag("expires_at").over(by_key).alias("prev_expires_at"),
         F.min(F.when(~F.col("offline"), F.col("seq"))).over(later).alias("next_reading"),
     )
-    n = F.col("n_snapshots")
+    n, seq = F.col("n_snapshots"), F.col("seq")
     # Upsert comes after eviction, so a reading is in force at its own snapshot even at validity 0.
-    unpinned_end = F.greatest(F.col("seq") + 1, F.least(F.coalesce("next_seq", n), F.col("expires_at")))
+    unpinned_end = F.greatest(seq + 1, F.least(F.coalesce("next_seq", n), F.col("expires_at")))
     pinned_end = F.coalesce("next_reading", n)
-    reading = ["cluster_id", "broker_id", "log_dir", "total_bytes", "available_bytes"]
 
-    def seg(df: DataFrame, pinned: bool, start: Column, end: Column) -> DataFrame:
-        return df.select(*reading, F.lit(pinned).alias("pinned"), start.alias("start"), end.alias("end"))
+    def seg(pinned: bool, start: Column, end: Column) -> Column:
+        return F.struct(F.lit(pinned).alias("pinned"), start.cast("bigint").alias("start"),
+                        end.cast("bigint").alias("end"))
 
     if settings.offline_policy != "pin":
-        return seg(ev, False, F.col("seq"), unpinned_end)
-    readings = ev.where(~F.col("offline"))
-    pinned_by_next = F.coalesce(F.col("next_offline"), F.lit(False)) & (F.col("next_seq") < F.col("expires_at"))
-    # An offline report that finds the reading still cached pins it until the next reading.
-    kept = seg(readings.where(pinned_by_next), False, F.col("seq"), F.col("next_seq")).unionByName(
-        seg(readings.where(pinned_by_next), True, F.col("next_seq"), pinned_end))
-    plain = seg(readings.where(~pinned_by_next), False, F.col("seq"), unpinned_end)
-    # The first offline report of a run that found nothing cached adds a pinned violating entry.
-    first_offline = ev.where(
-        F.col("offline") & (F.col("prev_offline").isNull()
-                            | (~F.col("prev_offline") & (F.col("seq") >= F.col("prev_expires_at")))))
-    added = seg(first_offline, True, F.col("seq"), pinned_end)
-    return kept.unionByName(plain).unionByName(added)
+        segments = F.array(seg(False, seq, unpinned_end))
+    else:
+        reading = ~F.col("offline")
+        # An offline report that finds the reading still cached pins it until the next reading.
+        pinned_by_next = reading & F.coalesce(F.col("next_offline"), F.lit(False)) & \
+            (F.col("next_seq") < F.col("expires_at"))
+        # The first offline report of a run that found nothing cached adds a pinned violating entry;
+        # later reports of the same run change nothing.
+        first_offline = F.col("offline") & (
+            F.col("prev_offline").isNull() | (~F.col("prev_offline") & (seq >= F.col("prev_expires_at"))))
+        segments = (F.when(pinned_by_next, F.array(seg(False, seq, F.col("next_seq")),
+                                                   seg(True, F.col("next_seq"), pinned_end)))
+                    .when(reading, F.array(seg(False, seq, unpinned_end)))
+                    .when(first_offline, F.array(seg(True, seq, pinned_end)))
+                    .otherwise(F.array().cast("array<struct<pinned:boolean,start:bigint,end:bigint>>")))
+    # One pass over the window's output: every event yields its segments (0, 1 or 2).
+    return ev.select("cluster_id", "broker_id", "log_dir", "total_bytes", "available_bytes",
+                     F.explode(segments).alias("s")) \
+        .select("cluster_id", "broker_id", "log_dir", "total_bytes", "available_bytes",
+                F.col("s.pinned").alias("pinned"), F.col("s.start").alias("start"), F.col("s.end").alias("end"))
 
 
 def summaries(snaps: DataFrame, settings: Settings) -> DataFrame:

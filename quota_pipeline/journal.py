@@ -203,16 +203,22 @@ def _validate(df: DataFrame) -> tuple[DataFrame, DataFrame]:
             *_volume_checks(volumes),
         ).alias("reason"),
     )
-    first = Window.partitionBy("cluster_id", "observed_at", F.col("reason").isNull()).orderBy("file", "line")
-    checked = checked.withColumn(
-        "first_at", F.when(F.col("reason").isNull(), F.first(F.concat_ws(":", "file", "line")).over(first)))
-    checked = checked.withColumn(
-        "reason",
-        F.when(F.col("reason").isNotNull(), F.col("reason"))
-        .when(F.col("first_at") != F.concat_ws(":", "file", "line"),
-              F.concat(F.lit("duplicate snapshot of this cluster and observed_at (first at "),
-                       F.col("first_at"), F.lit(")"))),
-    ).cache()
+    # Keep the raw text only where it is needed (rejected rows): it is most of the input's size.
+    checked = checked.withColumn("text", F.when(F.col("reason").isNotNull(), F.col("text"))).cache()
+    # Duplicates are rare: find them on a slim projection, then flag them through a broadcast join
+    # instead of shuffling every snapshot (with its volumes) through a window.
+    dups = checked.where(F.col("reason").isNull()).groupBy("cluster_id", "observed_at").agg(
+        F.count("*").alias("copies"), F.min(F.struct("file", "line")).alias("first")).where("copies > 1")
+    checked = checked.join(F.broadcast(dups.drop("copies")), ["cluster_id", "observed_at"], "left")
+    is_dup = F.col("reason").isNull() & F.col("first").isNotNull() & (
+        (F.col("first.file") != F.col("file")) | (F.col("first.line") != F.col("line")))
+    checked = checked.select(
+        *[c for c in checked.columns if c not in ("reason", "first", "text")],
+        F.when(is_dup, F.concat(F.lit("duplicate snapshot of this cluster and observed_at (first at "),
+                                F.col("first.file"), F.lit(":"), F.col("first.line").cast("string"), F.lit(")")))
+        .otherwise(F.col("reason")).alias("reason"),
+        F.when(is_dup, F.to_json(F.struct("cluster_id", "observed_at"))).otherwise(F.col("text")).alias("text"),
+    )
     valid = checked.where(F.col("reason").isNull()).select(*SNAPSHOT_COLUMNS)
     rejected = checked.where(F.col("reason").isNotNull()).select(*REJECTED_COLUMNS)
     return valid, rejected

@@ -7,33 +7,17 @@ from typing import Any, Iterable, Mapping
 from confluent_kafka import KafkaException, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from quota_pipeline.librdkafka_settings import to_librdkafka
+
 log = logging.getLogger(__name__)
-
-# Java client settings that librdkafka spells the same way and accepts; the rest are not passed.
-_LIBRDKAFKA_SAME = ("bootstrap.servers", "security.protocol", "sasl.mechanism", "sasl.mechanisms",
-                    "sasl.username", "sasl.password", "ssl.ca.location", "ssl.certificate.location",
-                    "ssl.key.location", "ssl.key.password", "ssl.endpoint.identification.algorithm",
-                    "client.id", "message.timeout.ms", "request.timeout.ms", "socket.timeout.ms")
-
 
 class DeliveryFailed(RuntimeError):
     """A decision was not acknowledged by the output cluster; the micro-batch must fail and be retried."""
 
 
 def librdkafka_settings(settings: Mapping[str, str]) -> dict[str, str]:
-    """Java-style client settings (as in kafka.admin.* / output.kafka.*) to librdkafka's."""
-    out = {k: v for k, v in settings.items() if k in _LIBRDKAFKA_SAME}
-    jaas = settings.get("sasl.jaas.config", "")
-    if jaas:
-        import re
-
-        for name in ("username", "password"):
-            m = re.search(rf'{name}\s*=\s*"([^"]*)"', jaas)
-            if m:
-                out[f"sasl.{name}"] = m.group(1)
-    if "ssl.truststore.location" in settings and settings["ssl.truststore.location"].endswith((".pem", ".crt")):
-        out["ssl.ca.location"] = settings["ssl.truststore.location"]
-    return out
+    """The producer/admin settings for the output cluster; unusable Java-only settings are dropped."""
+    return to_librdkafka(settings)[0]
 
 
 def ensure_topic(settings: Mapping[str, str], topic: str, timeout: float = 15.0) -> str:

@@ -35,6 +35,9 @@ def run(args: argparse.Namespace) -> int:
     console = Console(width=max(120, Console().width))
     if args.serve:
         return demo.serve(console)
+    from quota_pipeline.session import require_java
+
+    require_java()  # before any service starts, not after
     configure_logging()
     root = logging.getLogger()
     root.handlers[:] = [RichHandler(console=console, show_path=False, markup=False)]

@@ -50,6 +50,9 @@ def configure_logging() -> None:
 
 def run(args: argparse.Namespace) -> int:
     configs = [load_or_exit(p) for p in config_paths(args)]
+    from quota_pipeline.session import require_java
+
+    require_java()  # before any service starts, not after
     from quota_pipeline.stream import JobConfigError, StreamJob
 
     try:

@@ -1,0 +1,36 @@
+"""What a new user meets first: help texts, and a clear answer when Java is missing."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from quota_pipeline.cli import COMMANDS, main
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_every_command_explains_itself(command, capsys):
+    with pytest.raises(SystemExit) as exc:
+        main([command, "--help"])
+    assert exc.value.code == 0
+    assert len(capsys.readouterr().out) > 200
+
+
+@pytest.mark.parametrize("argv", [
+    ["replay", "--config", str(ROOT / "conf/examples/example.properties"), "--input",
+     str(ROOT / "conf/examples/journal.jsonl"), "--output", "never.jsonl"],
+    ["run", str(ROOT / "conf/demo.properties")],
+])
+def test_missing_java_says_how_to_install_it(argv, tmp_path):
+    env = {k: v for k, v in os.environ.items() if k != "JAVA_HOME"}
+    env["PATH"] = str(Path(sys.executable).parent)  # an interpreter, but no java
+    done = subprocess.run([sys.executable, "-m", "quota_pipeline.cli", *argv], env=env, cwd=tmp_path,
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 3, done.stderr
+    assert "apt-get install -y openjdk-17-jre-headless" in done.stderr
+    assert not (tmp_path / "never.jsonl").exists()

@@ -12,7 +12,7 @@ from kafka.protocol.admin import DescribeClusterRequest, DescribeLogDirsRequest
 from kafka.protocol.metadata import MetadataRequest
 
 from quota_pipeline import model
-from quota_pipeline.admin_settings import to_kafka_python
+from quota_pipeline.admin_client import AdminConnection
 from quota_pipeline.config import Config
 from quota_pipeline.model import Status, Volume, VolumeSnapshot
 
@@ -54,35 +54,13 @@ class _BrokerProblems:
     timeouts: list[str] = field(default_factory=list)
 
 
-class Observer:
+class Observer(AdminConnection):
     """Holds one admin client across polls; `observe()` never raises, every outcome is a snapshot."""
 
     def __init__(self, config: Config, client_factory: Callable[..., KafkaAdminClient] | None = None):
+        super().__init__(config.admin, call_timeout_ms(config), client_factory)
         self.config = config
-        self.timeout_ms = call_timeout_ms(config)
-        settings = to_kafka_python(config.admin)
-        self._kwargs = {**settings.kwargs, "request_timeout_ms": self.timeout_ms}
-        for key in settings.ignored:  # names only: values may be secrets
-            log.warning("kafka.admin.%s is not used by the Python admin client; ignored", key)
-        for warning in settings.warnings:
-            log.warning("kafka.admin.%s", warning)
-        self._factory = client_factory or KafkaAdminClient
-        self._client: KafkaAdminClient | None = None
         self._cluster_id: str | None = None
-
-    def __enter__(self) -> "Observer":
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    def close(self) -> None:
-        client, self._client = self._client, None
-        if client is not None:
-            try:
-                client.close()
-            except Exception:  # closing a broken client must not break the caller
-                log.debug("closing the admin client failed", exc_info=True)
 
     @property
     def cluster_id(self) -> str:

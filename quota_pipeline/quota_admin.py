@@ -9,7 +9,7 @@ import kafka.errors as Errors
 from kafka.admin import KafkaAdminClient
 from kafka.protocol.admin import AlterClientQuotasRequest, DescribeClientQuotasRequest
 
-from quota_pipeline.admin_settings import to_kafka_python
+from quota_pipeline.admin_client import AdminConnection
 from quota_pipeline.quotas import Entity, Quotas
 
 log = logging.getLogger(__name__)
@@ -42,35 +42,14 @@ def _fmt(value: float) -> str:
     return str(int(value)) if float(value).is_integer() else repr(value)
 
 
-class QuotaAdmin:
+class QuotaAdmin(AdminConnection):
     """One admin client for quota calls: `describe()` every entity, `alter(changes)` in one request."""
 
     def __init__(self, admin: Mapping[str, str], client_factory: Callable[..., KafkaAdminClient] | None = None,
                  timeout_ms: int | None = None):
-        settings = to_kafka_python(admin)
-        for key in settings.ignored:  # names only: values may be secrets
-            log.warning("kafka.admin.%s is not used by the Python admin client; ignored", key)
-        for warning in settings.warnings:
-            log.warning("kafka.admin.%s", warning)
+        super().__init__(admin, timeout_ms or int(admin.get("request.timeout.ms", DEFAULT_TIMEOUT_MS)),
+                         client_factory)
         self.bootstrap = admin.get("bootstrap.servers", "")
-        self.timeout_ms = timeout_ms or int(admin.get("request.timeout.ms", DEFAULT_TIMEOUT_MS))
-        self._kwargs = {**settings.kwargs, "request_timeout_ms": self.timeout_ms}
-        self._factory = client_factory or KafkaAdminClient
-        self._client: KafkaAdminClient | None = None
-
-    def __enter__(self) -> "QuotaAdmin":
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    def close(self) -> None:
-        client, self._client = self._client, None
-        if client is not None:
-            try:
-                client.close()
-            except Exception:  # closing a broken client must not hide the caller's outcome
-                log.debug("closing the admin client failed", exc_info=True)
 
     def _connect(self) -> KafkaAdminClient:
         if self._client is None:

@@ -5,7 +5,6 @@ import os
 import socket
 import subprocess
 import time
-from pathlib import Path
 
 
 class BrokerUnavailable(RuntimeError):

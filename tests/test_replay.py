@@ -1,10 +1,8 @@
 """`quota-pipeline replay` as a user runs it: example journal, schema, rejects, formats, --strict."""
 from __future__ import annotations
 
-import datetime as dt
 import gzip
 import json
-import shutil
 from pathlib import Path
 
 import pandas as pd

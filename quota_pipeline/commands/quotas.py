@@ -10,7 +10,6 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from quota_pipeline import config as cfg
 from quota_pipeline.commands.validate import load_or_exit
 from quota_pipeline.quota_admin import Change, QuotaAdmin, QuotaAdminError
 from quota_pipeline.quotas import (

@@ -29,7 +29,7 @@ def main() -> int:
     ap.add_argument("--snapshots", type=int, default=10_000)
     ap.add_argument("--offline-policy", default="pin", choices=["pin", "last-known", "violate"])
     ap.add_argument("--out", default=str(Path(__file__).parent / "out"))
-    ap.add_argument("--driver-memory", default="6g")
+    ap.add_argument("--driver-memory", default="4g")
     args = ap.parse_args()
 
     out = Path(args.out)

@@ -165,19 +165,35 @@ def _first_problem(*checks: tuple[Column, str]) -> Column:
     return expr
 
 
+VOLUME_PROBLEMS = (
+    "volumes[] entries must be objects",
+    "volumes[].broker_id must be an integer",
+    "volumes[].log_dir must be a non-empty string",
+    "a volume without error needs integer total_bytes and available_bytes",
+    "volumes[] byte counts must be >= 0 (an offline dir has error set and null bytes)",
+)
+
+
 def _volume_checks(volumes: Column) -> list[tuple[Column, str]]:
-    return [
-        (F.exists(volumes, lambda v: v.isNull()), "volumes[] entries must be objects"),
-        (F.exists(volumes, lambda v: v.broker_id.isNull()), "volumes[].broker_id must be an integer"),
-        (F.exists(volumes, lambda v: F.coalesce(v.log_dir, F.lit("")) == ""),
-         "volumes[].log_dir must be a non-empty string"),
-        (F.exists(volumes, lambda v: v.error.isNull() & (v.total_bytes.isNull() | v.available_bytes.isNull())),
-         "a volume without error needs integer total_bytes and available_bytes"),
-        (F.exists(volumes, lambda v: (v.total_bytes < 0) | (v.available_bytes < 0)),
-         "volumes[] byte counts must be >= 0 (an offline dir has error set and null bytes)"),
-        (F.size(F.array_distinct(F.transform(volumes, lambda v: F.struct(v.broker_id, v.log_dir))))
-         != F.size(volumes), "volumes lists the same (broker_id, log_dir) twice"),
-    ]
+    """Problems of a snapshot's volumes, found in one pass over the array (lambdas are not compiled)."""
+    def code(v: Column) -> Column:
+        checks = (
+            v.isNull(),
+            v.broker_id.isNull(),
+            F.coalesce(v.log_dir, F.lit("")) == "",
+            v.error.isNull() & (v.total_bytes.isNull() | v.available_bytes.isNull()),
+            (v.total_bytes < 0) | (v.available_bytes < 0),
+        )
+        out = F.lit(len(checks))
+        for i in reversed(range(len(checks))):
+            out = F.when(checks[i], F.lit(i)).otherwise(out)
+        return out
+
+    first = F.array_min(F.transform(volumes, code))
+    # Keys as strings: array_distinct over structs is about 8x slower on 1000-volume snapshots.
+    keys = F.transform(volumes, lambda v: F.concat_ws("\u0000", v.broker_id.cast("string"), v.log_dir))
+    return [(first == i, reason) for i, reason in enumerate(VOLUME_PROBLEMS)] + [
+        (F.size(F.array_distinct(keys)) != F.size(volumes), "volumes lists the same (broker_id, log_dir) twice")]
 
 
 def _validate(df: DataFrame) -> tuple[DataFrame, DataFrame]:
@@ -203,8 +219,9 @@ def _validate(df: DataFrame) -> tuple[DataFrame, DataFrame]:
             *_volume_checks(volumes),
         ).alias("reason"),
     )
-    # Keep the raw text only where it is needed (rejected rows): it is most of the input's size.
-    checked = checked.withColumn("text", F.when(F.col("reason").isNotNull(), F.col("text"))).cache()
+    # Keep the raw text only where it is needed (rejected rows): it is most of the input's size. Not
+    # cached: parsing twice (count of rejects, then the decisions) measured faster than caching.
+    checked = checked.withColumn("text", F.when(F.col("reason").isNotNull(), F.col("text")))
     # Duplicates are rare: find them on a slim projection, then flag them through a broadcast join
     # instead of shuffling every snapshot (with its volumes) through a window.
     dups = checked.where(F.col("reason").isNull()).groupBy("cluster_id", "observed_at").agg(
@@ -234,8 +251,9 @@ def read_jsonl(spark: SparkSession, paths: tuple[str, ...]) -> tuple[DataFrame, 
     parsed = lines.select(
         "file", "line", "text",
         F.from_json("text", SNAPSHOT_JSON_TYPE).alias("snap"),
-        # json_object_keys is null for anything but a JSON object: tells garbage from missing fields.
-        F.json_object_keys("text").alias("is_object"),
+        # Tells garbage from an object with missing fields without parsing the line a second time:
+        # from_json yields a row of nulls for both.
+        F.when(F.ltrim("text").startswith("{") & F.rtrim("text").endswith("}"), F.lit("object")).alias("is_object"),
     )
     return _validate(parsed)
 

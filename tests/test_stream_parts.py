@@ -1,0 +1,132 @@
+"""The streaming job's parts without Spark: ticks and partitions, the journal, state encoding, metrics, sink."""
+from __future__ import annotations
+
+import datetime as dt
+import json
+from types import SimpleNamespace
+
+import pandas as pd
+import pytest
+
+from builders import GB, ok, settings, vol
+from quota_pipeline import config as cfg
+from quota_pipeline import source
+from quota_pipeline.decide import ClusterState, step
+from quota_pipeline.metrics import Metrics
+from quota_pipeline.model import Status, VolumeSnapshot
+from quota_pipeline.processor import decode_state, encode_state, snapshots_from_rows
+from quota_pipeline.snapshot_journal import Journal
+
+
+def props(name: str, tmp_path, interval: str = "10") -> dict:
+    return {cfg.HARD_BYTES: "1000", cfg.CHECK_INTERVAL_SECONDS: interval, cfg.BOOTSTRAP: "127.0.0.1:1",
+            cfg.CLUSTER_NAME: name, cfg.CHECKPOINT_PATH: str(tmp_path / "ckpt")}
+
+
+def test_one_partition_per_cluster_per_tick_and_missed_ticks_are_not_invented(tmp_path):
+    reader = source.KafkaVolumesReader([source.ClusterSource("a", props("a", tmp_path)),
+                                        source.ClusterSource("b", props("b", tmp_path, "30"))])
+    start = reader.initialOffset()
+    end = reader.latestOffset(start, None)
+    assert {k: end[k] - start[k] for k in end} == {"a": 1, "b": 1}   # the first batch polls at once
+    parts = reader.partitions(start, end)
+    assert sorted((p.source, p.tick) for p in parts) == sorted(end.items())
+    # After ten missed ticks of "a" only its latest tick is polled; "b" has no new tick: no partition.
+    later = {"a": end["a"] + 10, "b": end["b"]}
+    assert [(p.source, p.tick) for p in reader.partitions(end, later)] == [("a", end["a"] + 10)]
+
+
+def test_a_journaled_tick_is_returned_not_polled_again(tmp_path, monkeypatch):
+    conf = cfg.parse(props("a", tmp_path))
+    polls = []
+
+    class FakeObserver:
+        def __init__(self, _conf):
+            pass
+
+        def observe(self):
+            polls.append(1)
+            return ok(len(polls), vol(1, 50 * GB), cluster="real-id")
+
+    monkeypatch.setattr("quota_pipeline.observer.Observer", FakeObserver)
+    monkeypatch.setattr(source, "_observers", {})
+    first = source.poll_or_replay("a", conf, 42)
+    again = source.poll_or_replay("a", conf, 42)
+    assert polls == [1] and again == first
+    assert Journal(conf.effective_journal_path).last_cluster_id("a") == "real-id"
+
+
+def test_a_failed_poll_is_filed_under_the_last_known_cluster_id(tmp_path, monkeypatch):
+    conf = cfg.parse(props("a", tmp_path))
+    Journal(conf.effective_journal_path).remember_cluster_id("a", "real-id")
+
+    class Failing:
+        def __init__(self, _conf):
+            pass
+
+        def observe(self):
+            return VolumeSnapshot("127.0.0.1:1", ok(0).observed_at, Status.TIMEOUT, message="timed out")
+
+    monkeypatch.setattr("quota_pipeline.observer.Observer", Failing)
+    monkeypatch.setattr(source, "_observers", {})
+    assert source.poll_or_replay("a", conf, 7).cluster_id == "real-id"
+
+
+def test_journal_is_first_writer_wins(tmp_path):
+    j = Journal(str(tmp_path))
+    t = dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc)
+    first, second = ok(0, vol(1, 1)), ok(1, vol(1, 2))
+    assert j.write("a", 1, t, first) == first
+    assert j.write("a", 1, t, second) == first   # a retried task gets what the first attempt journaled
+    assert j.read("a", 1, t) == first
+
+
+def test_state_survives_encoding(tmp_path):
+    s = settings(offline="pin")
+    state = ClusterState()
+    step(state, ok(0, vol(1, 5 * GB), vol(2, None)), s)
+    back = decode_state(encode_state(state))
+    assert back.cache == state.cache and back.decision == state.decision
+    assert decode_state(None) == ClusterState()
+
+
+def test_source_rows_rebuild_the_snapshot():
+    snap = ok(3, vol(1, 5 * GB, log_dir="/a"), vol(2, None, log_dir="/b"), fenced=(3,))
+    frame = pd.DataFrame(list(source.snapshot_rows("a", 9, snap)), columns=[
+        f.split()[0] for f in source.ROW_SCHEMA.split(", ")])
+    [(name, tick, rebuilt)] = snapshots_from_rows(frame)
+    assert (name, tick) == ("a", 9) and rebuilt == snap
+
+
+def row(**kw):
+    base = dict(key="c", throttle_factor=1.0, decision_source="OBSERVATION", observed_at=dt.datetime(2026, 1, 1),
+                violations=0, active_brokers=2, active_log_dirs=2, cached_volumes=2, evicted=0, status="SUCCESS",
+                volumes=json.dumps([[1, "/a", 100, 50], [2, "/a", 100, 40]]))
+    return SimpleNamespace(**{**base, **kw})
+
+
+def sample(m: Metrics, name: str, **labels) -> float | None:
+    return m.registry.get_sample_value(name, labels)
+
+
+def test_metrics_follow_decisions_and_drop_vanished_volumes():
+    m = Metrics()
+    m.record([row()])
+    assert sample(m, "quota_pipeline_volume_available_bytes", cluster="c", broker_id="2", log_dir="/a") == 40
+    m.record([row(throttle_factor=0.5, decision_source="FALLBACK", status="TIMEOUT"),
+              row(throttle_factor=0.5, decision_source="FALLBACK", status="TIMEOUT"),
+              row(volumes=json.dumps([[1, "/a", 100, 50]]))])
+    assert sample(m, "quota_pipeline_volume_available_bytes", cluster="c", broker_id="2", log_dir="/a") is None
+    assert sample(m, "quota_pipeline_fallback_applied_total", cluster="c") == 1   # one transition
+    assert sample(m, "quota_pipeline_snapshots_total", cluster="c", status="TIMEOUT") == 2
+    assert sample(m, "quota_pipeline_throttle_factor", cluster="c") == 1.0
+
+
+def test_publisher_fails_the_batch_when_the_output_cluster_does_not_acknowledge():
+    from quota_pipeline.sink import DeliveryFailed, Publisher
+    from quota_pipeline.tansu import free_port
+
+    publisher = Publisher({"bootstrap.servers": f"127.0.0.1:{free_port()}", "message.timeout.ms": "1500"},
+                          "t", flush_timeout=5)
+    with pytest.raises(DeliveryFailed, match="retried"):
+        publisher.publish([("c", "{}")])

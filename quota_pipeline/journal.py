@@ -23,6 +23,7 @@ JSONL_SUFFIXES = (".jsonl", ".json", ".ndjson", ".jsonl.gz", ".json.gz", ".ndjso
 PARQUET_SUFFIXES = (".parquet",)
 SPLIT_BYTES = 64 * 1024 * 1024
 BATCH_LINES = 4096
+BATCH_BYTES = 16 * 1024 * 1024
 
 VOLUME_TYPE = T.StructType([
     T.StructField("broker_id", T.LongType()),
@@ -40,8 +41,10 @@ SNAPSHOT_JSON_TYPE = T.StructType([
     T.StructField("volumes", T.ArrayType(VOLUME_TYPE)),
 ])
 # What parse() returns: one row per snapshot, volumes nested (validated), plus where it came from.
-SNAPSHOT_COLUMNS = ("cluster_id", "observed_at", "status", "brokers", "fenced_brokers", "volumes", "file", "line")
-REJECTED_COLUMNS = ("file", "line", "reason", "text")
+SNAPSHOT_COLUMNS = ("cluster_id", "observed_at", "status", "brokers", "fenced_brokers", "volumes")
+# `line` counts from the start of the split at byte `offset` (0 for a whole file); rejections()
+# turns it into the file's line number, so that no split has to count the newlines before it.
+REJECTED_COLUMNS = ("file", "offset", "line", "reason", "text", "first")
 
 
 class JournalInputError(Exception):
@@ -78,40 +81,49 @@ class _Split(InputPartition):
 
 
 class JournalLinesReader(DataSourceReader):
-    def __init__(self, paths: list[str]) -> None:
+    def __init__(self, paths: list[str], split_bytes: int = SPLIT_BYTES) -> None:
         self.paths = paths
+        self.split_bytes = split_bytes
 
     def partitions(self) -> list[_Split]:
         splits: list[_Split] = []
         for path in self.paths:
             size = os.path.getsize(path)
-            if path.endswith(".gz") or size <= SPLIT_BYTES:
+            if path.endswith(".gz") or size <= self.split_bytes:
                 splits.append(_Split(path, 0, -1))
                 continue
-            splits.extend(_Split(path, a, min(a + SPLIT_BYTES, size)) for a in range(0, size, SPLIT_BYTES))
+            splits.extend(_Split(path, a, min(a + self.split_bytes, size))
+                          for a in range(0, size, self.split_bytes))
         return splits
 
     def read(self, partition: _Split) -> Iterator:
         import pyarrow as pa
 
-        files, lines, texts = [], [], []
+        lines: list[int] = []
+        texts: list[str] = []
+        size = 0
+
+        def batch():
+            n = len(texts)
+            return pa.RecordBatch.from_arrays(
+                [pa.array([partition.path] * n), pa.array([partition.start] * n, pa.int64()),
+                 pa.array(lines, pa.int64()), pa.array(texts)], names=["file", "offset", "line", "text"])
+
         for number, text in _lines(partition):
             if not text.strip():
                 continue
-            files.append(partition.path)
             lines.append(number)
             texts.append(text)
-            if len(texts) >= BATCH_LINES:
-                yield pa.RecordBatch.from_arrays([pa.array(files), pa.array(lines, pa.int64()), pa.array(texts)],
-                                                 names=["file", "line", "text"])
-                files, lines, texts = [], [], []
+            size += len(text)
+            if len(texts) >= BATCH_LINES or size >= BATCH_BYTES:
+                yield batch()
+                lines, texts, size = [], [], 0
         if texts:
-            yield pa.RecordBatch.from_arrays([pa.array(files), pa.array(lines, pa.int64()), pa.array(texts)],
-                                             names=["file", "line", "text"])
+            yield batch()
 
 
 def _lines(split: _Split) -> Iterator[tuple[int, str]]:
-    """(1-based line number, text) of the lines that start inside the split."""
+    """(line number within the split, text) of the lines that start inside the split."""
     if split.end < 0:
         opener = gzip.open if split.path.endswith(".gz") else open
         with opener(split.path, "rb") as fh:
@@ -119,20 +131,11 @@ def _lines(split: _Split) -> Iterator[tuple[int, str]]:
                 yield number, raw.decode("utf-8", errors="replace").rstrip("\r\n")
         return
     with open(split.path, "rb") as fh:
-        number = 1
         if split.start > 0:
-            # Line numbers of a split need the newlines before it; counting bytes is cheap next to parsing.
-            remaining = split.start - 1
-            while remaining > 0:
-                chunk = fh.read(min(remaining, 8 * 1024 * 1024))
-                number += chunk.count(b"\n")
-                remaining -= len(chunk)
-            previous = fh.read(1)
-            number += previous.count(b"\n")
-            if previous != b"\n":
+            fh.seek(split.start - 1)
+            if fh.read(1) != b"\n":
                 fh.readline()  # the line that straddles the boundary belongs to the previous split
-                number += 1
-        position = fh.tell()
+        position, number = fh.tell(), 1
         while position < split.end:
             raw = fh.readline()
             if not raw:
@@ -142,20 +145,60 @@ def _lines(split: _Split) -> Iterator[tuple[int, str]]:
             position += len(raw)
 
 
+class LineNumbers:
+    """Line numbers of (file, split offset, line in split): counts newlines once per file, only when asked."""
+
+    def __init__(self) -> None:
+        self._newlines: dict[tuple[str, int], int] = {}  # newlines in [0, offset)
+        self._first: dict[tuple[str, int], int] = {}     # lines before a split's first line
+
+    def __call__(self, file: str, offset: int, line: int) -> int:
+        if offset == 0:
+            return line
+        key = (file, offset)
+        if key not in self._first:
+            known = max((o for f, o in self._newlines if f == file and o < offset), default=0)
+            count = self._newlines.get((file, known), 0)
+            with open(file, "rb") as fh:
+                fh.seek(known)
+                remaining = offset - known
+                while remaining > 0:
+                    chunk = fh.read(min(remaining, 8 * 1024 * 1024))
+                    count += chunk.count(b"\n")
+                    remaining -= len(chunk)
+                fh.seek(offset - 1)
+                starts_a_line = fh.read(1) == b"\n"
+            self._newlines[key] = count
+            # Unless the split starts a line, its first line follows the one straddling the boundary.
+            self._first[key] = count if starts_a_line else count + 1
+        return self._first[key] + line
+
+
+def rejections(rejected: DataFrame) -> Iterator[dict]:
+    """Rejected rows in file order with their real line numbers (rejects are rare: read on the driver)."""
+    number = LineNumbers()
+    for r in rejected.orderBy("file", "offset", "line").toLocalIterator():
+        reason = r.reason
+        if r.first is not None:
+            reason += f" (first at {r.first.file}:{number(r.first.file, r.first.offset, r.first.line)})"
+        yield {"file": r.file, "line": number(r.file, r.offset, r.line), "reason": reason, "text": r.text}
+
+
 class JournalLines(DataSource):
-    """`spark.read.format("journal_lines").option("paths", json_list).load()`: (file, line, text) rows."""
+    """`spark.read.format("journal_lines").option("paths", json_list).load()`: (file, offset, line, text)."""
 
     @classmethod
     def name(cls) -> str:
         return "journal_lines"
 
     def schema(self) -> str:
-        return "file string, line long, text string"
+        return "file string, offset long, line long, text string"
 
     def reader(self, schema: T.StructType) -> DataSourceReader:
         import json
 
-        return JournalLinesReader(json.loads(self.options["paths"]))
+        return JournalLinesReader(json.loads(self.options["paths"]),
+                                  int(self.options.get("split_bytes", SPLIT_BYTES)))
 
 
 def _first_problem(*checks: tuple[Column, str]) -> Column:
@@ -201,7 +244,7 @@ def _validate(df: DataFrame) -> tuple[DataFrame, DataFrame]:
     s = F.col("snap")
     volumes = F.coalesce(s.volumes, F.array().cast(T.ArrayType(VOLUME_TYPE)))
     checked = df.select(
-        "file", "line", "text",
+        "file", "offset", "line", "text",
         s.cluster_id.alias("cluster_id"),
         F.try_to_timestamp(s.observed_at).alias("observed_at"),
         s.status.alias("status"),
@@ -225,15 +268,16 @@ def _validate(df: DataFrame) -> tuple[DataFrame, DataFrame]:
     # Duplicates are rare: find them on a slim projection, then flag them through a broadcast join
     # instead of shuffling every snapshot (with its volumes) through a window.
     dups = checked.where(F.col("reason").isNull()).groupBy("cluster_id", "observed_at").agg(
-        F.count("*").alias("copies"), F.min(F.struct("file", "line")).alias("first")).where("copies > 1")
+        F.count("*").alias("copies"), F.min(F.struct("file", "offset", "line")).alias("first")).where("copies > 1")
     checked = checked.join(F.broadcast(dups.drop("copies")), ["cluster_id", "observed_at"], "left")
     is_dup = F.col("reason").isNull() & F.col("first").isNotNull() & (
-        (F.col("first.file") != F.col("file")) | (F.col("first.line") != F.col("line")))
+        (F.col("first.file") != F.col("file")) | (F.col("first.offset") != F.col("offset"))
+        | (F.col("first.line") != F.col("line")))
     checked = checked.select(
         *[c for c in checked.columns if c not in ("reason", "first", "text")],
-        F.when(is_dup, F.concat(F.lit("duplicate snapshot of this cluster and observed_at (first at "),
-                                F.col("first.file"), F.lit(":"), F.col("first.line").cast("string"), F.lit(")")))
+        F.when(is_dup, F.lit("duplicate snapshot of this cluster and observed_at"))
         .otherwise(F.col("reason")).alias("reason"),
+        F.when(is_dup, F.col("first")).alias("first"),
         F.when(is_dup, F.to_json(F.struct("cluster_id", "observed_at"))).otherwise(F.col("text")).alias("text"),
     )
     valid = checked.where(F.col("reason").isNull()).select(*SNAPSHOT_COLUMNS)
@@ -241,15 +285,17 @@ def _validate(df: DataFrame) -> tuple[DataFrame, DataFrame]:
     return valid, rejected
 
 
-def read_jsonl(spark: SparkSession, paths: tuple[str, ...]) -> tuple[DataFrame, DataFrame]:
+def read_jsonl(spark: SparkSession, paths: tuple[str, ...], split_bytes: int = SPLIT_BYTES
+               ) -> tuple[DataFrame, DataFrame]:
     import json
 
     if getattr(spark, "_journal_lines_registered", False) is False:
         spark.dataSource.register(JournalLines)
         spark._journal_lines_registered = True  # re-registering logs a warning on every replay
-    lines = spark.read.format("journal_lines").option("paths", json.dumps(list(paths))).load()
+    lines = spark.read.format("journal_lines").option("paths", json.dumps(list(paths))) \
+        .option("split_bytes", str(split_bytes)).load()
     parsed = lines.select(
-        "file", "line", "text",
+        "file", "offset", "line", "text",
         F.from_json("text", SNAPSHOT_JSON_TYPE).alias("snap"),
         # Tells garbage from an object with missing fields without parsing the line a second time:
         # from_json yields a row of nulls for both.
@@ -268,6 +314,7 @@ def read_parquet(spark: SparkSession, paths: tuple[str, ...]) -> tuple[DataFrame
 
     rows = raw.select(
         F.col("_metadata.file_path").alias("file"),
+        F.lit(0).cast("long").alias("offset"),
         (F.col("_metadata.row_index") + 1).alias("line"),
         col("cluster_id", "string").alias("cluster_id"),
         col("observed_at", "string").alias("observed_at"),
@@ -282,7 +329,7 @@ def read_parquet(spark: SparkSession, paths: tuple[str, ...]) -> tuple[DataFrame
     )
     # One snapshot per (cluster, observed_at); its location is its first row.
     grouped = rows.groupBy("cluster_id", "observed_at").agg(
-        F.min(F.struct("file", "line")).alias("at"),
+        F.min(F.struct("file", "offset", "line")).alias("at"),
         F.first("status", ignorenulls=True).alias("status"),
         F.first("brokers", ignorenulls=True).alias("brokers"),
         F.first("fenced_brokers", ignorenulls=True).alias("fenced_brokers"),
@@ -290,7 +337,7 @@ def read_parquet(spark: SparkSession, paths: tuple[str, ...]) -> tuple[DataFrame
         F.countDistinct("status").alias("statuses"),
     )
     parsed = grouped.select(
-        F.col("at.file").alias("file"), F.col("at.line").alias("line"),
+        F.col("at.file").alias("file"), F.col("at.offset").alias("offset"), F.col("at.line").alias("line"),
         F.to_json(F.struct("cluster_id", "observed_at", "status", "brokers", "fenced_brokers")).alias("text"),
         F.when(F.col("statuses") <= 1, F.struct("cluster_id", "observed_at", "status", "brokers",
                                                "fenced_brokers", "volumes")).alias("snap"),
@@ -303,12 +350,12 @@ def read_parquet(spark: SparkSession, paths: tuple[str, ...]) -> tuple[DataFrame
     return valid, rejected
 
 
-def read(spark: SparkSession, path: str) -> tuple[DataFrame, DataFrame]:
+def read(spark: SparkSession, path: str, split_bytes: int = SPLIT_BYTES) -> tuple[DataFrame, DataFrame]:
     """(valid snapshots, rejected rows) of every journal file under `path`."""
     inputs = find_inputs(path)
     parts = []
     if inputs.jsonl:
-        parts.append(read_jsonl(spark, inputs.jsonl))
+        parts.append(read_jsonl(spark, inputs.jsonl, split_bytes))
     if inputs.parquet:
         parts.append(read_parquet(spark, inputs.parquet))
     valid, rejected = parts[0]

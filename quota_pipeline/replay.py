@@ -103,25 +103,29 @@ class ReplayResult:
 def run(spark: SparkSession, settings: Settings, input_path: str, output: str, strict: bool = False,
         cluster_name: str | None = None) -> ReplayResult:
     snaps, rejected = journal.read(spark, input_path)
-    rejected_count = rejected.count()
-    first = [r.asDict() for r in rejected.orderBy("file", "line").limit(5).collect()] if rejected_count else []
     out = Path(output)
-    rejected_path = None
-    if rejected_count:
-        rejected_path = str(out) + ".rejected"
-        write_jsonl(rejected.repartition(1).sortWithinPartitions("file", "line"), Path(rejected_path))
-        if strict:
-            return ReplayResult(0, rejected_count, first, output, rejected_path)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    rejected_path = Path(str(out) + ".rejected")
+    rejected_count, first = 0, []
+    with rejected_path.open("w", encoding="utf-8") as fh:
+        for r in journal.rejections(rejected):
+            fh.write(json.dumps(r) + "\n")
+            rejected_count += 1
+            if len(first) < 5:
+                first.append(r)
+    if not rejected_count:
+        rejected_path.unlink()
+    elif strict:
+        return ReplayResult(0, rejected_count, first, output, str(rejected_path))
     summaries = aggregate.summaries(snaps, settings)
     records = decisions(summaries, settings, cluster_name, decided_at=now()).repartition(1) \
         .sortWithinPartitions("cluster_id", "observed_at")
-    out.parent.mkdir(parents=True, exist_ok=True)
     if output.endswith(".jsonl"):
         write_jsonl(as_json_columns(records), out)
     else:
         records.write.mode("overwrite").parquet(output)
     count = spark.read.parquet(output).count() if not output.endswith(".jsonl") else _count_lines(out)
-    return ReplayResult(count, rejected_count, first, output, rejected_path)
+    return ReplayResult(count, rejected_count, first, output, str(rejected_path) if rejected_count else None)
 
 
 def write_jsonl(records: DataFrame, target: Path) -> None:

@@ -136,3 +136,20 @@ def test_parquet_input_and_output_match_jsonl(spark, tmp_path, example_replay):
 def test_missing_input_is_a_clear_error(tmp_path, capsys):
     assert main(["replay", "--config", CONF, "--input", str(tmp_path / "none"), "--output", "x.jsonl"]) == 2
     assert "no such file or directory" in capsys.readouterr().err
+
+
+def test_line_numbers_are_exact_when_a_file_is_read_in_many_splits(spark, tmp_path):
+    from quota_pipeline import journal
+
+    good = read_jsonl(EXAMPLES / "journal.jsonl")[0]
+    lines = []
+    for i in range(1, 200):
+        if i % 17 == 0:
+            lines.append(f"garbage {i}")
+        else:
+            lines.append(json.dumps({**good, "observed_at": f"2026-01-01T00:{i // 60:02d}:{i % 60:02d}.000Z"}))
+    path = tmp_path / "split.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    valid, rejected = journal.read(spark, str(path), split_bytes=700)  # ~400 splits, most mid-line
+    assert [r["line"] for r in journal.rejections(rejected)] == [i for i in range(1, 200) if i % 17 == 0]
+    assert valid.count() == 199 - 11

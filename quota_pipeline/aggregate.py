@@ -15,6 +15,7 @@ from pyspark.sql import functions as F
 
 from quota_pipeline import policy
 from quota_pipeline.decide import Settings
+from quota_pipeline.model import micros
 
 KEY = ("cluster_id", "broker_id", "log_dir")
 SUMMARY_COLUMNS = (
@@ -23,15 +24,11 @@ SUMMARY_COLUMNS = (
 )
 
 
-def _micros(td) -> int:
-    return td.days * 86_400_000_000 + td.seconds * 1_000_000 + td.microseconds
-
-
 def number_snapshots(snaps: DataFrame, settings: Settings) -> DataFrame:
     """One row per snapshot: its number, where its readings expire, the registered brokers in force."""
     by_time = Window.partitionBy("cluster_id").orderBy("t_us")
     success = F.col("status") == "SUCCESS"
-    validity = _micros(settings.validity)
+    validity = micros(settings.validity)
     slim = snaps.select(
         "cluster_id", "observed_at", "status", "brokers", "fenced_brokers",
         F.unix_micros("observed_at").alias("t_us"),

@@ -239,8 +239,8 @@ def _volume_checks(volumes: Column) -> list[tuple[Column, str]]:
         (F.size(F.array_distinct(keys)) != F.size(volumes), "volumes lists the same (broker_id, log_dir) twice")]
 
 
-def _validate(df: DataFrame) -> tuple[DataFrame, DataFrame]:
-    """Split parsed rows into valid snapshots and rejected rows; later duplicates of a snapshot are rejected."""
+def _check(df: DataFrame) -> DataFrame:
+    """Every parsed row with the first problem found in it (`reason`, null when valid)."""
     s = F.col("snap")
     volumes = F.coalesce(s.volumes, F.array().cast(T.ArrayType(VOLUME_TYPE)))
     checked = df.select(
@@ -262,9 +262,12 @@ def _validate(df: DataFrame) -> tuple[DataFrame, DataFrame]:
             *_volume_checks(volumes),
         ).alias("reason"),
     )
-    # Keep the raw text only where it is needed (rejected rows): it is most of the input's size. Not
-    # cached: parsing twice (count of rejects, then the decisions) measured faster than caching.
-    checked = checked.withColumn("text", F.when(F.col("reason").isNotNull(), F.col("text")))
+    # Keep the raw text only where it is needed (rejected rows): it is most of the input's size.
+    return checked.withColumn("text", F.when(F.col("reason").isNotNull(), F.col("text")))
+
+
+def _split(checked: DataFrame) -> tuple[DataFrame, DataFrame]:
+    """(valid snapshots, rejected rows); later duplicates of a (cluster, observed_at) are rejected."""
     # Duplicates are rare: find them on a slim projection, then flag them through a broadcast join
     # instead of shuffling every snapshot (with its volumes) through a window.
     dups = checked.where(F.col("reason").isNull()).groupBy("cluster_id", "observed_at").agg(
@@ -285,8 +288,7 @@ def _validate(df: DataFrame) -> tuple[DataFrame, DataFrame]:
     return valid, rejected
 
 
-def read_jsonl(spark: SparkSession, paths: tuple[str, ...], split_bytes: int = SPLIT_BYTES
-               ) -> tuple[DataFrame, DataFrame]:
+def read_jsonl(spark: SparkSession, paths: tuple[str, ...], split_bytes: int = SPLIT_BYTES) -> DataFrame:
     import json
 
     if getattr(spark, "_journal_lines_registered", False) is False:
@@ -301,10 +303,10 @@ def read_jsonl(spark: SparkSession, paths: tuple[str, ...], split_bytes: int = S
         # from_json yields a row of nulls for both.
         F.when(F.ltrim("text").startswith("{") & F.rtrim("text").endswith("}"), F.lit("object")).alias("is_object"),
     )
-    return _validate(parsed)
+    return _check(parsed)
 
 
-def read_parquet(spark: SparkSession, paths: tuple[str, ...]) -> tuple[DataFrame, DataFrame]:
+def read_parquet(spark: SparkSession, paths: tuple[str, ...]) -> DataFrame:
     """Flattened form: one row per volume with the snapshot's fields repeated (a failed poll: no volume)."""
     raw = spark.read.parquet(*paths)
     columns = set(raw.columns)
@@ -343,22 +345,31 @@ def read_parquet(spark: SparkSession, paths: tuple[str, ...]) -> tuple[DataFrame
                                                "fenced_brokers", "volumes")).alias("snap"),
         F.when(F.col("statuses") <= 1, F.lit("object")).alias("is_object"),
     )
-    valid, rejected = _validate(parsed)
-    rejected = rejected.withColumn("reason", F.when(
+    return _check(parsed).withColumn("reason", F.when(
         F.col("reason") == "not a JSON object",
         F.lit("rows of one snapshot disagree on status")).otherwise(F.col("reason")))
-    return valid, rejected
 
 
-def read(spark: SparkSession, path: str, split_bytes: int = SPLIT_BYTES) -> tuple[DataFrame, DataFrame]:
-    """(valid snapshots, rejected rows) of every journal file under `path`."""
+def checked(spark: SparkSession, path: str, split_bytes: int = SPLIT_BYTES) -> DataFrame:
+    """Every snapshot of every journal file under `path`, parsed, with `reason` set where it is invalid."""
     inputs = find_inputs(path)
     parts = []
     if inputs.jsonl:
         parts.append(read_jsonl(spark, inputs.jsonl, split_bytes))
     if inputs.parquet:
         parts.append(read_parquet(spark, inputs.parquet))
-    valid, rejected = parts[0]
-    for v, r in parts[1:]:
-        valid, rejected = valid.unionByName(v), rejected.unionByName(r)
-    return valid, rejected
+    out = parts[0]
+    for part in parts[1:]:
+        out = out.unionByName(part)
+    return out
+
+
+def read(spark: SparkSession, path: str, split_bytes: int = SPLIT_BYTES) -> tuple[DataFrame, DataFrame]:
+    """(valid snapshots, rejected rows) of every journal file under `path`, parsed lazily."""
+    return _split(checked(spark, path, split_bytes))
+
+
+def staged(spark: SparkSession, path: str, staging: str) -> tuple[DataFrame, DataFrame]:
+    """As read(), but parsed once into Parquet at `staging`: every later pass reads columns, not JSON."""
+    checked(spark, path).write.mode("overwrite").parquet(staging)
+    return _split(spark.read.parquet(staging))

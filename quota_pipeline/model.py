@@ -57,6 +57,22 @@ def format_time(value: dt.datetime | None) -> str | None:
     return value.strftime("%Y-%m-%dT%H:%M:%S.") + f"{value.microsecond // 1000:03d}Z"
 
 
+EPOCH = dt.datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def micros(span: dt.timedelta) -> int:
+    """A duration in whole microseconds (Spark's timestamp unit), without float rounding."""
+    return span.days * 86_400_000_000 + span.seconds * 1_000_000 + span.microseconds
+
+
+def epoch_micros(t: dt.datetime) -> int:
+    return micros(t - EPOCH)
+
+
+def from_epoch_micros(us: int) -> dt.datetime:
+    return EPOCH + dt.timedelta(microseconds=us)
+
+
 def now() -> dt.datetime:
     """Wall-clock time truncated to milliseconds, the precision of every record."""
     t = dt.datetime.now(UTC)

@@ -6,7 +6,6 @@ throttle in force stays in force across a restart.
 """
 from __future__ import annotations
 
-import datetime as dt
 import json
 from typing import Any, Iterator
 
@@ -15,7 +14,9 @@ from pyspark.sql.streaming.stateful_processor import StatefulProcessor, Stateful
 from pyspark.sql.types import StringType, StructField, StructType
 
 from quota_pipeline.decide import CacheState, ClusterState, Entry, Settings, record, step
-from quota_pipeline.model import UTC, Decision, Source, Status, Volume, VolumeSnapshot, now
+from quota_pipeline.model import (
+    Decision, Source, Status, Volume, VolumeSnapshot, epoch_micros, from_epoch_micros, now,
+)
 
 OUTPUT_SCHEMA = (
     "key string, cluster_id string, source string, tick long, observed_at timestamp, value string, "
@@ -23,25 +24,13 @@ OUTPUT_SCHEMA = (
     "active_log_dirs int, cached_volumes int, evicted int, volumes string, previous_factor double"
 )
 STATE_SCHEMA = StructType([StructField("json", StringType())])
-EPOCH = dt.datetime(1970, 1, 1, tzinfo=UTC)
-
-
-def _us(t: dt.datetime) -> int:
-    d = t - EPOCH
-    return d.days * 86_400_000_000 + d.seconds * 1_000_000 + d.microseconds
-
-
-def _time(us: int) -> dt.datetime:
-    return EPOCH + dt.timedelta(microseconds=us)
-
-
 def encode_state(state: ClusterState) -> str:
     d = state.decision
     return json.dumps({
         "registered": sorted(state.cache.registered),
-        "entries": [[e.broker_id, e.log_dir, _us(e.observed_at), e.total_bytes, e.available_bytes, e.pinned]
+        "entries": [[e.broker_id, e.log_dir, epoch_micros(e.observed_at), e.total_bytes, e.available_bytes, e.pinned]
                     for e in state.cache.entries.values()],
-        "decision": None if d is None else [d.factor, d.source.value, _us(d.valid_from)],
+        "decision": None if d is None else [d.factor, d.source.value, epoch_micros(d.valid_from)],
     }, separators=(",", ":"))
 
 
@@ -49,9 +38,9 @@ def decode_state(text: str | None) -> ClusterState:
     if not text:
         return ClusterState()
     raw = json.loads(text)
-    entries = {(b, ld): Entry(b, ld, _time(t), total, avail, pinned) for b, ld, t, total, avail, pinned in raw["entries"]}
+    entries = {(b, ld): Entry(b, ld, from_epoch_micros(t), total, avail, pinned) for b, ld, t, total, avail, pinned in raw["entries"]}
     d = raw["decision"]
-    decision = None if d is None else Decision(d[0], Source(d[1]), _time(d[2]))
+    decision = None if d is None else Decision(d[0], Source(d[1]), from_epoch_micros(d[2]))
     return ClusterState(CacheState(entries, frozenset(raw["registered"])), decision)
 
 

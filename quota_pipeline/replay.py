@@ -21,7 +21,9 @@ from pyspark.sql import types as T
 from quota_pipeline import aggregate, journal
 from quota_pipeline.config import Limit
 from quota_pipeline.decide import Settings, advance
-from quota_pipeline.model import UTC, Decision, SnapshotSummary, Source, Status, now
+from quota_pipeline.model import (
+    Decision, SnapshotSummary, Source, Status, epoch_micros, from_epoch_micros, micros, now,
+)
 
 TIME_FORMAT = "yyyy-MM-dd'T'HH:mm:ss.SSS'Z'"
 DECISION_SCHEMA = T.StructType([
@@ -40,14 +42,14 @@ def _decide_cluster(settings: Settings):
         current: Decision | None = None
         factors, sources, valid_from = [], [], []
         for row in frame.itertuples(index=False):
-            observed_at = dt.datetime.fromtimestamp(0, UTC) + dt.timedelta(microseconds=int(row.t_us))
+            observed_at = from_epoch_micros(int(row.t_us))
             current = advance(current, SnapshotSummary(
                 cluster_id=row.cluster_id, observed_at=observed_at, status=Status(row.status),
                 active_brokers=0, active_log_dirs=0, missing_brokers=(), violations=int(row.violations),
                 policy_factor=float(row.policy_factor), complete=bool(row.complete)), settings)
             factors.append(current.factor)
             sources.append(current.source.value)
-            valid_from.append(aggregate._micros(current.valid_from - dt.datetime.fromtimestamp(0, UTC)))
+            valid_from.append(epoch_micros(current.valid_from))
         return pd.DataFrame({"cluster_id": frame["cluster_id"].values, "seq": frame["seq"].values,
                              "throttle_factor": factors, "source": sources, "valid_from_us": valid_from})
     return run
@@ -56,10 +58,12 @@ def _decide_cluster(settings: Settings):
 def decisions(summaries: DataFrame, settings: Settings, cluster_name: str | None = None,
               decided_at: dt.datetime | None = None) -> DataFrame:
     """Output records (DESIGN.md) as a DataFrame with timestamp columns, sorted by cluster and time."""
+    # One row per snapshot, used twice below (decided, then joined back): computed once.
+    summaries = summaries.cache()
     inputs = summaries.select("cluster_id", "seq", F.unix_micros("observed_at").alias("t_us"),
                               "status", "violations", "policy_factor", "complete")
     decided = inputs.groupBy("cluster_id").applyInPandas(_decide_cluster(settings), DECISION_SCHEMA)
-    validity_us = aggregate._micros(settings.validity)
+    validity_us = micros(settings.validity)
     return summaries.join(decided, ["cluster_id", "seq"]).select(
         F.lit(1).alias("schema_version"),
         (F.lit(cluster_name) if cluster_name else F.col("cluster_id")).alias("cluster_id"),
@@ -102,9 +106,20 @@ class ReplayResult:
 
 def run(spark: SparkSession, settings: Settings, input_path: str, output: str, strict: bool = False,
         cluster_name: str | None = None) -> ReplayResult:
-    snaps, rejected = journal.read(spark, input_path)
     out = Path(output)
     out.parent.mkdir(parents=True, exist_ok=True)
+    staging = out.parent / f"{out.name}.staging-{uuid.uuid4().hex}"  # Spark skips dot-names
+    try:
+        return _run(spark, settings, input_path, out, str(staging), strict, cluster_name)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+
+
+def _run(spark: SparkSession, settings: Settings, input_path: str, out: Path, staging: str, strict: bool,
+         cluster_name: str | None) -> ReplayResult:
+    output = str(out)
+    # JSON is parsed once: the rejects, the snapshot numbering and the readings all read the staged columns.
+    snaps, rejected = journal.staged(spark, input_path, staging)
     rejected_path = Path(str(out) + ".rejected")
     rejected_count, first = 0, []
     with rejected_path.open("w", encoding="utf-8") as fh:

@@ -149,6 +149,11 @@ def run_demo(console: Console, duration: float | None = None, metrics_port: int 
     timer.daemon = True
     try:
         job.prepare_output()
+        try:
+            job.metrics.serve(conf.metrics_host, conf.metrics_port)
+            console.print(f"metrics on http://{conf.metrics_host}:{conf.metrics_port}/metrics")
+        except OSError as exc:
+            console.print(f"metrics not served ({exc}); pass --metrics-port to choose another port")
         with Live(view.render(), console=console, refresh_per_second=2, transient=False) as live:
             def refresh(decisions: list[Any]) -> None:
                 if not view.history:

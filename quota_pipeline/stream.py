@@ -133,6 +133,17 @@ class StreamJob:
 
     def run(self, max_restarts: int | None = None) -> int:
         """Run until request_stop(); restart from the checkpoint after failures, with backoff."""
+        try:
+            return self._run(max_restarts)
+        except Exception as exc:  # noqa: BLE001
+            if not self._stop.is_set() or "py4j" not in type(exc).__module__:
+                raise
+            # The signal reached the JVM too (a process-group kill): nothing is lost, the interrupted
+            # micro-batch is re-run from the journal and the checkpoint on the next start.
+            log.warning("Spark stopped before the running micro-batch finished; it is re-run on restart")
+            return 0
+
+    def _run(self, max_restarts: int | None) -> int:
         backoff, restarts = 2.0, 0
         while not self._stop.is_set():
             query = self.start()

@@ -11,7 +11,6 @@ import shutil
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
 
 import pandas as pd
 from pyspark.sql import DataFrame, SparkSession, Window
@@ -45,8 +44,11 @@ def _decide_cluster(settings: Settings):
             observed_at = from_epoch_micros(int(row.t_us))
             current = advance(current, SnapshotSummary(
                 cluster_id=row.cluster_id, observed_at=observed_at, status=Status(row.status),
-                active_brokers=0, active_log_dirs=0, missing_brokers=(), violations=int(row.violations),
-                policy_factor=float(row.policy_factor), complete=bool(row.complete)), settings)
+                active_brokers=int(row.active_brokers), active_log_dirs=int(row.active_log_dirs),
+                missing_brokers=tuple(int(b) for b in row.missing_brokers), violations=int(row.violations),
+                policy_factor=float(row.policy_factor), complete=bool(row.complete),
+                min_available_ratio=None if pd.isna(row.min_available_ratio) else float(row.min_available_ratio)),
+                settings)
             factors.append(current.factor)
             sources.append(current.source.value)
             valid_from.append(epoch_micros(current.valid_from))
@@ -60,8 +62,10 @@ def decisions(summaries: DataFrame, settings: Settings, cluster_name: str | None
     """Output records (DESIGN.md) as a DataFrame with timestamp columns, sorted by cluster and time."""
     # One row per snapshot, used twice below (decided, then joined back): computed once.
     summaries = summaries.cache()
-    inputs = summaries.select("cluster_id", "seq", F.unix_micros("observed_at").alias("t_us"),
-                              "status", "violations", "policy_factor", "complete")
+    # Everything of the summary but the worst volume (a struct pandas would flatten; step 4 ignores it).
+    inputs = summaries.select("cluster_id", "seq", F.unix_micros("observed_at").alias("t_us"), "status",
+                              "active_brokers", "active_log_dirs", "missing_brokers", "violations",
+                              "policy_factor", "complete", "min_available_ratio")
     decided = inputs.groupBy("cluster_id").applyInPandas(_decide_cluster(settings), DECISION_SCHEMA)
     validity_us = micros(settings.validity)
     return summaries.join(decided, ["cluster_id", "seq"]).select(
@@ -156,13 +160,6 @@ def write_jsonl(records: DataFrame, target: Path) -> None:
 def _count_lines(path: Path) -> int:
     with path.open("rb") as fh:
         return sum(1 for _ in fh)
-
-
-def iter_jsonl(path: str) -> Iterator[dict]:
-    with open(path, encoding="utf-8") as fh:
-        for line in fh:
-            if line.strip():
-                yield json.loads(line)
 
 
 def summary_table(records: DataFrame) -> list[dict]:

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rich.console import Console, Group
+from rich.console import Console
 from rich.live import Live
 from rich.table import Table
 from rich.text import Text
@@ -92,7 +92,7 @@ class LiveView:
                 self.rows.append(r)
                 self.history.append((r.observed_at, r.throttle_factor, r.decision_source, r.status))
 
-    def render(self) -> Group:
+    def render(self) -> Table:
         table = Table(title="decisions published to __quota_throttle_factors (latest last)", expand=False)
         for col in ("observed at (UTC)", "factor", "source", "status", "violations", "log dirs", "worst volume"):
             table.add_column(col, no_wrap=True)
@@ -107,7 +107,7 @@ class LiveView:
             style = "red" if r.throttle_factor == 0 else ("yellow" if r.throttle_factor < 1 else "green")
             table.add_row(f"{r.observed_at:%H:%M:%S}", Text(f"{r.throttle_factor:.2f}", style=style),
                           r.decision_source, r.status, str(r.violations), str(r.active_log_dirs), worst_text)
-        return Group(table)
+        return table
 
     def summary(self) -> Table:
         table = Table(title="demo summary: time at each decision")

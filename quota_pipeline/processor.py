@@ -21,7 +21,7 @@ from quota_pipeline.model import (
 OUTPUT_SCHEMA = (
     "key string, cluster_id string, source string, tick long, observed_at timestamp, value string, "
     "throttle_factor double, decision_source string, status string, violations int, active_brokers int, "
-    "active_log_dirs int, cached_volumes int, evicted int, volumes string, previous_factor double"
+    "active_log_dirs int, cached_volumes int, evicted int, volumes string"
 )
 STATE_SCHEMA = StructType([StructField("json", StringType())])
 def encode_state(state: ClusterState) -> str:
@@ -90,7 +90,6 @@ class DecisionProcessor(StatefulProcessor):
         for source, tick, snap in snapshots_from_rows(frame):
             settings = self.settings[source]
             before = set(state.cache.entries)
-            previous = state.decision.factor if state.decision else None
             summary, decision = step(state, snap, settings)
             evicted = len(before - set(state.cache.entries))  # keys only ever leave the cache by expiry
             rec = record(summary, decision, settings, self.output_keys.get(source), decided_at=now())
@@ -103,7 +102,6 @@ class DecisionProcessor(StatefulProcessor):
                 "cached_volumes": len(state.cache.entries), "evicted": evicted,
                 "volumes": json.dumps([[v.broker_id, v.log_dir, v.total_bytes, v.available_bytes]
                                        for v in snap.volumes]),
-                "previous_factor": previous,
             })
         self.state.update((encode_state(state),))
         if out:

@@ -66,7 +66,6 @@ class StreamJob:
         self._last: dict[str, tuple[float, str]] = {}
         self._counts: dict[str, int] = {}
         self._last_summary = time.monotonic()
-        self.batches = 0
 
     # -- the query --------------------------------------------------------------------------------
     def _spark(self):
@@ -104,7 +103,6 @@ class StreamJob:
         self._log(rows)
         if self.on_decisions:
             self.on_decisions(rows)
-        self.batches += 1
         self.metrics.batch_seconds.observe(time.monotonic() - started)
 
     def _log(self, rows: list[Any]) -> None:

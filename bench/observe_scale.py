@@ -10,9 +10,9 @@ import subprocess
 import sys
 import time
 
-from quota_pipeline import config as cfg
-from quota_pipeline.model import Status
-from quota_pipeline.observer import Observer
+from quota_pipeline.core import config as cfg
+from quota_pipeline.core.model import Status
+from quota_pipeline.kafka.observer import Observer
 
 
 def main() -> int:

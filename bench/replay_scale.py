@@ -16,9 +16,10 @@ from pathlib import Path
 
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeRemainingColumn
 
-from quota_pipeline import replay, synth
-from quota_pipeline.config import Limit, Limits
-from quota_pipeline.decide import Settings
+from quota_pipeline.replay import job as replay
+from quota_pipeline.journal import synth
+from quota_pipeline.core.config import Limit, Limits
+from quota_pipeline.core.decision import Settings
 from quota_pipeline.session import get_session
 
 

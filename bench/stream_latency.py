@@ -20,10 +20,10 @@ from pathlib import Path
 
 from confluent_kafka import Consumer, TopicPartition
 
-from quota_pipeline import config as cfg
-from quota_pipeline.model import parse_time
+from quota_pipeline.core import config as cfg
+from quota_pipeline.core.model import parse_time
 from quota_pipeline.simulator import Simulator
-from quota_pipeline.tansu import LocalBroker, free_port
+from quota_pipeline.demo.local_broker import LocalBroker, free_port
 
 
 def percentile(values: list[float], p: float) -> float:

@@ -3,9 +3,9 @@ from __future__ import annotations
 
 import datetime as dt
 
-from quota_pipeline.config import Limit, Limits
-from quota_pipeline.decide import Settings
-from quota_pipeline.model import Status, Volume, VolumeSnapshot
+from quota_pipeline.core.config import Limit, Limits
+from quota_pipeline.core.decision import Settings
+from quota_pipeline.core.model import Status, Volume, VolumeSnapshot
 
 T0 = dt.datetime(2026, 11, 21, 10, 0, tzinfo=dt.timezone.utc)
 GB = 10 ** 9

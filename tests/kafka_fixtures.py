@@ -8,8 +8,8 @@ from typing import Any, Callable, Iterable, Iterator
 
 import pytest
 
-from quota_pipeline.model import Source, Status, ThrottleDecision
-from quota_pipeline.tansu import BrokerUnavailable, LocalBroker
+from quota_pipeline.core.model import Source, Status, ThrottleDecision
+from quota_pipeline.demo.local_broker import BrokerUnavailable, LocalBroker
 
 T0 = dt.datetime(2026, 11, 21, 10, 0, tzinfo=dt.timezone.utc)
 

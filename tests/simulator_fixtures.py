@@ -8,7 +8,7 @@ from typing import Any, Iterator, Mapping
 
 import pytest
 
-from quota_pipeline import config as cfg
+from quota_pipeline.core import config as cfg
 from quota_pipeline.simulator import Simulator
 
 

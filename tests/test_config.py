@@ -5,7 +5,7 @@ import datetime as dt
 
 import pytest
 
-from quota_pipeline import config as cfg
+from quota_pipeline.core import config as cfg
 from quota_pipeline.cli import main
 
 BOOT = "client.quota.callback.static.kafka.admin.bootstrap.servers=k1:9092, k2:9092\n"

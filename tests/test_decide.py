@@ -6,8 +6,8 @@ import datetime as dt
 from hypothesis import given, settings as hsettings, strategies as st
 
 from builders import GB, at, failed, ok, settings, vol
-from quota_pipeline.decide import decide_all
-from quota_pipeline.model import Source, Status, VolumeSnapshot
+from quota_pipeline.core.decision import decide_all
+from quota_pipeline.core.model import Source, Status, VolumeSnapshot
 
 
 def run(snaps, s=None):
@@ -100,8 +100,8 @@ def test_without_soft_limit_it_is_strimzis_zero_one_rule():
 
 
 def test_ratio_limit_counts_total_zero_as_ratio_zero():
-    from quota_pipeline.config import Limit, Limits
-    from quota_pipeline.decide import Settings
+    from quota_pipeline.core.config import Limit, Limits
+    from quota_pipeline.core.decision import Settings
 
     s = Settings(Limits(Limit("ratio", 0.0)), dt.timedelta(minutes=5))
     assert factors([ok(0, vol(1, 0, total=0))], s) == [(0.0, Source.OBSERVATION)]

@@ -9,16 +9,16 @@ from typing import Iterator
 
 import pytest
 
-from quota_pipeline import config as cfg
-from quota_pipeline.baseline import BaselineFile
+from quota_pipeline.core import config as cfg
+from quota_pipeline.enforce.baseline import BaselineFile
 from quota_pipeline.cli import build_parser, main
 from quota_pipeline.commands import enforce as enforce_command
-from quota_pipeline.enforce_plan import CATCH_ALL, Policy, diff, observe, plan, scaled, target
-from quota_pipeline.enforcer import Enforcer
-from quota_pipeline.quota_admin import Change, QuotaAdmin, QuotaAdminError
-from quota_pipeline.quotas import PRODUCER_BYTE_RATE as PBR, UNLIMITED, Entity, Quotas, resolve
+from quota_pipeline.enforce.plan import CATCH_ALL, Policy, diff, observe, plan, scaled, target
+from quota_pipeline.enforce.enforcer import Enforcer
+from quota_pipeline.kafka.quota_admin import Change, QuotaAdmin, QuotaAdminError
+from quota_pipeline.kafka.client_quotas import PRODUCER_BYTE_RATE as PBR, UNLIMITED, Entity, Quotas, resolve
 from quota_pipeline.simulator import Simulator
-from quota_pipeline.simulator.client_quotas import ClientQuotaStore
+from quota_pipeline.simulator.quota_store import ClientQuotaStore
 from tests.kafka_fixtures import broker, create_topic, decision, encode, publish  # noqa: F401
 
 POLICY = Policy.of(["User:pipeline"], 1000.0)
@@ -307,7 +307,7 @@ def _now():
 
 from hypothesis import given, settings, strategies as st  # noqa: E402
 
-from quota_pipeline.quotas import LEVELS  # noqa: E402
+from quota_pipeline.kafka.client_quotas import LEVELS  # noqa: E402
 
 _NAMES_U, _NAMES_C = ["alice", "bob", "pipeline"], ["app", "etl"]
 
@@ -359,7 +359,7 @@ def test_every_client_gets_the_contracts_produce_quota(baseline, factor, produce
 
 
 def test_the_baseline_file_round_trips_and_leaves_no_temporary_files(tmp_path):
-    from quota_pipeline.baseline import BaselineError, EnforcerState
+    from quota_pipeline.enforce.baseline import BaselineError, EnforcerState
     store = BaselineFile(tmp_path / "sub" / "c1.json")
     state = EnforcerState("c1", MIXED, target(MIXED, 0.5, POLICY), 0.5, [(1.5, MIXED)])
     store.save(state)

@@ -7,9 +7,11 @@ import json
 from hypothesis import HealthCheck, given, settings as hsettings, strategies as st
 
 from builders import GB, failed, ok, settings, vol
-from quota_pipeline import aggregate, journal, replay
-from quota_pipeline.decide import decide_all
-from quota_pipeline.model import Status
+from quota_pipeline.replay import intervals as aggregate
+from quota_pipeline.journal import spark_reader as journal
+from quota_pipeline.replay import job as replay
+from quota_pipeline.core.decision import decide_all
+from quota_pipeline.core.model import Status
 
 
 @st.composite

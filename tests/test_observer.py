@@ -7,9 +7,9 @@ import time
 
 import pytest
 
-from quota_pipeline.admin_settings import to_kafka_python
-from quota_pipeline.model import Status, VolumeSnapshot
-from quota_pipeline.observer import Observer, call_timeout_ms, observe
+from quota_pipeline.kafka.settings import to_kafka_python
+from quota_pipeline.core.model import Status, VolumeSnapshot
+from quota_pipeline.kafka.observer import Observer, call_timeout_ms, observe
 from simulator_fixtures import free_port_block, make_config, start_simulator  # noqa: F401  (fixture)
 
 pytestmark = pytest.mark.kafka
@@ -43,7 +43,7 @@ def test_healthy_cluster_reports_every_volume(start_simulator):
 
 def test_module_level_observe_and_cluster_name_is_only_the_output_key(start_simulator):
     sim = start_simulator(SIX_BY_TWO)
-    from quota_pipeline import config as cfg
+    from quota_pipeline.core import config as cfg
     conf = cfg.parse({cfg.BOOTSTRAP: sim.bootstrap_servers, cfg.HARD_BYTES: "1", cfg.CLUSTER_NAME: "prod"})
     snap = observe(conf)
     assert snap.status is Status.SUCCESS and snap.cluster_id == "sim-obs"

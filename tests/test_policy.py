@@ -4,8 +4,8 @@ from __future__ import annotations
 from hypothesis import HealthCheck, given, settings as hsettings, strategies as st
 from pyspark.sql import functions as F
 
-from quota_pipeline import policy
-from quota_pipeline.config import Limit, Limits
+from quota_pipeline.core import policy
+from quota_pipeline.core.config import Limit, Limits
 
 TB = 10 ** 12
 MAX = 2 ** 53  # byte counts beyond 9 PB are not volumes; beyond 2^53 int->double conversion is inexact

@@ -9,10 +9,10 @@ import pytest
 from kafka.protocol.admin import DescribeClientQuotasRequest
 
 from quota_pipeline.cli import main
-from quota_pipeline.quota_admin import Change, QuotaAdmin, QuotaAdminError
-from quota_pipeline.quotas import LEVELS, PRODUCER_BYTE_RATE, UNLIMITED, Entity
+from quota_pipeline.kafka.quota_admin import Change, QuotaAdmin, QuotaAdminError
+from quota_pipeline.kafka.client_quotas import LEVELS, PRODUCER_BYTE_RATE, UNLIMITED, Entity
 from quota_pipeline.simulator import Simulator
-from quota_pipeline.simulator.client_quotas import ClientQuotaStore
+from quota_pipeline.simulator.quota_store import ClientQuotaStore
 from tests.simulator_fixtures import roundtrip
 
 
@@ -241,7 +241,7 @@ def test_describe_can_lag_behind_alter_like_kafka_4(admin, sim):
 
 
 def test_precedence_is_a_pure_function():
-    from quota_pipeline.quotas import resolve
+    from quota_pipeline.kafka.client_quotas import resolve
     quotas = {Entity.of(default_user=True): {PRODUCER_BYTE_RATE: 5.0}, Entity.of(client_id="x"): {PRODUCER_BYTE_RATE: 9.0}}
     assert resolve(quotas, "u", "x", PRODUCER_BYTE_RATE).level == "default user"
     assert resolve(quotas, "u", "x", "consumer_byte_rate").value is None

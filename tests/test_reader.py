@@ -8,9 +8,9 @@ import sys
 
 import pytest
 
-from quota_pipeline import config as cfg
-from quota_pipeline.model import Source
-from quota_pipeline.reader import MIN_QUOTA, UNLIMITED, Reader
+from quota_pipeline.core import config as cfg
+from quota_pipeline.core.model import Source
+from quota_pipeline.broker.reader import MIN_QUOTA, UNLIMITED, Reader
 from tests.kafka_fixtures import (  # noqa: F401  (broker is a fixture)
     T0, FakeClock, broker, create_topic, decision, encode, publish, wait_until,
 )

@@ -8,11 +8,11 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from quota_pipeline import config as cfg
+from quota_pipeline.core import config as cfg
 from quota_pipeline.cli import main
-from quota_pipeline.decide import Settings, decide_all
-from quota_pipeline.model import VolumeSnapshot, parse_time
-from quota_pipeline.schemas import errors
+from quota_pipeline.core.decision import Settings, decide_all
+from quota_pipeline.core.model import VolumeSnapshot, parse_time
+from quota_pipeline.resources import errors
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "conf" / "examples"
@@ -139,7 +139,7 @@ def test_missing_input_is_a_clear_error(tmp_path, capsys):
 
 
 def test_line_numbers_are_exact_when_a_file_is_read_in_many_splits(spark, tmp_path):
-    from quota_pipeline import journal
+    from quota_pipeline.journal import spark_reader as journal
 
     good = read_jsonl(EXAMPLES / "journal.jsonl")[0]
     lines = []

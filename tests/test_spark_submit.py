@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Consumer, TopicPartition
 
-from quota_pipeline import demo
+from quota_pipeline.demo import runner as demo
 
 ROOT = Path(__file__).resolve().parent.parent
 

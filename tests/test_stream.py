@@ -19,9 +19,9 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Consumer, TopicPartition
 
-from quota_pipeline import config as cfg
+from quota_pipeline.core import config as cfg
 from quota_pipeline.simulator import Simulator
-from quota_pipeline.tansu import LocalBroker, free_port
+from quota_pipeline.demo.local_broker import LocalBroker, free_port
 
 TOTAL = 1000 * 10 ** 9
 VALIDITY_S = 45

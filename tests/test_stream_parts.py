@@ -9,13 +9,13 @@ import pandas as pd
 import pytest
 
 from builders import GB, ok, settings, vol
-from quota_pipeline import config as cfg
-from quota_pipeline import source
-from quota_pipeline.decide import ClusterState, step
-from quota_pipeline.metrics import Metrics
-from quota_pipeline.model import Status, VolumeSnapshot
-from quota_pipeline.processor import decode_state, encode_state, snapshots_from_rows
-from quota_pipeline.snapshot_journal import Journal
+from quota_pipeline.core import config as cfg
+from quota_pipeline.streaming import source
+from quota_pipeline.core.decision import ClusterState, step
+from quota_pipeline.streaming.metrics import Metrics
+from quota_pipeline.core.model import Status, VolumeSnapshot
+from quota_pipeline.streaming.processor import decode_state, encode_state, snapshots_from_rows
+from quota_pipeline.journal.store import Journal
 
 
 def props(name: str, tmp_path, interval: str = "10") -> dict:
@@ -48,7 +48,7 @@ def test_a_journaled_tick_is_returned_not_polled_again(tmp_path, monkeypatch):
             polls.append(1)
             return ok(len(polls), vol(1, 50 * GB), cluster="real-id")
 
-    monkeypatch.setattr("quota_pipeline.observer.Observer", FakeObserver)
+    monkeypatch.setattr("quota_pipeline.kafka.observer.Observer", FakeObserver)
     monkeypatch.setattr(source, "_observers", {})
     first = source.poll_or_replay("a", conf, 42)
     again = source.poll_or_replay("a", conf, 42)
@@ -67,7 +67,7 @@ def test_a_failed_poll_is_filed_under_the_last_known_cluster_id(tmp_path, monkey
         def observe(self):
             return VolumeSnapshot("127.0.0.1:1", ok(0).observed_at, Status.TIMEOUT, message="timed out")
 
-    monkeypatch.setattr("quota_pipeline.observer.Observer", Failing)
+    monkeypatch.setattr("quota_pipeline.kafka.observer.Observer", Failing)
     monkeypatch.setattr(source, "_observers", {})
     assert source.poll_or_replay("a", conf, 7).cluster_id == "real-id"
 
@@ -123,8 +123,8 @@ def test_metrics_follow_decisions_and_drop_vanished_volumes():
 
 
 def test_publisher_fails_the_batch_when_the_output_cluster_does_not_acknowledge():
-    from quota_pipeline.sink import DeliveryFailed, Publisher
-    from quota_pipeline.tansu import free_port
+    from quota_pipeline.kafka.publisher import DeliveryFailed, Publisher
+    from quota_pipeline.demo.local_broker import free_port
 
     publisher = Publisher({"bootstrap.servers": f"127.0.0.1:{free_port()}", "message.timeout.ms": "1500"},
                           "t", flush_timeout=5)

@@ -30,7 +30,7 @@ def run(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.logging import RichHandler
 
-    from quota_pipeline import demo
+    from quota_pipeline.demo import runner as demo
 
     console = Console(width=max(120, Console().width))
     if args.serve:

@@ -8,13 +8,13 @@ import sys
 import threading
 from pathlib import Path
 
-from quota_pipeline import config as cfg
-from quota_pipeline.baseline import BaselineError, BaselineFile
+from quota_pipeline.core import config as cfg
+from quota_pipeline.enforce.baseline import BaselineError, BaselineFile
 from quota_pipeline.commands.validate import load_or_exit
-from quota_pipeline.enforce_plan import Policy
-from quota_pipeline.enforcer import DEFAULT_INTERVAL_SECONDS, DEFAULT_SETTLE_SECONDS, Enforcer, StepResult
-from quota_pipeline.quota_admin import QuotaAdmin, QuotaAdminError
-from quota_pipeline.reader import Reader
+from quota_pipeline.enforce.plan import Policy
+from quota_pipeline.enforce.enforcer import DEFAULT_INTERVAL_SECONDS, DEFAULT_SETTLE_SECONDS, Enforcer, StepResult
+from quota_pipeline.kafka.quota_admin import QuotaAdmin, QuotaAdminError
+from quota_pipeline.broker.reader import Reader
 
 EXIT_FAILED = 1
 

@@ -6,10 +6,10 @@ import json
 import logging
 import sys
 
-from quota_pipeline import config as cfg
+from quota_pipeline.core import config as cfg
 from quota_pipeline.commands.validate import load_or_exit
-from quota_pipeline.model import Status
-from quota_pipeline.observer import Observer
+from quota_pipeline.core.model import Status
+from quota_pipeline.kafka.observer import Observer
 
 EXIT_NOT_SUCCESS = 3
 

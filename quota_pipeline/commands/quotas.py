@@ -11,8 +11,8 @@ from rich.console import Console
 from rich.table import Table
 
 from quota_pipeline.commands.validate import load_or_exit
-from quota_pipeline.quota_admin import Change, QuotaAdmin, QuotaAdminError
-from quota_pipeline.quotas import (
+from quota_pipeline.kafka.quota_admin import Change, QuotaAdmin, QuotaAdminError
+from quota_pipeline.kafka.client_quotas import (
     CLIENT_ID, CLIENT_KEYS, CONSUMER_BYTE_RATE, CONTROLLER_MUTATION_RATE, DEFAULT_NAME, IP, PRODUCER_BYTE_RATE,
     REQUEST_PERCENTAGE, USER, Entity, Quotas, explain,
 )

@@ -39,8 +39,9 @@ def run(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.table import Table
 
-    from quota_pipeline import journal, replay
-    from quota_pipeline.decide import Settings
+    from quota_pipeline.journal import spark_reader as journal
+    from quota_pipeline.replay import job as replay
+    from quota_pipeline.core.decision import Settings
     from quota_pipeline.session import get_session
 
     try:

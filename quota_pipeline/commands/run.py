@@ -53,7 +53,7 @@ def run(args: argparse.Namespace) -> int:
     from quota_pipeline.session import require_java
 
     require_java()  # before any service starts, not after
-    from quota_pipeline.stream import JobConfigError, StreamJob
+    from quota_pipeline.streaming.query import JobConfigError, StreamJob
 
     try:
         job = StreamJob(configs, master=args.master)

@@ -4,7 +4,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from quota_pipeline import config as cfg
+from quota_pipeline.core import config as cfg
 
 EXIT_CONFIG = 2
 

@@ -2,9 +2,9 @@
 from quota_pipeline.simulator.clock import SimClock
 from quota_pipeline.simulator.scenario import FaultSpec, Scenario, ScenarioError, from_flags, load_scenario
 from quota_pipeline.simulator.server import PortInUse, Simulator
-from quota_pipeline.simulator.state import ClusterState
+from quota_pipeline.simulator.state import SimulatedCluster
 
 __all__ = [
-    "ClusterState", "FaultSpec", "PortInUse", "Scenario", "ScenarioError", "SimClock", "Simulator",
+    "SimulatedCluster", "FaultSpec", "PortInUse", "Scenario", "ScenarioError", "SimClock", "Simulator",
     "from_flags", "load_scenario",
 ]

@@ -14,8 +14,8 @@ from kafka.protocol.api_message import ApiMessage
 from kafka.protocol.metadata import ApiVersionsRequest, ApiVersionsResponse, MetadataRequest, MetadataResponse
 from kafka.protocol.schemas.fields.codecs import Int32
 
-from quota_pipeline.simulator import client_quotas
-from quota_pipeline.simulator.state import Broker, ClusterState
+from quota_pipeline.simulator import quota_store
+from quota_pipeline.simulator.state import Broker, SimulatedCluster
 
 UNSUPPORTED_VERSION = 35
 UNKNOWN_TOPIC_OR_PARTITION = 3
@@ -26,7 +26,7 @@ REQUESTS: dict[int, type[ApiMessage]] = {
     ApiKey.Metadata: MetadataRequest,
     ApiKey.DescribeCluster: DescribeClusterRequest,
     ApiKey.DescribeLogDirs: DescribeLogDirsRequest,
-    **client_quotas.REQUESTS,
+    **quota_store.REQUESTS,
 }
 API_NAMES = {int(k): ApiKey(k).name for k in REQUESTS}
 
@@ -97,11 +97,11 @@ def truncate(framed: bytes) -> bytes:
     return bytes(Int32.encode(len(payload))) + payload
 
 
-def supported_versions(state: ClusterState, broker_id: int) -> dict[int, tuple[int, int]]:
+def supported_versions(state: SimulatedCluster, broker_id: int) -> dict[int, tuple[int, int]]:
     return OLD_VERSIONS if state.has_fault("old_protocol", broker_id) else CURRENT_VERSIONS
 
 
-def respond(state: ClusterState, broker_id: int, request: Request) -> tuple[ApiMessage, int] | None:
+def respond(state: SimulatedCluster, broker_id: int, request: Request) -> tuple[ApiMessage, int] | None:
     """The response message and the version to encode it in; None means close the connection."""
     versions = supported_versions(state, broker_id)
     if request.api_key == ApiKey.ApiVersions:
@@ -113,8 +113,8 @@ def respond(state: ClusterState, broker_id: int, request: Request) -> tuple[ApiM
         return metadata(state, request), request.api_version
     if request.api_key == ApiKey.DescribeCluster:
         return describe_cluster(state, broker_id, request), request.api_version
-    if request.api_key in client_quotas.RESPONDERS:
-        responder = client_quotas.RESPONDERS[request.api_key]
+    if request.api_key in quota_store.RESPONDERS:
+        responder = quota_store.RESPONDERS[request.api_key]
         return responder(state.client_quotas, request.body, request.api_version), request.api_version
     return describe_log_dirs(state, broker_id, request), request.api_version
 
@@ -150,7 +150,7 @@ def _controller(brokers: list[Broker]) -> int:
     return min((b.broker_id for b in brokers), default=-1)
 
 
-def metadata(state: ClusterState, request: Request) -> ApiMessage:
+def metadata(state: SimulatedCluster, request: Request) -> ApiMessage:
     v = request.api_version
     live = state.unfenced_brokers()  # KRaft Metadata lists unfenced brokers only
     brokers = [MetadataResponse.MetadataResponseBroker(version=v, node_id=b.broker_id, host=state.host,
@@ -165,7 +165,7 @@ def metadata(state: ClusterState, request: Request) -> ApiMessage:
                             controller_id=_controller(live), topics=topics)
 
 
-def describe_cluster(state: ClusterState, broker_id: int, request: Request) -> ApiMessage:
+def describe_cluster(state: SimulatedCluster, broker_id: int, request: Request) -> ApiMessage:
     v = request.api_version
     body: Any = request.body
     fault = state.has_fault("describe_cluster_error", broker_id)
@@ -188,7 +188,7 @@ def describe_cluster(state: ClusterState, broker_id: int, request: Request) -> A
                                    cluster_id=state.cluster_id, controller_id=_controller(live), brokers=brokers)
 
 
-def describe_log_dirs(state: ClusterState, broker_id: int, request: Request) -> ApiMessage:
+def describe_log_dirs(state: SimulatedCluster, broker_id: int, request: Request) -> ApiMessage:
     v = request.api_version
     fault = state.has_fault("log_dirs_error", broker_id)
     if fault is not None:

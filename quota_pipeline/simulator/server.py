@@ -18,7 +18,7 @@ from kafka.protocol.schemas.fields.codecs import Int32
 from quota_pipeline.simulator import protocol
 from quota_pipeline.simulator.clock import SimClock
 from quota_pipeline.simulator.scenario import Scenario, load_scenario
-from quota_pipeline.simulator.state import ClusterState
+from quota_pipeline.simulator.state import SimulatedCluster
 
 log = logging.getLogger(__name__)
 
@@ -55,7 +55,7 @@ class Simulator:
         self._requested_port = self.scenario.port if port is None else port
         self.base_port = self._requested_port
         self.clock = SimClock(speed or self.scenario.speed)
-        self.state = ClusterState(self.scenario, self.base_port, self.clock, self.host)
+        self.state = SimulatedCluster(self.scenario, self.base_port, self.clock, self.host)
         self._counts: collections.Counter[tuple[int, str]] = collections.Counter()
         self._counts_lock = threading.Lock()
         self._servers: dict[int, asyncio.AbstractServer] = {}

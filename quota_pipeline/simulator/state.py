@@ -7,7 +7,7 @@ import threading
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from quota_pipeline.simulator.client_quotas import ClientQuotaStore
+from quota_pipeline.simulator.quota_store import ClientQuotaStore
 from quota_pipeline.simulator.clock import SimClock
 from quota_pipeline.simulator.scenario import FaultSpec, LogDirSpec, Scenario
 
@@ -84,7 +84,7 @@ class Broker:
         raise KeyError(f"broker {self.broker_id} has no log dir {which!r}; it has {[d.path for d in self.log_dirs]}")
 
 
-class ClusterState:
+class SimulatedCluster:
     """Everything the protocol handlers ask, answered for the current simulated time. Thread-safe:
     tests and the demo change it from their own thread while the server's event loop reads it."""
 
@@ -100,7 +100,7 @@ class ClusterState:
         self.faults: list[FaultSpec] = list(scenario.faults)
         for f in self.faults:
             self._check_fault(f)
-        self.client_quotas = ClientQuotaStore()  # KIP-546 entities, in memory; see simulator/client_quotas.py
+        self.client_quotas = ClientQuotaStore()  # KIP-546 entities, in memory; see simulator/quota_store.py
 
     # ---- queries from the protocol handlers -------------------------------------------------
 

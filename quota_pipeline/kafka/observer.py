@@ -11,10 +11,10 @@ from kafka.admin import KafkaAdminClient
 from kafka.protocol.admin import DescribeClusterRequest, DescribeLogDirsRequest
 from kafka.protocol.metadata import MetadataRequest
 
-from quota_pipeline import model
-from quota_pipeline.admin_client import AdminConnection
-from quota_pipeline.config import Config
-from quota_pipeline.model import Status, Volume, VolumeSnapshot
+from quota_pipeline.core import model
+from quota_pipeline.kafka.admin import AdminConnection
+from quota_pipeline.core.config import Config
+from quota_pipeline.core.model import Status, Volume, VolumeSnapshot
 
 log = logging.getLogger(__name__)
 

@@ -17,10 +17,11 @@ from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from quota_pipeline import aggregate, journal
-from quota_pipeline.config import Limit
-from quota_pipeline.decide import Settings, advance
-from quota_pipeline.model import (
+from quota_pipeline.replay import intervals as aggregate
+from quota_pipeline.journal import spark_reader as journal
+from quota_pipeline.core.config import Limit
+from quota_pipeline.core.decision import Settings, advance
+from quota_pipeline.core.model import (
     Decision, SnapshotSummary, Source, Status, epoch_micros, from_epoch_micros, micros, now,
 )
 

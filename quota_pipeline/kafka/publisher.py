@@ -7,7 +7,7 @@ from typing import Any, Iterable, Mapping
 from confluent_kafka import KafkaException, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from quota_pipeline.librdkafka_settings import to_librdkafka
+from quota_pipeline.kafka.settings import to_librdkafka
 
 log = logging.getLogger(__name__)
 

@@ -13,12 +13,12 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from quota_pipeline import config as cfg
-from quota_pipeline.decide import Settings
-from quota_pipeline.metrics import Metrics
-from quota_pipeline.processor import OUTPUT_SCHEMA, DecisionProcessor
-from quota_pipeline.sink import Publisher, ensure_topic
-from quota_pipeline.source import KafkaVolumesSource, clusters_option, source_name
+from quota_pipeline.core import config as cfg
+from quota_pipeline.core.decision import Settings
+from quota_pipeline.streaming.metrics import Metrics
+from quota_pipeline.streaming.processor import OUTPUT_SCHEMA, DecisionProcessor
+from quota_pipeline.kafka.publisher import Publisher, ensure_topic
+from quota_pipeline.streaming.source import KafkaVolumesSource, clusters_option, source_name
 
 log = logging.getLogger("quota_pipeline")
 

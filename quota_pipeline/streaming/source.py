@@ -19,9 +19,9 @@ from typing import Iterator
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 from pyspark.sql.types import StructType
 
-from quota_pipeline import config as cfg
-from quota_pipeline.model import UTC, Status, VolumeSnapshot
-from quota_pipeline.snapshot_journal import Journal
+from quota_pipeline.core import config as cfg
+from quota_pipeline.core.model import UTC, Status, VolumeSnapshot
+from quota_pipeline.journal.store import Journal
 
 ROW_SCHEMA = (
     "source string, tick long, cluster_id string, observed_at timestamp, status string, message string, "
@@ -90,7 +90,7 @@ def poll_or_replay(source: str, conf: cfg.Config, tick: int) -> VolumeSnapshot:
     journaled = journal.read(source, tick, at)
     if journaled is not None:
         return journaled
-    from quota_pipeline.observer import Observer
+    from quota_pipeline.kafka.observer import Observer
 
     observer = _observers.get(source)
     if observer is None:

@@ -10,9 +10,9 @@ import datetime as dt
 from dataclasses import dataclass, field, replace
 from typing import Iterable, Iterator
 
-from quota_pipeline import policy
-from quota_pipeline.config import Config, Limits
-from quota_pipeline.model import (
+from quota_pipeline.core import policy
+from quota_pipeline.core.config import Config, Limits
+from quota_pipeline.core.model import (
     Decision, SnapshotSummary, Source, Status, ThrottleDecision, VolumeSnapshot, WorstVolume, now, sorted_unique,
 )
 

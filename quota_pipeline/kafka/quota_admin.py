@@ -9,8 +9,8 @@ import kafka.errors as Errors
 from kafka.admin import KafkaAdminClient
 from kafka.protocol.admin import AlterClientQuotasRequest, DescribeClientQuotasRequest
 
-from quota_pipeline.admin_client import AdminConnection
-from quota_pipeline.quotas import Entity, Quotas
+from quota_pipeline.kafka.admin import AdminConnection
+from quota_pipeline.kafka.client_quotas import Entity, Quotas
 
 log = logging.getLogger(__name__)
 

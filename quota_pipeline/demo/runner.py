@@ -16,7 +16,7 @@ from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
-from quota_pipeline import config as cfg
+from quota_pipeline.core import config as cfg
 
 ROOT = Path(__file__).resolve().parent.parent
 DEMO_CONFIG = ROOT / "conf" / "demo.properties"
@@ -49,7 +49,7 @@ class DemoServices:
 
     def start(self) -> "DemoServices":
         from quota_pipeline.simulator import Simulator
-        from quota_pipeline.tansu import LocalBroker
+        from quota_pipeline.demo.local_broker import LocalBroker
 
         if not self.scenario.exists():
             raise DemoError(f"{self.scenario} not found: run the demo from a source checkout of quota-pipeline")
@@ -126,7 +126,7 @@ class LiveView:
 
 
 def run_demo(console: Console, duration: float | None = None, metrics_port: int | None = None) -> int:
-    from quota_pipeline.stream import StreamJob
+    from quota_pipeline.streaming.query import StreamJob
 
     services = DemoServices()
     console.print("starting the simulated cluster (6 brokers) and a local Tansu broker ...")

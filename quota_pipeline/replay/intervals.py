@@ -13,9 +13,9 @@ from __future__ import annotations
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
-from quota_pipeline import policy
-from quota_pipeline.decide import Settings
-from quota_pipeline.model import micros
+from quota_pipeline.core import policy
+from quota_pipeline.core.decision import Settings
+from quota_pipeline.core.model import micros
 
 KEY = ("cluster_id", "broker_id", "log_dir")
 SUMMARY_COLUMNS = (

@@ -7,7 +7,7 @@ import random
 from pathlib import Path
 from typing import Iterator, TextIO
 
-from quota_pipeline.model import Status, Volume, VolumeSnapshot
+from quota_pipeline.core.model import Status, Volume, VolumeSnapshot
 
 GIB = 1024 ** 3
 

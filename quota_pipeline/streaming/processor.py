@@ -13,8 +13,8 @@ import pandas as pd
 from pyspark.sql.streaming.stateful_processor import StatefulProcessor, StatefulProcessorHandle
 from pyspark.sql.types import StringType, StructField, StructType
 
-from quota_pipeline.decide import CacheState, ClusterState, Entry, Settings, record, step
-from quota_pipeline.model import (
+from quota_pipeline.core.decision import CacheState, ClusterState, Entry, Settings, record, step
+from quota_pipeline.core.model import (
     Decision, Source, Status, Volume, VolumeSnapshot, epoch_micros, from_epoch_micros, now,
 )
 

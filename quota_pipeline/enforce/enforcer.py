@@ -7,11 +7,11 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable, Protocol
 
-from quota_pipeline import enforce_plan
-from quota_pipeline.baseline import BaselineFile, EnforcerState
-from quota_pipeline.enforce_plan import Policy
-from quota_pipeline.quota_admin import Change, QuotaAdmin, QuotaAdminError
-from quota_pipeline.quotas import Quotas
+from quota_pipeline.enforce import plan as enforce_plan
+from quota_pipeline.enforce.baseline import BaselineFile, EnforcerState
+from quota_pipeline.enforce.plan import Policy
+from quota_pipeline.kafka.quota_admin import Change, QuotaAdmin, QuotaAdminError
+from quota_pipeline.kafka.client_quotas import Quotas
 
 log = logging.getLogger(__name__)
 

@@ -6,7 +6,7 @@ from typing import Callable, Mapping
 
 from kafka.admin import KafkaAdminClient
 
-from quota_pipeline.admin_settings import to_kafka_python
+from quota_pipeline.kafka.settings import to_kafka_python
 
 log = logging.getLogger(__name__)
 

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from quota_pipeline.quotas import Quotas, quotas_from_json, quotas_to_json
+from quota_pipeline.kafka.client_quotas import Quotas, quotas_from_json, quotas_to_json
 
 FORMAT_VERSION = 1
 

@@ -5,8 +5,8 @@ import math
 from dataclasses import dataclass
 from typing import Iterable, Mapping
 
-from quota_pipeline.quota_admin import Change
-from quota_pipeline.quotas import CLIENT_ID, IP, PRODUCER_BYTE_RATE, UNLIMITED, USER, Entity, Quotas
+from quota_pipeline.kafka.quota_admin import Change
+from quota_pipeline.kafka.client_quotas import CLIENT_ID, IP, PRODUCER_BYTE_RATE, UNLIMITED, USER, Entity, Quotas
 
 # The lowest precedence level: it applies to exactly the clients no other entity gives a produce quota.
 CATCH_ALL = Entity.of(default_client_id=True)

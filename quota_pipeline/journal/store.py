@@ -14,7 +14,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from quota_pipeline.model import UTC, VolumeSnapshot
+from quota_pipeline.core.model import UTC, VolumeSnapshot
 
 CLUSTER_ID_FILE = "_cluster_id"
 

@@ -10,10 +10,10 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any, Callable, Mapping
 
-from quota_pipeline import model
-from quota_pipeline.config import Config
-from quota_pipeline.librdkafka_settings import to_librdkafka
-from quota_pipeline.model import RecordError, Source, ThrottleDecision
+from quota_pipeline.core import model
+from quota_pipeline.core.config import Config
+from quota_pipeline.kafka.settings import to_librdkafka
+from quota_pipeline.core.model import RecordError, Source, ThrottleDecision
 
 log = logging.getLogger(__name__)
 

@@ -10,7 +10,7 @@ from kafka.protocol.admin import (
     AlterClientQuotasRequest, AlterClientQuotasResponse, DescribeClientQuotasRequest, DescribeClientQuotasResponse,
 )
 
-from quota_pipeline.quotas import (
+from quota_pipeline.kafka.client_quotas import (
     CLIENT_ID, CLIENT_KEYS, INT_KEYS, IP, IP_KEYS, LONG_KEYS, LONG_MAX, USER, Entity, Quotas,
 )
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Protocol
 
-from quota_pipeline.config import Limit, Limits
+from quota_pipeline.core.config import Limit, Limits
 
 
 class Ops(Protocol):

@@ -1,0 +1,1 @@
+"""The broker side: the reader library that follows the decision topic."""

@@ -1,0 +1,1 @@
+"""The self-contained demo and the local Kafka-compatible broker it uses."""

@@ -1,0 +1,1 @@
+"""Decisions applied to stock Kafka through client quotas: plan, enforcer, baseline."""

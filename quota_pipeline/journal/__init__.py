@@ -1,0 +1,1 @@
+"""The snapshot journal: the per-tick store, its validation rules, and its Spark reader."""

@@ -1,0 +1,1 @@
+"""Every Kafka client and wire call: client settings, admin connection, observer, publisher, client quotas."""

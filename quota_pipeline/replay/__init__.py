@@ -1,0 +1,1 @@
+"""Batch replay: the set-based form of the cache steps and the replay job."""

@@ -1,4 +1,4 @@
-"""Benchmark: observe() of a 500-broker x 12-log-dir simulated cluster served by one simulator process."""
+"""Benchmark: Observer.poll() of a 500-broker x 12-log-dir simulated cluster served by one simulator process."""
 from __future__ import annotations
 
 import argparse
@@ -41,13 +41,13 @@ def main() -> int:
         expected = args.brokers * args.log_dirs
         with Observer(conf) as observer:
             t0 = time.perf_counter()
-            first = observer.observe()
+            first = observer.poll()
             connect = time.perf_counter() - t0
             check(first, expected)
             times = []
             for _ in range(args.runs):
                 t0 = time.perf_counter()
-                snap = observer.observe()
+                snap = observer.poll()
                 times.append(time.perf_counter() - t0)
                 check(snap, expected)
     finally:

@@ -19,7 +19,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeRemaining
 from quota_pipeline.replay import job as replay
 from quota_pipeline.journal import synth
 from quota_pipeline.core.config import Limit, Limits
-from quota_pipeline.core.decision import Settings
+from quota_pipeline.core.settings import Settings
 from quota_pipeline.session import get_session
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 import datetime as dt
 
 from quota_pipeline.core.config import Limit, Limits
-from quota_pipeline.core.decision import Settings
+from quota_pipeline.core.settings import Settings
 from quota_pipeline.core.model import Status, Volume, VolumeSnapshot
 
 T0 = dt.datetime(2026, 11, 21, 10, 0, tzinfo=dt.timezone.utc)

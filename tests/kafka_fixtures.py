@@ -8,32 +8,19 @@ from typing import Any, Callable, Iterable, Iterator
 
 import pytest
 
-from quota_pipeline.core.model import Source, Status, ThrottleDecision
+from quota_pipeline.core.model import DecisionSource, Status
+from quota_pipeline.core.record import ThrottleDecision
 from quota_pipeline.demo.local_broker import BrokerUnavailable, LocalBroker
 
 T0 = dt.datetime(2026, 11, 21, 10, 0, tzinfo=dt.timezone.utc)
 
 
-class FakeClock:
-    """A clock the test moves by hand; readers and enforcers take it as `clock=`."""
-
-    def __init__(self, start: dt.datetime = T0):
-        self.t = start
-
-    def __call__(self) -> dt.datetime:
-        return self.t
-
-    def advance(self, seconds: float) -> dt.datetime:
-        self.t += dt.timedelta(seconds=seconds)
-        return self.t
-
-
 def decision(cluster: str = "c1", factor: float = 0.0, observed_at: dt.datetime = T0,
              validity: dt.timedelta | None = dt.timedelta(minutes=5),
-             source: Source = Source.OBSERVATION) -> ThrottleDecision:
+             source: DecisionSource = DecisionSource.OBSERVATION) -> ThrottleDecision:
     return ThrottleDecision(
         cluster_id=cluster, observed_at=observed_at, decided_at=observed_at, throttle_factor=factor, source=source,
-        valid_until=None if source is Source.FALLBACK or validity is None else observed_at + validity,
+        valid_until=None if source is DecisionSource.FALLBACK or validity is None else observed_at + validity,
         status=Status.SUCCESS, active_brokers=3, active_log_dirs=6, missing_brokers=(),
         limit={"hard": {"type": "min.available.bytes", "value": 1000}, "soft": None},
         violations=1 if factor == 0.0 else 0, worst_volume=None, min_available_ratio=0.1)

@@ -7,7 +7,7 @@ from hypothesis import given, settings as hsettings, strategies as st
 
 from builders import GB, at, failed, ok, settings, vol
 from quota_pipeline.core.decision import decide_all
-from quota_pipeline.core.model import Source, Status, VolumeSnapshot
+from quota_pipeline.core.model import DecisionSource, Status, VolumeSnapshot
 
 
 def run(snaps, s=None):
@@ -20,13 +20,13 @@ def factors(snaps, s=None):
 
 
 def test_first_healthy_snapshot_is_an_observation_of_one():
-    assert run([ok(0, vol(1, 50 * GB), vol(2, 50 * GB))]) == [(1.0, Source.OBSERVATION, at(0))]
+    assert run([ok(0, vol(1, 50 * GB), vol(2, 50 * GB))]) == [(1.0, DecisionSource.OBSERVATION, at(0))]
 
 
 def test_a_violation_throttles_at_once_even_when_incomplete():
     # Broker 2 reported nothing: incomplete, but broker 1 is at the limit, so production stops.
     out = factors([ok(0, vol(1, 10 * GB), brokers=(1, 2))])
-    assert out == [(0.0, Source.OBSERVATION)]
+    assert out == [(0.0, DecisionSource.OBSERVATION)]
 
 
 def test_release_needs_a_complete_snapshot():
@@ -35,13 +35,13 @@ def test_release_needs_a_complete_snapshot():
         ok(10, vol(1, 50 * GB), brokers=(1, 2, 3)),          # broker 3 new, no reading: incomplete
         ok(20, vol(1, 50 * GB), vol(2, 50 * GB), vol(3, 50 * GB)),
     ]
-    assert factors(snaps) == [(0.0, Source.OBSERVATION), (0.0, Source.RETAINED), (1.0, Source.OBSERVATION)]
+    assert factors(snaps) == [(0.0, DecisionSource.OBSERVATION), (0.0, DecisionSource.RETAINED), (1.0, DecisionSource.OBSERVATION)]
 
 
 def test_incomplete_with_cached_reading_still_decides():
     # Broker 2 is missing from the second poll but its reading from t=0 is still cached (validity 300 s).
     snaps = [ok(0, vol(1, 50 * GB), vol(2, 50 * GB)), ok(10, vol(1, 50 * GB), brokers=(1, 2))]
-    assert factors(snaps) == [(1.0, Source.OBSERVATION), (1.0, Source.OBSERVATION)]
+    assert factors(snaps) == [(1.0, DecisionSource.OBSERVATION), (1.0, DecisionSource.OBSERVATION)]
 
 
 def test_incomplete_without_cache_retains_then_falls_back():
@@ -51,7 +51,7 @@ def test_incomplete_without_cache_retains_then_falls_back():
     out = run(snaps, s)
     # t=30: broker 2 still cached. t=60: its reading expired (t >= 0 + 60): incomplete -> retained.
     assert [(f, src) for f, src, _ in out] == [
-        (1.0, Source.OBSERVATION), (1.0, Source.OBSERVATION), (1.0, Source.RETAINED), (0.5, Source.FALLBACK)]
+        (1.0, DecisionSource.OBSERVATION), (1.0, DecisionSource.OBSERVATION), (1.0, DecisionSource.RETAINED), (0.5, DecisionSource.FALLBACK)]
     assert out[2][2] == at(30)  # RETAINED keeps valid_from of the last observation
 
 
@@ -67,8 +67,8 @@ def test_failure_within_validity_retains_and_beyond_falls_back():
     snaps = [ok(0, vol(1, 5 * GB)), failed(30), failed(60), failed(61), ok(70, vol(1, 50 * GB))]
     out = factors(snaps, s)
     # t=60 is not past valid_from + validity (strictly greater is needed); t=61 is.
-    assert out == [(0.0, Source.OBSERVATION), (0.0, Source.RETAINED), (0.0, Source.RETAINED),
-                   (0.25, Source.FALLBACK), (1.0, Source.OBSERVATION)]
+    assert out == [(0.0, DecisionSource.OBSERVATION), (0.0, DecisionSource.RETAINED), (0.0, DecisionSource.RETAINED),
+                   (0.25, DecisionSource.FALLBACK), (1.0, DecisionSource.OBSERVATION)]
 
 
 def test_fallback_persists_until_a_deciding_observation():
@@ -76,22 +76,22 @@ def test_fallback_persists_until_a_deciding_observation():
     snaps = [ok(0, vol(1, 50 * GB), vol(2, 50 * GB)), failed(100),
              ok(110, vol(1, 50 * GB), brokers=(1, 2)),   # incomplete: cannot release the fallback
              ok(120, vol(1, 50 * GB), vol(2, 50 * GB))]
-    assert factors(snaps, s) == [(1.0, Source.OBSERVATION), (0.25, Source.FALLBACK),
-                                 (0.25, Source.FALLBACK), (1.0, Source.OBSERVATION)]
+    assert factors(snaps, s) == [(1.0, DecisionSource.OBSERVATION), (0.25, DecisionSource.FALLBACK),
+                                 (0.25, DecisionSource.FALLBACK), (1.0, DecisionSource.OBSERVATION)]
 
 
 def test_fallback_record_has_no_valid_until():
     s = settings(validity_s=60)
     [(_, first), (summary, second)] = list(decide_all([ok(0, vol(1, 50 * GB)), failed(61)], s))
     assert first.valid_until(s.validity) == at(60)
-    assert second.source is Source.FALLBACK and second.valid_until(s.validity) is None
+    assert second.source is DecisionSource.FALLBACK and second.valid_until(s.validity) is None
 
 
 def test_graded_factor_between_soft_and_hard():
     s = settings(hard_bytes=10 * GB, soft_bytes=30 * GB)
     snaps = [ok(0, vol(1, 20 * GB), vol(2, 50 * GB)), ok(10, vol(1, 25 * GB), vol(2, 15 * GB)),
              ok(20, vol(1, 31 * GB), vol(2, 31 * GB))]
-    assert factors(snaps, s) == [(0.5, Source.OBSERVATION), (0.25, Source.OBSERVATION), (1.0, Source.OBSERVATION)]
+    assert factors(snaps, s) == [(0.5, DecisionSource.OBSERVATION), (0.25, DecisionSource.OBSERVATION), (1.0, DecisionSource.OBSERVATION)]
 
 
 def test_without_soft_limit_it_is_strimzis_zero_one_rule():
@@ -101,10 +101,10 @@ def test_without_soft_limit_it_is_strimzis_zero_one_rule():
 
 def test_ratio_limit_counts_total_zero_as_ratio_zero():
     from quota_pipeline.core.config import Limit, Limits
-    from quota_pipeline.core.decision import Settings
+    from quota_pipeline.core.settings import Settings
 
     s = Settings(Limits(Limit("ratio", 0.0)), dt.timedelta(minutes=5))
-    assert factors([ok(0, vol(1, 0, total=0))], s) == [(0.0, Source.OBSERVATION)]
+    assert factors([ok(0, vol(1, 0, total=0))], s) == [(0.0, DecisionSource.OBSERVATION)]
 
 
 def test_offline_pin_keeps_last_reading_while_offline():
@@ -118,7 +118,7 @@ def test_offline_pin_keeps_last_reading_while_offline():
 
 def test_offline_pin_without_reading_violates():
     s = settings(offline="pin")
-    assert factors([ok(0, vol(1, None), vol(2, 50 * GB))], s) == [(0.0, Source.OBSERVATION)]
+    assert factors([ok(0, vol(1, None), vol(2, 50 * GB))], s) == [(0.0, DecisionSource.OBSERVATION)]
 
 
 def test_pinned_entry_counts_only_while_its_broker_is_registered():
@@ -149,8 +149,8 @@ def test_fenced_brokers_must_be_covered_for_a_release():
              ok(10, vol(1, 50 * GB), brokers=(1,), fenced=(3,)),
              ok(20, vol(1, 50 * GB), vol(3, 50 * GB), brokers=(1,), fenced=(3,))]
     out = list(decide_all(snaps, settings()))
-    assert out[1][0].missing_brokers == (3,) and out[1][1].source is Source.RETAINED
-    assert out[2][1].factor == 1.0 and out[2][1].source is Source.OBSERVATION
+    assert out[1][0].missing_brokers == (3,) and out[1][1].source is DecisionSource.RETAINED
+    assert out[2][1].factor == 1.0 and out[2][1].source is DecisionSource.OBSERVATION
 
 
 def test_failed_snapshot_still_evicts():
@@ -202,8 +202,8 @@ def test_never_released_by_incomplete_or_failed_snapshot(snaps, offline, soft, f
     for summary, decision in decide_all(snaps, s):
         if previous is not None and decision.factor > previous.factor:
             rising_ok = summary.status is Status.SUCCESS and summary.complete
-            assert rising_ok or decision.source is Source.FALLBACK, (summary, previous, decision)
-            if decision.source is Source.FALLBACK:
+            assert rising_ok or decision.source is DecisionSource.FALLBACK, (summary, previous, decision)
+            if decision.source is DecisionSource.FALLBACK:
                 # Only the fallback may raise a factor without a complete observation, and only to itself.
                 assert decision.factor == fallback
         previous = decision

@@ -13,7 +13,7 @@ from quota_pipeline.core import config as cfg
 from quota_pipeline.enforce.baseline import BaselineFile
 from quota_pipeline.cli import build_parser, main
 from quota_pipeline.commands import enforce as enforce_command
-from quota_pipeline.enforce.plan import CATCH_ALL, Policy, diff, observe, plan, scaled, target
+from quota_pipeline.enforce.plan import CATCH_ALL, Policy, diff, plan, scaled, tell_edits_from_lag, target
 from quota_pipeline.enforce.enforcer import Enforcer
 from quota_pipeline.kafka.quota_admin import Change, QuotaAdmin, QuotaAdminError
 from quota_pipeline.kafka.client_quotas import PRODUCER_BYTE_RATE as PBR, UNLIMITED, Entity, Quotas, resolve
@@ -245,14 +245,14 @@ def test_an_existing_catch_all_produce_quota_is_scaled_not_replaced():
     assert target(base, 0.5, Policy.of([], 1000.0))[CATCH_ALL] == {PBR: 400.0}
 
 
-def test_observe_tells_lag_from_operator_edits():
+def test_tell_edits_from_lag_from_operator_edits():
     e = Entity.of("a")
     before, written = {e: {PBR: 1000.0}}, {e: {PBR: 500.0}}
-    lagging = observe(before, written, [before])
+    lagging = tell_edits_from_lag(before, written, [before])
     assert lagging.operator == [] and lagging.believed == written
-    edited = observe({e: {PBR: 7.0}}, written, [before])
+    edited = tell_edits_from_lag({e: {PBR: 7.0}}, written, [before])
     assert edited.operator == [Change(e, PBR, 7.0)]
-    assert observe(written, written, [before]).lagging == []
+    assert tell_edits_from_lag(written, written, [before]).lagging == []
 
 
 # ---- the command, end to end: a real decision topic, a simulated stock cluster -------------------

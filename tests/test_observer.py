@@ -9,7 +9,7 @@ import pytest
 
 from quota_pipeline.kafka.settings import to_kafka_python
 from quota_pipeline.core.model import Status, VolumeSnapshot
-from quota_pipeline.kafka.observer import Observer, call_timeout_ms, observe
+from quota_pipeline.kafka.observer import Observer, call_timeout_ms, poll_once
 from simulator_fixtures import free_port_block, make_config, start_simulator  # noqa: F401  (fixture)
 
 pytestmark = pytest.mark.kafka
@@ -19,7 +19,7 @@ SIX_BY_TWO = {"brokers": 6, "log_dirs": 2, "cluster_id": "sim-obs"}
 
 def poll(sim, interval: str = "PT10S", **extra: str) -> VolumeSnapshot:
     with Observer(make_config(sim.bootstrap_servers, interval, **extra)) as obs:
-        return obs.observe()
+        return obs.poll()
 
 
 def with_fault(fault: dict, **scenario) -> dict:
@@ -45,17 +45,17 @@ def test_module_level_observe_and_cluster_name_is_only_the_output_key(start_simu
     sim = start_simulator(SIX_BY_TWO)
     from quota_pipeline.core import config as cfg
     conf = cfg.parse({cfg.BOOTSTRAP: sim.bootstrap_servers, cfg.HARD_BYTES: "1", cfg.CLUSTER_NAME: "prod"})
-    snap = observe(conf)
+    snap = poll_once(conf)
     assert snap.status is Status.SUCCESS and snap.cluster_id == "sim-obs"
 
 
 def test_connection_is_reused_across_polls_and_log_dirs_are_asked_once_per_broker(start_simulator):
     sim = start_simulator(SIX_BY_TWO)
     with Observer(make_config(sim.bootstrap_servers)) as obs:
-        assert obs.observe().status is Status.SUCCESS
+        assert obs.poll().status is Status.SUCCESS
         before = sim.request_counts()
         for _ in range(3):
-            assert obs.observe().status is Status.SUCCESS
+            assert obs.poll().status is Status.SUCCESS
         after = sim.request_counts()
     assert after["ApiVersions"] == before["ApiVersions"]  # no new connections
     assert after["DescribeLogDirs"] - before["DescribeLogDirs"] == 3 * 6
@@ -65,9 +65,9 @@ def test_connection_is_reused_across_polls_and_log_dirs_are_asked_once_per_broke
 def test_log_dirs_are_requested_concurrently(start_simulator):
     sim = start_simulator(with_fault({"type": "slow", "delay_ms": 400, "apis": ["DescribeLogDirs"]}))
     with Observer(make_config(sim.bootstrap_servers)) as obs:
-        obs.observe()  # connect first
+        obs.poll()  # connect first
         t0 = time.monotonic()
-        snap = obs.observe()
+        snap = obs.poll()
         elapsed = time.monotonic() - t0
     assert snap.status is Status.SUCCESS
     assert elapsed < 1.2, f"6 brokers x 0.4 s took {elapsed:.2f} s: not parallel"
@@ -76,18 +76,18 @@ def test_log_dirs_are_requested_concurrently(start_simulator):
 def test_broker_down_is_a_log_dirs_error_until_fenced(start_simulator):
     sim = start_simulator(with_fault({"type": "broker_down", "broker": 2, "fence_after": 60}))
     with Observer(make_config(sim.bootstrap_servers)) as obs:
-        snap = obs.observe()
+        snap = obs.poll()
         assert snap.status is Status.DESCRIBE_LOG_DIRS_ERROR
         assert "broker 2" in snap.message and snap.volumes == ()
         sim.clock.advance(61)  # the cluster fences the dead broker
-        snap = obs.observe()
+        snap = obs.poll()
         assert snap.status is Status.SUCCESS, snap.message
         assert snap.fenced_brokers == (2,) and 2 not in snap.brokers
         assert {v.broker_id for v in snap.volumes} == {1, 3, 4, 5, 6}
         sim.state.broker_up(2)
         time.sleep(0.2)
         deadline = time.monotonic() + 5
-        while (snap := obs.observe()).status is not Status.SUCCESS or 2 not in snap.brokers:
+        while (snap := obs.poll()).status is not Status.SUCCESS or 2 not in snap.brokers:
             assert time.monotonic() < deadline, f"broker 2 never came back: {snap}"
             time.sleep(0.2)
         assert len(snap.volumes) == 12  # reconnected after the failure
@@ -111,7 +111,7 @@ def test_slow_broker_gives_timeout_below_the_check_interval(start_simulator, api
     assert call_timeout_ms(conf) == 800
     t0 = time.monotonic()
     with Observer(conf) as obs:
-        snap = obs.observe()
+        snap = obs.poll()
     assert snap.status is Status.TIMEOUT, snap
     assert time.monotonic() - t0 < 2.5
     if api == "DescribeLogDirs":  # the brokers that did answer are not blamed

@@ -9,10 +9,11 @@ import sys
 import pytest
 
 from quota_pipeline.core import config as cfg
-from quota_pipeline.core.model import Source
+from quota_pipeline.core.model import DecisionSource
 from quota_pipeline.broker.reader import MIN_QUOTA, UNLIMITED, Reader
+from quota_pipeline.core.clock import ManualClock
 from tests.kafka_fixtures import (  # noqa: F401  (broker is a fixture)
-    T0, FakeClock, broker, create_topic, decision, encode, publish, wait_until,
+    T0, broker, create_topic, decision, encode, publish, wait_until,
 )
 
 _topics = itertools.count()
@@ -34,25 +35,25 @@ def new_topic(bootstrap: str) -> str:
 def test_falls_back_after_valid_until_when_the_publisher_stops_and_recovers_on_the_next_record(broker):
     topic = new_topic(broker.bootstrap_servers)
     conf = make_config(broker.bootstrap_servers, **{cfg.OUTPUT_TOPIC: topic})
-    clock = FakeClock(T0 + dt.timedelta(seconds=1))
+    clock = ManualClock(T0 + dt.timedelta(seconds=1))
     changes = []
     publish(broker.bootstrap_servers, topic, [(b"c1", encode(decision("c1", 0.0, T0)))])
     with Reader(conf, clock=clock, poll_seconds=0.05) as reader:
         reader.on_change(lambda cluster, old, new: changes.append((cluster, old, new)))
         wait_until(lambda: reader.current_factor() == 0.0)
-        assert reader.answer().source == "record"
+        assert reader.answer().basis == "record"
 
         clock.advance(299)  # exactly valid_until: still valid
         reader.refresh()
         assert reader.current_factor() == 0.0
         clock.advance(0.001)  # the publisher stopped: past valid_until with no newer record
         wait_until(lambda: reader.current_factor() == 0.5)  # the reader's own fallback, found by its thread
-        assert reader.answer().source == "fallback"
+        assert reader.answer().basis == "fallback"
         assert "expired" in reader.answer().reason
 
         publish(broker.bootstrap_servers, topic, [(b"c1", encode(decision("c1", 1.0, T0 + dt.timedelta(minutes=5))))])
         wait_until(lambda: reader.current_factor() == 1.0)
-        assert reader.answer().source == "record"
+        assert reader.answer().basis == "record"
         wait_until(lambda: len(changes) == 3)
     assert changes == [("c1", 1.0, 0.0), ("c1", 0.0, 0.5), ("c1", 0.5, 1.0)]
 
@@ -68,7 +69,7 @@ def test_invalid_records_are_counted_and_skipped_never_fatal(broker, caplog):
         (b"c1", b"[1, 2]"),
         (b"c1", encode(decision("c1", 0.25, T0))),
     ])
-    with Reader(conf, clock=FakeClock(T0)) as reader:
+    with Reader(conf, clock=ManualClock(T0)) as reader:
         wait_until(lambda: reader.stats.records == 1)
         assert reader.current_factor() == 0.25
         assert reader.stats.skipped == 4
@@ -80,7 +81,7 @@ def test_follows_every_partition_and_keeps_each_cluster_apart(broker):
     create_topic(broker.bootstrap_servers, topic, partitions=3)
     conf = make_config(broker.bootstrap_servers, **{cfg.OUTPUT_TOPIC: topic})
     publish(broker.bootstrap_servers, topic, [(f"c{i}".encode(), encode(decision(f"c{i}", i / 10))) for i in range(6)])
-    with Reader(conf, clock=FakeClock(T0)) as reader:
+    with Reader(conf, clock=ManualClock(T0)) as reader:
         wait_until(lambda: len(reader.clusters()) == 6)
         assert [reader.current_factor(f"c{i}") for i in range(6)] == [0.0, 0.1, 0.2, 0.3, 0.4, 0.5]
 
@@ -88,7 +89,7 @@ def test_follows_every_partition_and_keeps_each_cluster_apart(broker):
 def test_waits_for_a_topic_that_does_not_exist_yet(broker):
     topic = f"decisions-{next(_topics)}"
     conf = make_config(broker.bootstrap_servers, **{cfg.OUTPUT_TOPIC: topic})
-    with Reader(conf, clock=FakeClock(T0)) as reader:
+    with Reader(conf, clock=ManualClock(T0)) as reader:
         assert reader.current_factor() == 1.0
         create_topic(broker.bootstrap_servers, topic)
         publish(broker.bootstrap_servers, topic, [(b"c1", encode(decision("c1", 0.0)))])
@@ -97,8 +98,8 @@ def test_waits_for_a_topic_that_does_not_exist_yet(broker):
 
 # ---- without a broker: apply_record and refresh --------------------------------------------------
 
-def reader(clock: FakeClock | None = None, **props: str) -> Reader:
-    return Reader(make_config(**props), clock=clock or FakeClock(T0))
+def reader(clock: ManualClock | None = None, **props: str) -> Reader:
+    return Reader(make_config(**props), clock=clock or ManualClock(T0))
 
 
 def test_ignores_a_record_older_than_the_one_it_holds():
@@ -112,16 +113,16 @@ def test_ignores_a_record_older_than_the_one_it_holds():
 
 
 def test_before_any_record_the_factor_is_one_for_one_validity_then_the_fallback():
-    clock = FakeClock(T0)
+    clock = ManualClock(T0)
     r = reader(clock)
-    assert (r.current_factor(), r.answer().source) == (1.0, "initial")
+    assert (r.current_factor(), r.answer().basis) == (1.0, "initial")
     clock.advance(300.001)
-    assert (r.current_factor(), r.answer().source) == (0.5, "fallback")
+    assert (r.current_factor(), r.answer().basis) == (0.5, "fallback")
 
 
 def test_a_fallback_record_means_the_readers_own_fallback():
     r = reader(**{cfg.FALLBACK: "0.2"})
-    r.apply_record(b"c1", encode(decision("c1", 1.0, source=Source.FALLBACK)))
+    r.apply_record(b"c1", encode(decision("c1", 1.0, source=DecisionSource.FALLBACK)))
     assert r.current_factor() == 0.2
 
 
@@ -140,7 +141,7 @@ def test_the_record_key_names_the_cluster():
 
 
 def test_current_factor_without_a_cluster_says_what_to_set():
-    r = Reader(cfg.parse({cfg.BOOTSTRAP: "x:1", cfg.HARD_BYTES: "1"}), clock=FakeClock())
+    r = Reader(cfg.parse({cfg.BOOTSTRAP: "x:1", cfg.HARD_BYTES: "1"}), clock=ManualClock(T0))
     with pytest.raises(ValueError, match="quota.pipeline.cluster.name"):
         r.current_factor()
 
@@ -168,7 +169,7 @@ def test_quota_limit_reproduces_the_strimzi_callback(factor, quota_type, princip
 
 
 def test_on_change_fires_once_per_change_and_survives_a_broken_callback():
-    clock = FakeClock(T0)
+    clock = ManualClock(T0)
     r = reader(clock)
     seen = []
     r.on_change(lambda *a: 1 / 0)

@@ -10,7 +10,8 @@ import pytest
 
 from quota_pipeline.core import config as cfg
 from quota_pipeline.cli import main
-from quota_pipeline.core.decision import Settings, decide_all
+from quota_pipeline.core.decision import decide_all
+from quota_pipeline.core.settings import Settings
 from quota_pipeline.core.model import VolumeSnapshot, parse_time
 from quota_pipeline.resources import errors
 

@@ -11,7 +11,7 @@ import pytest
 from builders import GB, ok, settings, vol
 from quota_pipeline.core import config as cfg
 from quota_pipeline.streaming import source
-from quota_pipeline.core.decision import ClusterState, step
+from quota_pipeline.core.decision import DecisionState, step
 from quota_pipeline.streaming.metrics import Metrics
 from quota_pipeline.core.model import Status, VolumeSnapshot
 from quota_pipeline.streaming.processor import decode_state, encode_state, snapshots_from_rows
@@ -24,16 +24,16 @@ def props(name: str, tmp_path, interval: str = "10") -> dict:
 
 
 def test_one_partition_per_cluster_per_tick_and_missed_ticks_are_not_invented(tmp_path):
-    reader = source.KafkaVolumesReader([source.ClusterSource("a", props("a", tmp_path)),
-                                        source.ClusterSource("b", props("b", tmp_path, "30"))])
+    reader = source.KafkaVolumesReader([source.ObservedCluster("a", props("a", tmp_path)),
+                                        source.ObservedCluster("b", props("b", tmp_path, "30"))])
     start = reader.initialOffset()
     end = reader.latestOffset(start, None)
     assert {k: end[k] - start[k] for k in end} == {"a": 1, "b": 1}   # the first batch polls at once
     parts = reader.partitions(start, end)
-    assert sorted((p.source, p.tick) for p in parts) == sorted(end.items())
+    assert sorted((p.config_name, p.tick) for p in parts) == sorted(end.items())
     # After ten missed ticks of "a" only its latest tick is polled; "b" has no new tick: no partition.
     later = {"a": end["a"] + 10, "b": end["b"]}
-    assert [(p.source, p.tick) for p in reader.partitions(end, later)] == [("a", end["a"] + 10)]
+    assert [(p.config_name, p.tick) for p in reader.partitions(end, later)] == [("a", end["a"] + 10)]
 
 
 def test_a_journaled_tick_is_returned_not_polled_again(tmp_path, monkeypatch):
@@ -44,7 +44,7 @@ def test_a_journaled_tick_is_returned_not_polled_again(tmp_path, monkeypatch):
         def __init__(self, _conf):
             pass
 
-        def observe(self):
+        def poll(self):
             polls.append(1)
             return ok(len(polls), vol(1, 50 * GB), cluster="real-id")
 
@@ -64,7 +64,7 @@ def test_a_failed_poll_is_filed_under_the_last_known_cluster_id(tmp_path, monkey
         def __init__(self, _conf):
             pass
 
-        def observe(self):
+        def poll(self):
             return VolumeSnapshot("127.0.0.1:1", ok(0).observed_at, Status.TIMEOUT, message="timed out")
 
     monkeypatch.setattr("quota_pipeline.kafka.observer.Observer", Failing)
@@ -83,11 +83,11 @@ def test_journal_is_first_writer_wins(tmp_path):
 
 def test_state_survives_encoding(tmp_path):
     s = settings(offline="pin")
-    state = ClusterState()
+    state = DecisionState()
     step(state, ok(0, vol(1, 5 * GB), vol(2, None)), s)
     back = decode_state(encode_state(state))
     assert back.cache == state.cache and back.decision == state.decision
-    assert decode_state(None) == ClusterState()
+    assert decode_state(None) == DecisionState()
 
 
 def test_source_rows_rebuild_the_snapshot():

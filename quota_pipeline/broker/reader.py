@@ -11,9 +11,11 @@ from enum import Enum
 from typing import Any, Callable, Mapping
 
 from quota_pipeline.core import model
+from quota_pipeline.core.clock import SYSTEM, Clock
 from quota_pipeline.core.config import Config
 from quota_pipeline.kafka.settings import to_librdkafka
-from quota_pipeline.core.model import RecordError, Source, ThrottleDecision
+from quota_pipeline.core.model import DecisionSource, RecordError
+from quota_pipeline.core.record import ThrottleDecision
 
 log = logging.getLogger(__name__)
 
@@ -37,7 +39,7 @@ class Answer:
     """What current_factor() answers and why: the held record's factor, or the reader's own fallback."""
 
     factor: float
-    source: str  # "record" | "fallback" | "initial"
+    basis: str  # "record" | "fallback" | "initial"
     reason: str
     decision: ThrottleDecision | None = None
 
@@ -65,7 +67,7 @@ class Reader:
 
     def __init__(self, config: Config, consumer_settings: Mapping[str, str] | None = None, *,
                  cluster: str | None = None, topic: str | None = None,
-                 clock: Callable[[], dt.datetime] = model.now, poll_seconds: float = 0.2,
+                 clock: Clock = SYSTEM, poll_seconds: float = 0.2,
                  consumer_factory: Callable[[dict[str, Any]], Any] | None = None) -> None:
         self.config = config
         self.cluster = cluster or config.cluster_name
@@ -92,7 +94,7 @@ class Reader:
         self._held: dict[str, ThrottleDecision] = {}
         self._answers: dict[str, float] = {}
         self._callbacks: list[ChangeCallback] = []
-        self._started_at = clock()
+        self._started_at = clock.now()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._assigned = threading.Event()
@@ -104,7 +106,7 @@ class Reader:
     def start(self) -> "Reader":
         if self._thread is not None:
             raise RuntimeError("reader already started")
-        self._started_at = self._clock()
+        self._started_at = self._clock.now()
         self._stop.clear()
         self._thread = threading.Thread(target=self._run, name="quota-reader", daemon=True)
         self._thread.start()
@@ -149,7 +151,7 @@ class Reader:
 
     def answer(self, cluster: str | None = None) -> Answer:
         cluster = self._cluster(cluster)
-        now = self._clock()
+        now = self._clock.now()
         with self._lock:
             held = self._held.get(cluster)
         return self._answer(held, now)
@@ -176,7 +178,7 @@ class Reader:
     def refresh(self) -> None:
         """Re-evaluate every answer now and call the change callbacks (the reader's thread does this
         after every poll; call it yourself after moving an injected clock)."""
-        now = self._clock()
+        now = self._clock.now()
         with self._lock:
             clusters = set(self._held) | set(self._answers) | ({self.cluster} if self.cluster else set())
             changes = []
@@ -242,7 +244,7 @@ class Reader:
             if now > self._started_at + self.validity:
                 return Answer(self.fallback, "fallback", "no decision within the validity since the reader started")
             return Answer(1.0, "initial", "no decision yet")
-        if held.source is Source.FALLBACK or held.valid_until is None:
+        if held.source is DecisionSource.FALLBACK or held.valid_until is None:
             return Answer(self.fallback, "fallback", "the publisher itself has no valid decision", held)
         if now > held.valid_until:
             return Answer(self.fallback, "fallback",

@@ -5,7 +5,7 @@ import argparse
 import logging
 import sys
 
-from quota_pipeline.commands.run import configure_logging
+from quota_pipeline.commands.common import configure_logging
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -38,7 +38,7 @@ def run(args: argparse.Namespace) -> int:
     from quota_pipeline.session import require_java
 
     require_java()  # before any service starts, not after
-    configure_logging()
+    configure_logging(quiet_level=logging.INFO, timestamps=True)
     root = logging.getLogger()
     root.handlers[:] = [RichHandler(console=console, show_path=False, markup=False)]
     try:

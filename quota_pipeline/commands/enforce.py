@@ -8,9 +8,8 @@ import sys
 import threading
 from pathlib import Path
 
-from quota_pipeline.core import config as cfg
 from quota_pipeline.enforce.baseline import BaselineError, BaselineFile
-from quota_pipeline.commands.validate import load_or_exit
+from quota_pipeline.commands.common import add_bootstrap_override, configure_logging, load_with_override
 from quota_pipeline.enforce.plan import Policy
 from quota_pipeline.enforce.enforcer import DEFAULT_INTERVAL_SECONDS, DEFAULT_SETTLE_SECONDS, Enforcer, StepResult
 from quota_pipeline.kafka.quota_admin import QuotaAdmin, QuotaAdminError
@@ -31,8 +30,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                     "when the cluster or the baseline file fails in --once mode, 2 for an invalid configuration.",
     )
     p.add_argument("config", metavar="CONFIG", help="the Strimzi-compatible .properties file")
-    p.add_argument("--bootstrap-server", metavar="HOST:PORT",
-                   help="the cluster to enforce on (overrides kafka.admin.bootstrap.servers)")
+    add_bootstrap_override(p, "the cluster to enforce on")
     p.add_argument("--cluster", metavar="NAME",
                    help="the decision key to follow (default: quota.pipeline.cluster.name, else the cluster id)")
     p.add_argument("--baseline", metavar="PATH",
@@ -51,13 +49,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
-def load(args: argparse.Namespace) -> cfg.Config:
-    conf = load_or_exit(args.config, require_admin=not args.bootstrap_server)
-    if args.bootstrap_server:
-        conf = cfg.parse({**conf.raw, cfg.BOOTSTRAP: args.bootstrap_server}, conf.path)
-    return conf
-
-
 def report(result: StepResult, dry_run: bool) -> None:
     if result.action == "idle" and not result.operator_edits:
         return
@@ -74,11 +65,8 @@ def report(result: StepResult, dry_run: bool) -> None:
 
 def run(args: argparse.Namespace, stop: threading.Event | None = None) -> int:
     """The command; `stop` ends the loop (SIGINT/SIGTERM set it too, in the main thread)."""
-    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    if not args.verbose:
-        logging.getLogger("kafka").setLevel(logging.CRITICAL)
-    conf = load(args)
+    configure_logging(args.verbose, logging.INFO, timestamps=True)
+    conf = load_with_override(args.config, args.bootstrap_server, "give CONFIG")
     stop = stop or threading.Event()
     if threading.current_thread() is threading.main_thread():
         for sig in (signal.SIGINT, signal.SIGTERM):

@@ -3,14 +3,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import logging
 import sys
 from typing import Any
 
 from rich.console import Console
 from rich.table import Table
 
-from quota_pipeline.commands.validate import load_or_exit
+from quota_pipeline.commands.common import add_bootstrap_override, configure_logging, fail, load_with_override
 from quota_pipeline.kafka.quota_admin import Change, QuotaAdmin, QuotaAdminError
 from quota_pipeline.kafka.client_quotas import (
     CLIENT_ID, CLIENT_KEYS, CONSUMER_BYTE_RATE, CONTROLLER_MUTATION_RATE, DEFAULT_NAME, IP, PRODUCER_BYTE_RATE,
@@ -18,7 +17,6 @@ from quota_pipeline.kafka.client_quotas import (
 )
 
 EXIT_FAILED = 1
-EXIT_USAGE = 2
 _VALUE_FLAGS = (
     ("--producer-byte-rate", PRODUCER_BYTE_RATE, "bytes/s a producer may send (whole number)"),
     ("--consumer-byte-rate", CONSUMER_BYTE_RATE, "bytes/s a consumer may fetch (whole number)"),
@@ -31,8 +29,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     conn = argparse.ArgumentParser(add_help=False)
     conn.add_argument("--config", metavar="CONF",
                       help="Strimzi-compatible .properties file: connects with its kafka.admin.* settings")
-    conn.add_argument("--bootstrap-server", metavar="HOST:PORT",
-                      help="connect here (overrides kafka.admin.bootstrap.servers; no --config needed)")
+    add_bootstrap_override(conn, "connect here; no --config needed then")
     conn.add_argument("--timeout", type=float, metavar="SECONDS",
                       help="how long to wait for the cluster (default: kafka.admin.request.timeout.ms, else 30)")
     conn.add_argument("-v", "--verbose", action="store_true", help="log the Kafka client's connection details")
@@ -85,46 +82,26 @@ def register(sub: argparse._SubParsersAction) -> None:
 # ---- helpers -------------------------------------------------------------------------------------
 
 def admin_settings(args: argparse.Namespace) -> dict[str, str]:
-    if args.config is None and not args.bootstrap_server:
-        print("error: give --config CONF (the .properties file) or --bootstrap-server HOST:PORT", file=sys.stderr)
-        raise SystemExit(EXIT_USAGE)
-    if args.config is None:
-        return {"bootstrap.servers": args.bootstrap_server}
-    conf = load_or_exit(args.config, require_admin=not args.bootstrap_server)
-    settings = dict(conf.admin)
-    if args.bootstrap_server:
-        settings["bootstrap.servers"] = args.bootstrap_server
-    return settings
+    return dict(load_with_override(args.config, args.bootstrap_server,
+                                   "give --config CONF (the .properties file) or --bootstrap-server HOST:PORT").admin)
 
 
 def entity_from(args: argparse.Namespace) -> Entity:
     if args.user is not None and args.default_user:
-        _usage("give --user NAME or --default-user, not both")
+        fail("give --user NAME or --default-user, not both")
     if args.client_id is not None and args.default_client_id:
-        _usage("give --client-id ID or --default-client-id, not both")
+        fail("give --client-id ID or --default-client-id, not both")
     if args.user == "" or args.client_id == "":
-        _usage("an entity name cannot be empty; use --default-user / --default-client-id for the defaults")
+        fail("an entity name cannot be empty; use --default-user / --default-client-id for the defaults")
     entity = Entity.of(args.user, args.client_id, default_user=args.default_user,
                        default_client_id=args.default_client_id)
     if not entity.parts:
-        _usage("name the entity: --user NAME, --default-user, --client-id ID and/or --default-client-id")
+        fail("name the entity: --user NAME, --default-user, --client-id ID and/or --default-client-id")
     return entity
 
 
-def _usage(message: str) -> None:
-    print(f"error: {message}", file=sys.stderr)
-    raise SystemExit(EXIT_USAGE)
-
-
-def _logging(args: argparse.Namespace) -> None:
-    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.WARNING,
-                        format="%(levelname)s %(name)s: %(message)s")
-    if not args.verbose:
-        logging.getLogger("kafka").setLevel(logging.CRITICAL)  # failures are reported as one error line
-
-
 def _call(args: argparse.Namespace, action: Any) -> int:
-    _logging(args)
+    configure_logging(args.verbose)
     try:
         timeout_ms = None if args.timeout is None else max(1, int(args.timeout * 1000))
         with QuotaAdmin(admin_settings(args), timeout_ms=timeout_ms) as admin:
@@ -180,7 +157,7 @@ def run_set(args: argparse.Namespace) -> int:
     entity = entity_from(args)
     changes = [Change(entity, key, getattr(args, key)) for _, key, _ in _VALUE_FLAGS if getattr(args, key) is not None]
     if not changes:
-        _usage("give at least one value: " + ", ".join(flag for flag, _, _ in _VALUE_FLAGS))
+        fail("give at least one value: " + ", ".join(flag for flag, _, _ in _VALUE_FLAGS))
 
     def action(admin: QuotaAdmin) -> int:
         admin.alter(changes, validate_only=args.validate_only)

@@ -5,7 +5,7 @@ import argparse
 import sys
 import time
 
-from quota_pipeline.commands.validate import load_or_exit
+from quota_pipeline.commands.common import load_or_exit
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -41,7 +41,7 @@ def run(args: argparse.Namespace) -> int:
 
     from quota_pipeline.journal import spark_reader as journal
     from quota_pipeline.replay import job as replay
-    from quota_pipeline.core.decision import Settings
+    from quota_pipeline.core.settings import Settings
     from quota_pipeline.session import get_session
 
     try:

@@ -7,7 +7,7 @@ import signal
 import sys
 from pathlib import Path
 
-from quota_pipeline.commands.validate import load_or_exit
+from quota_pipeline.commands.common import configure_logging, fail, load_or_exit
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -32,20 +32,11 @@ def config_paths(args: argparse.Namespace) -> list[str]:
     if args.clusters_dir:
         found = sorted(str(p) for p in Path(args.clusters_dir).glob("*.properties"))
         if not found:
-            print(f"error: {args.clusters_dir}: no *.properties files found", file=sys.stderr)
-            raise SystemExit(2)
+            fail(f"{args.clusters_dir}: no *.properties files found")
         paths += found
     if not paths:
-        print("error: give at least one CONFIG (or --clusters-dir DIR); see quota-pipeline run --help",
-              file=sys.stderr)
-        raise SystemExit(2)
+        fail("give at least one CONFIG (or --clusters-dir DIR); see quota-pipeline run --help")
     return paths
-
-
-def configure_logging() -> None:
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s", stream=sys.stderr)
-    for noisy in ("kafka", "py4j", "urllib3"):
-        logging.getLogger(noisy).setLevel(logging.WARNING)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -60,7 +51,7 @@ def run(args: argparse.Namespace) -> int:
     except JobConfigError as exc:
         print(exc, file=sys.stderr)
         return 2
-    configure_logging()
+    configure_logging(quiet_level=logging.INFO, timestamps=True)
     log = logging.getLogger("quota_pipeline")
     try:
         outcome = job.prepare_output()

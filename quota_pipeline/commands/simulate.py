@@ -7,6 +7,7 @@ import logging
 import signal
 import sys
 
+from quota_pipeline.commands.common import configure_logging
 from quota_pipeline.simulator import PortInUse, ScenarioError, Simulator, from_flags, load_scenario
 
 EXIT_USAGE = 2
@@ -57,8 +58,7 @@ def build(args: argparse.Namespace) -> Simulator:
 
 
 def run(args: argparse.Namespace) -> int:
-    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
-                        format="%(levelname)s %(name)s: %(message)s")
+    configure_logging(quiet_level=logging.INFO if args.verbose else logging.WARNING)
     try:
         sim = build(args)
     except ScenarioError as exc:

@@ -1,23 +1,25 @@
-"""Strimzi-compatible configuration: read a .properties file, validate every property, report all problems."""
+"""Strimzi-compatible configuration: read a .properties file, validate it against the table, report all problems.
+
+Per-property rules live in properties.TABLE; the rules that join several properties are below, in `parse`.
+"""
 from __future__ import annotations
 
 import datetime as dt
 import difflib
-import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any, Mapping
 
 import isodate
 import javaproperties
 
-P = "client.quota.callback.static."
-Q = "quota.pipeline."
+from quota_pipeline.core.properties import (
+    ADMIN_PREFIX, BY_NAME, DEFAULT_OUTPUT_TOPIC, INDEX, KNOWN, OUTPUT_KAFKA_PREFIX, P, PASS_THROUGH_PREFIXES,
+    PUBLISHER_CLIENT_ID, Q, TABLE, Invalid,
+)
 
-PRODUCE = P + "produce"
-FETCH = P + "fetch"
-REQUEST = P + "request"
+PRODUCE, FETCH, REQUEST = P + "produce", P + "fetch", P + "request"
 EXCLUDED = P + "excluded.principal.name.list"
 CHECK_INTERVAL_SECONDS = P + "storage.check-interval"
 CHECK_INTERVAL_ISO = P + "storage.check.interval"
@@ -28,25 +30,18 @@ SOFT_RATIO = P + "storage.per.volume.soft.limit.min.available.ratio"
 OFFLINE_POLICY = P + "storage.offline.log.dir.policy"
 FALLBACK = P + "throttle.factor.fallback"
 VALIDITY = P + "throttle.factor.validity.duration"
-ADMIN_PREFIX = P + "kafka.admin."
 BOOTSTRAP = ADMIN_PREFIX + "bootstrap.servers"
-CLIENT_ID_PREFIX = P + "kafka.clientIdPrefix"
 CLUSTER_NAME = Q + "cluster.name"
 OUTPUT_TOPIC = Q + "output.topic"
-OUTPUT_KAFKA_PREFIX = Q + "output.kafka."
+EXCLUDED_CLIENT_IDS = Q + "excluded.client.ids"
+PRODUCE_FLOOR = Q + "produce.quota.floor"
 JOURNAL_PATH = Q + "journal.path"
 CHECKPOINT_PATH = Q + "checkpoint.path"
 METRICS_PORT = Q + "metrics.port"
 METRICS_HOST = Q + "metrics.host"
-
-OFFLINE_POLICIES = ("pin", "last-known", "violate")
-DEFAULT_OUTPUT_TOPIC = "__quota_throttle_factors"
-KNOWN = (
-    PRODUCE, FETCH, REQUEST, EXCLUDED, CHECK_INTERVAL_SECONDS, CHECK_INTERVAL_ISO, HARD_BYTES, HARD_RATIO,
-    SOFT_BYTES, SOFT_RATIO, OFFLINE_POLICY, FALLBACK, VALIDITY, BOOTSTRAP, CLIENT_ID_PREFIX, CLUSTER_NAME,
-    OUTPUT_TOPIC, JOURNAL_PATH, CHECKPOINT_PATH, METRICS_PORT, METRICS_HOST,
-)
-PASS_THROUGH_PREFIXES = (ADMIN_PREFIX, OUTPUT_KAFKA_PREFIX)
+# Values shown by `validate` that are no property's typed value (the ones in effect are filled in below).
+_COMPUTED = {CHECK_INTERVAL_SECONDS, HARD_BYTES, HARD_RATIO, SOFT_BYTES, SOFT_RATIO, BOOTSTRAP,
+             P + "kafka.clientIdPrefix"}
 
 _SECRET = re.compile(r"password|secret|token|credential|sasl\.jaas\.config|(^|[._])key$", re.IGNORECASE)
 MASK = "******"
@@ -66,6 +61,11 @@ class Problem:
     key: str
     message: str
     value: Any = None
+    after: str | None = None  # a rule joining properties is reported after the last one it names
+
+    @property
+    def order(self) -> float:
+        return INDEX[self.after] + 0.5 if self.after else INDEX.get(self.key, len(INDEX))
 
     def __str__(self) -> str:
         got = "" if self.value is None else f" (got {shown(self.key, self.value)})"
@@ -120,6 +120,8 @@ class Config:
     fetch: float | None = None
     request: float | None = None
     excluded_principals: tuple[str, ...] = ()
+    excluded_client_ids: tuple[str, ...] = (PUBLISHER_CLIENT_ID,)
+    produce_floor: float = 1.0
     admin: Mapping[str, str] = field(default_factory=dict)
     cluster_name: str | None = None
     output_topic: str = DEFAULT_OUTPUT_TOPIC
@@ -146,25 +148,13 @@ class Config:
 
     def effective(self) -> dict[str, str]:
         """Every property with its effective value (defaults filled in), secrets masked, for `validate`."""
-        out: dict[str, str] = {
-            PRODUCE: _unlimited(self.produce),
-            FETCH: _unlimited(self.fetch),
-            REQUEST: _unlimited(self.request),
-            EXCLUDED: ";".join(self.excluded_principals),
-            CHECK_INTERVAL_ISO: isodate.duration_isoformat(self.check_interval),
-            (HARD_BYTES if self.limits.hard.kind == "bytes" else HARD_RATIO): _num(self.limits.hard),
-            OFFLINE_POLICY: self.offline_policy,
-            FALLBACK: repr(self.fallback_factor),
-            VALIDITY: isodate.duration_isoformat(self.validity),
-            CLUSTER_NAME: self.cluster_name or "(cluster id)",
-            OUTPUT_TOPIC: self.output_topic,
-            JOURNAL_PATH: self.effective_journal_path,
-            CHECKPOINT_PATH: self.checkpoint_path,
-            METRICS_HOST: self.metrics_host,
-            METRICS_PORT: str(self.metrics_port),
-        }
-        if self.limits.soft is not None:
-            out[SOFT_BYTES if self.limits.soft.kind == "bytes" else SOFT_RATIO] = _num(self.limits.soft)
+        out = {name: _show(getattr(self, attr), name) for name, attr in FIELDS.items()}
+        out[CHECK_INTERVAL_ISO] = isodate.duration_isoformat(self.check_interval)
+        out[CLUSTER_NAME] = self.cluster_name or "(cluster id)"
+        out[JOURNAL_PATH] = self.effective_journal_path
+        for kind, limit in (("hard", self.limits.hard), ("soft", self.limits.soft)):
+            if limit is not None:
+                out[_LIMIT_KEYS[kind, limit.kind]] = _num(limit)
         for k, v in self.admin.items():
             out[ADMIN_PREFIX + k] = shown(k, v)
         for k, v in self.output_kafka.items():
@@ -172,8 +162,28 @@ class Config:
         return dict(sorted(out.items()))
 
 
-def _unlimited(v: float | None) -> str:
-    return "unlimited" if v is None else repr(v)
+# Config attribute of each property whose typed value is kept as it is (limits and intervals are combined).
+FIELDS = {
+    PRODUCE: "produce", FETCH: "fetch", REQUEST: "request", EXCLUDED: "excluded_principals",
+    OFFLINE_POLICY: "offline_policy", FALLBACK: "fallback_factor", VALIDITY: "validity",
+    OUTPUT_TOPIC: "output_topic", EXCLUDED_CLIENT_IDS: "excluded_client_ids", PRODUCE_FLOOR: "produce_floor",
+    CHECKPOINT_PATH: "checkpoint_path", METRICS_HOST: "metrics_host", METRICS_PORT: "metrics_port",
+    CLUSTER_NAME: "cluster_name", JOURNAL_PATH: "journal_path",
+}
+_LIMIT_KEYS = {("hard", "bytes"): HARD_BYTES, ("hard", "ratio"): HARD_RATIO,
+               ("soft", "bytes"): SOFT_BYTES, ("soft", "ratio"): SOFT_RATIO}
+
+
+def _show(value: Any, name: str) -> str:
+    if value is None:
+        return BY_NAME[name].default_text
+    if isinstance(value, dt.timedelta):
+        return isodate.duration_isoformat(value)
+    if isinstance(value, tuple):
+        return (";" if name == EXCLUDED else ",").join(value)
+    if isinstance(value, float):
+        return repr(value)
+    return str(value)
 
 
 def _num(limit: Limit) -> str:
@@ -193,81 +203,81 @@ def load(path: str | Path, require_admin: bool = True) -> Config:
     return parse(read_properties(path), str(path), require_admin=require_admin)
 
 
+def typed_values(props: Mapping[str, str], problems: list[Problem]) -> dict[str, Any]:
+    """Each property of the table that is set, parsed by its spec; a failure becomes a Problem."""
+    values: dict[str, Any] = {}
+    for spec in TABLE:
+        raw = props.get(spec.name)
+        if raw is None:
+            continue
+        try:
+            values[spec.name] = spec.convert(raw.strip())
+        except Invalid as exc:
+            problems.append(Problem(spec.name, str(exc), raw.strip()))
+    return values
+
+
 def parse(props: Mapping[str, str], path: str = "<properties>", require_admin: bool = True) -> Config:
     """Validate properties into a Config or raise ConfigError with every problem at once."""
     problems: list[Problem] = []
-    values: dict[str, Any] = {}
+    values = typed_values(props, problems)
+    check_interval = _check_interval(props, values, problems)
+    limits = _limits(props, values, problems)
+    admin = _admin(props, problems, require_admin)
+    warnings = unknown_key_warnings(props)
+    if problems:
+        raise ConfigError(sorted(problems, key=lambda p: p.order), warnings)
+    assert limits is not None
+    kept = {attr: values[name] for name, attr in FIELDS.items() if values.get(name) is not None}
+    return Config(
+        path=path, limits=limits, check_interval=check_interval, admin=admin,
+        output_kafka={k[len(OUTPUT_KAFKA_PREFIX):]: v for k, v in props.items() if k.startswith(OUTPUT_KAFKA_PREFIX)},
+        warnings=tuple(warnings), raw=dict(props), **kept,
+    )
 
-    def get(key: str, convert: Callable[[str], Any]) -> Any:
-        raw = props.get(key)
-        if raw is None:
-            return None
-        try:
-            return convert(raw.strip())
-        except _Invalid as exc:
-            problems.append(Problem(key, str(exc), raw))
-            return None
 
-    for key in (PRODUCE, FETCH, REQUEST):
-        values[key] = get(key, _double(minimum=0.0))
-
-    principals = get(EXCLUDED, _principals) or ()
-
-    seconds = get(CHECK_INTERVAL_SECONDS, _int(minimum=0))
-    iso = get(CHECK_INTERVAL_ISO, _duration)
+def _check_interval(props: Mapping[str, str], values: dict[str, Any], problems: list[Problem]) -> dt.timedelta:
     if CHECK_INTERVAL_SECONDS in props and CHECK_INTERVAL_ISO in props:
         problems.append(Problem(
             CHECK_INTERVAL_SECONDS,
             f"set only one of {CHECK_INTERVAL_SECONDS} (seconds) and {CHECK_INTERVAL_ISO} (ISO-8601)",
-            f"{props[CHECK_INTERVAL_SECONDS]} and {props[CHECK_INTERVAL_ISO]}",
+            f"{props[CHECK_INTERVAL_SECONDS]} and {props[CHECK_INTERVAL_ISO]}", after=CHECK_INTERVAL_ISO,
         ))
-    if seconds is not None:
-        check_interval = dt.timedelta(seconds=seconds)
-    elif iso is not None:
-        check_interval = iso
-    else:
-        check_interval = dt.timedelta(seconds=60)
+    if values.get(CHECK_INTERVAL_SECONDS) is not None:
+        return dt.timedelta(seconds=values[CHECK_INTERVAL_SECONDS])
+    iso = values.get(CHECK_INTERVAL_ISO)
+    return dt.timedelta(seconds=60) if iso is None else iso
 
-    hard_bytes = get(HARD_BYTES, _long(minimum=0))
-    hard_ratio = get(HARD_RATIO, _double(0.0, 1.0))
-    soft_bytes = get(SOFT_BYTES, _long(minimum=0))
-    soft_ratio = get(SOFT_RATIO, _double(0.0, 1.0))
+
+def _limits(props: Mapping[str, str], values: dict[str, Any], problems: list[Problem]) -> Limits | None:
     hard: Limit | None = None
     if HARD_BYTES in props and HARD_RATIO in props:
-        problems.append(Problem(
-            HARD_BYTES, f"set exactly one hard limit, not both {HARD_BYTES} and {HARD_RATIO}",
-            f"{props[HARD_BYTES]} and {props[HARD_RATIO]}",
-        ))
+        problems.append(Problem(HARD_BYTES, f"set exactly one hard limit, not both {HARD_BYTES} and {HARD_RATIO}",
+                                f"{props[HARD_BYTES]} and {props[HARD_RATIO]}", after=SOFT_RATIO))
     elif HARD_BYTES not in props and HARD_RATIO not in props:
-        problems.append(Problem(HARD_BYTES, f"a hard limit is required: set {HARD_BYTES} or {HARD_RATIO}"))
-    elif hard_bytes is not None:
-        hard = Limit("bytes", hard_bytes)
-    elif hard_ratio is not None:
-        hard = Limit("ratio", hard_ratio)
+        problems.append(Problem(HARD_BYTES, f"a hard limit is required: set {HARD_BYTES} or {HARD_RATIO}",
+                                after=SOFT_RATIO))
+    elif values.get(HARD_BYTES) is not None:
+        hard = Limit("bytes", values[HARD_BYTES])
+    elif values.get(HARD_RATIO) is not None:
+        hard = Limit("ratio", values[HARD_RATIO])
     soft: Limit | None = None
     if SOFT_BYTES in props and SOFT_RATIO in props:
-        problems.append(Problem(
-            SOFT_BYTES, f"set at most one soft limit, not both {SOFT_BYTES} and {SOFT_RATIO}",
-            f"{props[SOFT_BYTES]} and {props[SOFT_RATIO]}",
-        ))
-    elif soft_bytes is not None:
-        soft = Limit("bytes", soft_bytes)
-    elif soft_ratio is not None:
-        soft = Limit("ratio", soft_ratio)
+        problems.append(Problem(SOFT_BYTES, f"set at most one soft limit, not both {SOFT_BYTES} and {SOFT_RATIO}",
+                                f"{props[SOFT_BYTES]} and {props[SOFT_RATIO]}", after=SOFT_RATIO))
+    elif values.get(SOFT_BYTES) is not None:
+        soft = Limit("bytes", values[SOFT_BYTES])
+    elif values.get(SOFT_RATIO) is not None:
+        soft = Limit("ratio", values[SOFT_RATIO])
     if hard is not None and soft is not None and soft.kind == hard.kind and soft.value <= hard.value:
-        key = SOFT_BYTES if soft.kind == "bytes" else SOFT_RATIO
-        problems.append(Problem(key, f"the soft limit must leave more space than the hard limit ({_num(hard)})",
-                                _num(soft)))
+        problems.append(Problem(_LIMIT_KEYS["soft", soft.kind],
+                                f"the soft limit must leave more space than the hard limit ({_num(hard)})", _num(soft),
+                                after=SOFT_RATIO))
+    return None if hard is None else Limits(hard, soft)
 
-    offline = props.get(OFFLINE_POLICY, "pin").strip()
-    if offline not in OFFLINE_POLICIES:
-        problems.append(Problem(OFFLINE_POLICY, f"must be one of {', '.join(OFFLINE_POLICIES)}", offline))
 
-    fallback = get(FALLBACK, _double(0.0, 1.0))
-    validity = get(VALIDITY, _duration)
-
+def _admin(props: Mapping[str, str], problems: list[Problem], require_admin: bool) -> dict[str, str]:
     admin = {k[len(ADMIN_PREFIX):]: v for k, v in props.items() if k.startswith(ADMIN_PREFIX)}
-    output_kafka = {k[len(OUTPUT_KAFKA_PREFIX):]: v for k, v in props.items() if k.startswith(OUTPUT_KAFKA_PREFIX)}
     if "bootstrap.servers" in admin:
         servers = [s.strip() for s in admin["bootstrap.servers"].split(",") if s.strip()]
         if not servers:
@@ -276,41 +286,10 @@ def parse(props: Mapping[str, str], path: str = "<properties>", require_admin: b
             admin["bootstrap.servers"] = ",".join(servers)
     elif require_admin:
         problems.append(Problem(BOOTSTRAP, "required: the host:port list of the cluster to observe"))
-
-    port = get(METRICS_PORT, _int(minimum=0, maximum=65535))
-    output_topic = props.get(OUTPUT_TOPIC, DEFAULT_OUTPUT_TOPIC).strip()
-    if not re.fullmatch(r"[A-Za-z0-9._-]{1,249}", output_topic):
-        problems.append(Problem(OUTPUT_TOPIC, "not a valid Kafka topic name (letters, digits, . _ -)", output_topic))
-
-    warnings = _unknown_key_warnings(props)
-    if problems:
-        raise ConfigError(problems, warnings)
-    assert hard is not None
-    return Config(
-        path=path,
-        limits=Limits(hard, soft),
-        check_interval=check_interval,
-        validity=validity if validity is not None else dt.timedelta(minutes=5),
-        fallback_factor=fallback if fallback is not None else 1.0,
-        offline_policy=offline,
-        produce=values[PRODUCE],
-        fetch=values[FETCH],
-        request=values[REQUEST],
-        excluded_principals=tuple(principals),
-        admin=admin,
-        cluster_name=(props.get(CLUSTER_NAME) or "").strip() or None,
-        output_topic=output_topic,
-        output_kafka=output_kafka,
-        journal_path=(props.get(JOURNAL_PATH) or "").strip() or None,
-        checkpoint_path=(props.get(CHECKPOINT_PATH) or "").strip() or "./checkpoints",
-        metrics_host=(props.get(METRICS_HOST) or "").strip() or "127.0.0.1",
-        metrics_port=port if port is not None else 9404,
-        warnings=tuple(warnings),
-        raw=dict(props),
-    )
+    return admin
 
 
-def _unknown_key_warnings(props: Mapping[str, str]) -> list[str]:
+def unknown_key_warnings(props: Mapping[str, str]) -> list[str]:
     warnings = []
     for key in sorted(props):
         if not key.startswith((P, Q)) or key in KNOWN or key.startswith(PASS_THROUGH_PREFIXES):
@@ -319,65 +298,3 @@ def _unknown_key_warnings(props: Mapping[str, str]) -> list[str]:
         hint = f"; did you mean {close[0]}?" if close else ""
         warnings.append(f"warning: {key}: unknown property, ignored{hint}")
     return warnings
-
-
-class _Invalid(ValueError):
-    pass
-
-
-def _double(minimum: float | None = None, maximum: float | None = None) -> Callable[[str], float]:
-    def convert(raw: str) -> float:
-        try:
-            value = float(raw)
-        except ValueError:
-            raise _Invalid("must be a number") from None
-        if math.isnan(value):
-            raise _Invalid("must be a number")
-        if minimum is not None and maximum is not None and not minimum <= value <= maximum:
-            raise _Invalid(f"must be between {minimum} and {maximum}")
-        if minimum is not None and value < minimum:
-            raise _Invalid(f"must be at least {minimum}")
-        return value
-    return convert
-
-
-def _int(minimum: int | None = None, maximum: int | None = None) -> Callable[[str], int]:
-    def convert(raw: str) -> int:
-        try:
-            value = int(raw)
-        except ValueError:
-            raise _Invalid("must be a whole number") from None
-        if minimum is not None and value < minimum:
-            raise _Invalid(f"must be at least {minimum}")
-        if maximum is not None and value > maximum:
-            raise _Invalid(f"must be at most {maximum}")
-        return value
-    return convert
-
-
-def _long(minimum: int) -> Callable[[str], int]:
-    int_convert = _int(minimum=minimum, maximum=2**63 - 1)
-
-    def convert(raw: str) -> int:
-        return int_convert(raw[:-1] if raw[-1:] in "lL" and raw[:-1].isdigit() else raw)
-    return convert
-
-
-def _duration(raw: str) -> dt.timedelta:
-    try:
-        value = isodate.parse_duration(raw)
-    except (ValueError, isodate.ISO8601Error):
-        raise _Invalid("must be an ISO-8601 duration such as PT30S or PT5M") from None
-    if not isinstance(value, dt.timedelta):
-        raise _Invalid("years and months have no fixed length; use days, hours, minutes or seconds")
-    if value < dt.timedelta(0):
-        raise _Invalid("must not be negative")
-    return value
-
-
-def _principals(raw: str) -> tuple[str, ...]:
-    names = tuple(p.strip() for p in raw.split(";") if p.strip())
-    bad = [p for p in names if not p.startswith("User:") or len(p) == len("User:")]
-    if bad:
-        raise _Invalid(f"each ';'-separated principal must be written User:<name>; fix {', '.join(bad)}")
-    return names

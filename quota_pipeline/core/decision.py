@@ -1,123 +1,21 @@
-"""The decision semantics of DESIGN.md as pure state transitions: the volume cache (steps 1-3) and step 4.
+"""Step 4 of the decision semantics: decide on an observation, retain within validity, or fall back.
 
-`observe` is the streaming form of steps 1-3 (a cache held in state); aggregate.py is the set-based
-Spark form of the same steps. Both produce a SnapshotSummary, and `advance` (step 4) turns the
-sequence of summaries into decisions: the one sequential piece, shared by streaming and replay.
+The one sequential piece, shared by streaming (after cache.apply_snapshot) and replay (after the set-based
+summaries of replay/intervals.py). `step` runs one snapshot through all four steps.
 """
 from __future__ import annotations
 
 import datetime as dt
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Iterable, Iterator
 
-from quota_pipeline.core import policy
-from quota_pipeline.core.config import Config, Limits
-from quota_pipeline.core.model import (
-    Decision, SnapshotSummary, Source, Status, ThrottleDecision, VolumeSnapshot, WorstVolume, now, sorted_unique,
-)
-
-Key = tuple[int, str]
-
-
-@dataclass(frozen=True)
-class Settings:
-    """The part of the configuration the decision depends on."""
-
-    limits: Limits
-    validity: dt.timedelta
-    fallback_factor: float = 1.0
-    offline_policy: str = "pin"
-
-    @classmethod
-    def of(cls, conf: Config) -> "Settings":
-        return cls(conf.limits, conf.validity, conf.fallback_factor, conf.offline_policy)
-
-
-@dataclass(frozen=True)
-class Entry:
-    """A cached reading of one log dir. No bytes means it was reported offline (always violates)."""
-
-    broker_id: int
-    log_dir: str
-    observed_at: dt.datetime
-    total_bytes: int | None
-    available_bytes: int | None
-    pinned: bool = False
-
-    @property
-    def available_ratio(self) -> float | None:
-        if self.total_bytes is None or self.available_bytes is None:
-            return None
-        return float(policy.available_ratio(self.available_bytes, self.total_bytes, policy.PY))
-
-
-@dataclass(frozen=True)
-class CacheState:
-    """Steps 1-3 state of one cluster: cached readings and the registered brokers of the last SUCCESS."""
-
-    entries: dict[Key, Entry] = field(default_factory=dict)
-    registered: frozenset[int] = frozenset()
-
-
-def observe(state: CacheState, snap: VolumeSnapshot, settings: Settings) -> tuple[CacheState, SnapshotSummary]:
-    """Steps 1-3 for one snapshot: evict, upsert, then summarise the entries in force."""
-    t = snap.observed_at
-    entries = {k: e for k, e in state.entries.items() if e.pinned or t < e.observed_at + settings.validity}
-    registered = state.registered
-    if snap.status is Status.SUCCESS:
-        registered = snap.registered_brokers
-        for v in snap.volumes:
-            key = (v.broker_id, v.log_dir)
-            if not v.offline:
-                entries[key] = Entry(v.broker_id, v.log_dir, t, v.total_bytes, v.available_bytes)
-            elif settings.offline_policy == "violate":
-                entries[key] = Entry(v.broker_id, v.log_dir, t, None, None)
-            elif settings.offline_policy == "pin":
-                existing = entries.get(key)
-                entries[key] = replace(existing, pinned=True) if existing else Entry(
-                    v.broker_id, v.log_dir, t, None, None, pinned=True)
-            # last-known: the cached reading stays and expires like any other.
-    new_state = CacheState(entries, registered)
-    in_force = [e for e in entries.values() if not e.pinned or e.broker_id in registered]
-    return new_state, summarize(snap, in_force, settings.limits)
-
-
-def worst_key(factor: float, entry: Entry) -> tuple:
-    """Order of 'worst': lowest factor, then lowest ratio (offline first), bytes, broker, log dir.
-
-    aggregate.py orders the same struct with Spark's min(), where nulls sort first as None does here.
-    """
-    ratio = entry.available_ratio
-    return (factor, ratio is not None, ratio or 0.0, entry.available_bytes is not None,
-            entry.available_bytes or 0, entry.broker_id, entry.log_dir)
-
-
-def summarize(snap: VolumeSnapshot, in_force: list[Entry], limits: Limits) -> SnapshotSummary:
-    factors = [(policy.volume_factor_py(e.available_bytes, e.total_bytes, limits), e) for e in in_force]
-    violations = sum(1 for e in in_force if policy.violates_py(e.available_bytes, e.total_bytes, limits))
-    worst = min(factors, key=lambda fe: worst_key(*fe), default=None)
-    ratios = [r for r in (e.available_ratio for e in in_force) if r is not None]
-    success = snap.status is Status.SUCCESS
-    expected = snap.registered_brokers if success else frozenset()
-    missing = sorted_unique(expected - {e.broker_id for e in in_force})
-    return SnapshotSummary(
-        cluster_id=snap.cluster_id,
-        observed_at=snap.observed_at,
-        status=snap.status,
-        active_brokers=len(set(snap.brokers)),
-        active_log_dirs=len(in_force),
-        missing_brokers=missing,
-        violations=violations,
-        policy_factor=min((f for f, _ in factors), default=1.0),
-        complete=success and not missing,
-        worst_volume=None if worst is None else WorstVolume(
-            worst[1].broker_id, worst[1].log_dir, worst[1].available_bytes, worst[1].available_ratio),
-        min_available_ratio=min(ratios, default=None),
-    )
+from quota_pipeline.core.cache import CacheState, apply_snapshot
+from quota_pipeline.core.model import Decision, DecisionSource, SnapshotSummary, Status, VolumeSnapshot
+from quota_pipeline.core.settings import Settings
 
 
 def initial_decision(first_observed_at: dt.datetime) -> Decision:
-    return Decision(1.0, Source.OBSERVATION, first_observed_at)
+    return Decision(1.0, DecisionSource.OBSERVATION, first_observed_at)
 
 
 def advance(current: Decision | None, s: SnapshotSummary, settings: Settings) -> Decision:
@@ -125,50 +23,29 @@ def advance(current: Decision | None, s: SnapshotSummary, settings: Settings) ->
     if current is None:
         current = initial_decision(s.observed_at)
     if s.status is Status.SUCCESS and (s.violating or s.complete):
-        return Decision(s.policy_factor, Source.OBSERVATION, s.observed_at)
-    if current.source is Source.FALLBACK or s.observed_at > current.valid_from + settings.validity:
-        return Decision(settings.fallback_factor, Source.FALLBACK, current.valid_from)
-    return Decision(current.factor, Source.RETAINED, current.valid_from)
-
-
-def record(s: SnapshotSummary, d: Decision, settings: Settings, cluster_name: str | None = None,
-           decided_at: dt.datetime | None = None) -> ThrottleDecision:
-    """The published record for one snapshot and the decision taken on it."""
-    return ThrottleDecision(
-        cluster_id=cluster_name or s.cluster_id,
-        observed_at=s.observed_at,
-        decided_at=decided_at or now(),
-        throttle_factor=d.factor,
-        source=d.source,
-        valid_until=d.valid_until(settings.validity),
-        status=s.status,
-        active_brokers=s.active_brokers,
-        active_log_dirs=s.active_log_dirs,
-        missing_brokers=s.missing_brokers,
-        limit=settings.limits.to_json(),
-        violations=s.violations,
-        worst_volume=s.worst_volume,
-        min_available_ratio=s.min_available_ratio,
-    )
+        return Decision(s.policy_factor, DecisionSource.OBSERVATION, s.observed_at)
+    if current.source is DecisionSource.FALLBACK or s.observed_at > current.valid_from + settings.validity:
+        return Decision(settings.fallback_factor, DecisionSource.FALLBACK, current.valid_from)
+    return Decision(current.factor, DecisionSource.RETAINED, current.valid_from)
 
 
 @dataclass
-class ClusterState:
+class DecisionState:
     """Everything the streaming job keeps per cluster between micro-batches."""
 
     cache: CacheState = field(default_factory=CacheState)
     decision: Decision | None = None
 
 
-def step(state: ClusterState, snap: VolumeSnapshot, settings: Settings) -> tuple[SnapshotSummary, Decision]:
+def step(state: DecisionState, snap: VolumeSnapshot, settings: Settings) -> tuple[SnapshotSummary, Decision]:
     """One snapshot through all four steps; mutates `state` in place (the streaming state holder)."""
-    state.cache, summary = observe(state.cache, snap, settings)
+    state.cache, summary = apply_snapshot(state.cache, snap, settings)
     state.decision = advance(state.decision, summary, settings)
     return summary, state.decision
 
 
 def decide_all(snapshots: Iterable[VolumeSnapshot], settings: Settings) -> Iterator[tuple[SnapshotSummary, Decision]]:
     """Reference run over a journal: per cluster, in observed_at order (stable for equal times)."""
-    states: dict[str, ClusterState] = {}
+    states: dict[str, DecisionState] = {}
     for snap in sorted(snapshots, key=lambda s: (s.cluster_id, s.observed_at)):
-        yield step(states.setdefault(snap.cluster_id, ClusterState()), snap, settings)
+        yield step(states.setdefault(snap.cluster_id, DecisionState()), snap, settings)

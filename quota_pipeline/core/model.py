@@ -1,8 +1,8 @@
-"""Records shared by every part of the pipeline: volumes, snapshots, summaries and decisions."""
+"""The values every part of the pipeline shares: volumes, snapshots, summaries and decisions."""
 from __future__ import annotations
 
 import datetime as dt
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from enum import Enum
 from typing import Any, Iterable
 
@@ -20,7 +20,9 @@ class Status(str, Enum):
     ERROR = "ERROR"
 
 
-class Source(str, Enum):
+class DecisionSource(str, Enum):
+    """Why a decision holds: a deciding observation, retained within validity, or the fallback."""
+
     OBSERVATION = "OBSERVATION"
     RETAINED = "RETAINED"
     FALLBACK = "FALLBACK"
@@ -72,11 +74,6 @@ def epoch_micros(t: dt.datetime) -> int:
 def from_epoch_micros(us: int) -> dt.datetime:
     return EPOCH + dt.timedelta(microseconds=us)
 
-
-def now() -> dt.datetime:
-    """Wall-clock time truncated to milliseconds, the precision of every record."""
-    t = dt.datetime.now(UTC)
-    return t.replace(microsecond=t.microsecond // 1000 * 1000)
 
 
 @dataclass(frozen=True)
@@ -250,82 +247,11 @@ class Decision:
     """The state machine's current decision for one cluster."""
 
     factor: float
-    source: Source
+    source: DecisionSource
     valid_from: dt.datetime
 
     def valid_until(self, validity: dt.timedelta) -> dt.datetime | None:
-        return None if self.source is Source.FALLBACK else self.valid_from + validity
-
-
-SCHEMA_VERSION = 1
-
-
-@dataclass(frozen=True)
-class ThrottleDecision:
-    """The published record: one per snapshot, keyed by cluster (schemas/throttle_decision.schema.json)."""
-
-    cluster_id: str
-    observed_at: dt.datetime
-    decided_at: dt.datetime
-    throttle_factor: float
-    source: Source
-    valid_until: dt.datetime | None
-    status: Status
-    active_brokers: int
-    active_log_dirs: int
-    missing_brokers: tuple[int, ...]
-    limit: dict[str, Any]
-    violations: int
-    worst_volume: WorstVolume | None
-    min_available_ratio: float | None
-    schema_version: int = field(default=SCHEMA_VERSION)
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "schema_version": self.schema_version,
-            "cluster_id": self.cluster_id,
-            "observed_at": format_time(self.observed_at),
-            "decided_at": format_time(self.decided_at),
-            "throttle_factor": float(self.throttle_factor),
-            "source": self.source.value,
-            "valid_until": format_time(self.valid_until),
-            "status": self.status.value,
-            "active_brokers": self.active_brokers,
-            "active_log_dirs": self.active_log_dirs,
-            "missing_brokers": list(self.missing_brokers),
-            "limit": self.limit,
-            "violations": self.violations,
-            "worst_volume": None if self.worst_volume is None else self.worst_volume.to_json(),
-            "min_available_ratio": self.min_available_ratio,
-        }
-
-    @classmethod
-    def from_json(cls, raw: dict[str, Any]) -> "ThrottleDecision":
-        """Inverse of to_json; raises RecordError (reader side: counted and skipped)."""
-        try:
-            if raw.get("schema_version") != SCHEMA_VERSION:
-                raise RecordError(f"unknown schema_version {raw.get('schema_version')!r}")
-            worst = raw.get("worst_volume")
-            return cls(
-                cluster_id=str(raw["cluster_id"]),
-                observed_at=parse_time(raw["observed_at"]),
-                decided_at=parse_time(raw["decided_at"]),
-                throttle_factor=float(raw["throttle_factor"]),
-                source=Source(raw["source"]),
-                valid_until=None if raw.get("valid_until") is None else parse_time(raw["valid_until"]),
-                status=Status(raw["status"]),
-                active_brokers=int(raw["active_brokers"]),
-                active_log_dirs=int(raw["active_log_dirs"]),
-                missing_brokers=tuple(int(b) for b in raw.get("missing_brokers") or ()),
-                limit=dict(raw.get("limit") or {}),
-                violations=int(raw["violations"]),
-                worst_volume=None if worst is None else WorstVolume(**worst),
-                min_available_ratio=raw.get("min_available_ratio"),
-            )
-        except (KeyError, TypeError, ValueError) as exc:
-            if isinstance(exc, RecordError):
-                raise
-            raise RecordError(f"not a throttle decision record: {exc}") from exc
+        return None if self.source is DecisionSource.FALLBACK else self.valid_from + validity
 
 
 def sorted_unique(values: Iterable[int]) -> tuple[int, ...]:

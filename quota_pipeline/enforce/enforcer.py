@@ -3,10 +3,10 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 from dataclasses import dataclass, field
 from typing import Callable, Protocol
 
+from quota_pipeline.core.clock import SYSTEM, Clock
 from quota_pipeline.enforce import plan as enforce_plan
 from quota_pipeline.enforce.baseline import BaselineFile, EnforcerState
 from quota_pipeline.enforce.plan import Policy
@@ -39,7 +39,7 @@ class Enforcer:
 
     def __init__(self, cluster: str, factors: FactorSource, admin: QuotaAdmin, store: BaselineFile, policy: Policy,
                  *, dry_run: bool = False, settle_seconds: float = DEFAULT_SETTLE_SECONDS,
-                 wall_clock: Callable[[], float] = time.time) -> None:
+                 clock: Clock = SYSTEM) -> None:
         self.cluster = cluster
         self.factors = factors
         self.admin = admin
@@ -47,7 +47,7 @@ class Enforcer:
         self.policy = policy
         self.dry_run = dry_run
         self.settle_seconds = settle_seconds
-        self._now = wall_clock
+        self._clock = clock
         self._state: EnforcerState | None = store.load()
         self._resend = True  # the first step after a start re-sends whatever a crash left unfinished
         self._last_plan: list[Change] | None = None
@@ -70,7 +70,7 @@ class Enforcer:
         if self.dry_run:
             return StepResult(factor, "planned", changes)
         state = EnforcerState(self.cluster, baseline=current, applied=enforce_plan.target(current, factor, self.policy),
-                              factor=factor, recent=[(self._now(), current)])
+                              factor=factor, recent=[(self._clock.now().timestamp(), current)])
         self.store.save(state)  # durable before the first change: the operator's quotas can always be restored
         self._state = state
         self._alter(changes)
@@ -79,14 +79,14 @@ class Enforcer:
     def _follow(self, factor: float, current: Quotas) -> StepResult:
         state = self._state
         assert state is not None
-        now = self._now()
+        now = self._clock.now().timestamp()
         resend = self._resend
         # After a restart or a failed alter, a recorded write may be unfinished: the values it replaced are
         # ours whatever their age, and the plan starts from what Describe shows so that it is sent again.
         # Otherwise only writes within the settle time explain a difference, and the plan starts from what
         # was written (Describe may not show it yet).
         recent = [(t, q) for t, q in state.recent if resend or now - t < self.settle_seconds]
-        seen = enforce_plan.observe(current, state.applied, [q for _, q in recent])
+        seen = enforce_plan.tell_edits_from_lag(current, state.applied, [q for _, q in recent])
         baseline = enforce_plan.adopt(state.baseline, seen.operator)
         for edit in seen.operator:
             log.warning("operator change while throttled, taken as the new baseline: %s", edit)

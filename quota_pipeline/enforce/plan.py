@@ -101,8 +101,8 @@ class Observed:
     lagging: list[tuple[Entity, str]]  # values Describe does not show yet
 
 
-def observe(current: Mapping[Entity, Mapping[str, float]], applied: Mapping[Entity, Mapping[str, float]],
-            recent: Iterable[Mapping[Entity, Mapping[str, float]]]) -> Observed:
+def tell_edits_from_lag(current: Mapping[Entity, Mapping[str, float]], applied: Mapping[Entity, Mapping[str, float]],
+                        recent: Iterable[Mapping[Entity, Mapping[str, float]]]) -> Observed:
     """Tell the operator's edits from read-after-write lag. A value that differs from what was last written
     but equals what a recent write replaced is lag (Kafka 4.0 shows a change a moment after it commits);
     any other difference is an edit made by someone else."""

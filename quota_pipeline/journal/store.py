@@ -1,6 +1,6 @@
 """The durable snapshot journal the streaming source writes: one JSON file per cluster and tick.
 
-Layout: <journal>/<source>/<YYYY-MM-DD>/<tick>.json, plus <journal>/<source>/_cluster_id (the id
+Layout: <journal>/<config_name>/<YYYY-MM-DD>/<tick>.json, plus <journal>/<config_name>/_cluster_id (the id
 last seen, so a failed poll in a fresh worker is still filed under the right cluster). `replay
 --input <journal>` reads it as it is. Local paths are written first-writer-wins (link), so two
 attempts at the same tick can never journal two different snapshots; other URIs go through pyarrow.fs.
@@ -31,16 +31,16 @@ class Journal:
     def _local_root(self) -> Path:
         return Path(self.root[len("file://"):] if self.root.startswith("file://") else self.root)
 
-    def path(self, source: str, tick: int, tick_time: dt.datetime) -> str:
-        return f"{source}/{tick_time.astimezone(UTC):%Y-%m-%d}/{tick}.json"
+    def path(self, config_name: str, tick: int, tick_time: dt.datetime) -> str:
+        return f"{config_name}/{tick_time.astimezone(UTC):%Y-%m-%d}/{tick}.json"
 
-    def read(self, source: str, tick: int, tick_time: dt.datetime) -> VolumeSnapshot | None:
-        text = self._read_text(self.path(source, tick, tick_time))
+    def read(self, config_name: str, tick: int, tick_time: dt.datetime) -> VolumeSnapshot | None:
+        text = self._read_text(self.path(config_name, tick, tick_time))
         return None if text is None else VolumeSnapshot.from_json(json.loads(text))
 
-    def write(self, source: str, tick: int, tick_time: dt.datetime, snap: VolumeSnapshot) -> VolumeSnapshot:
+    def write(self, config_name: str, tick: int, tick_time: dt.datetime, snap: VolumeSnapshot) -> VolumeSnapshot:
         """Journal `snap` unless this tick is journaled already; returns what the journal holds."""
-        rel = self.path(source, tick, tick_time)
+        rel = self.path(config_name, tick, tick_time)
         text = json.dumps(snap.to_json(), separators=(",", ":")) + "\n"
         if self._is_local:
             target = self._local_root / rel
@@ -53,11 +53,11 @@ class Journal:
                     os.fsync(fh.fileno())
                 os.link(tmp, target)  # fails if another attempt journaled this tick first
             except FileExistsError:
-                return self.read(source, tick, tick_time) or snap
+                return self.read(config_name, tick, tick_time) or snap
             finally:
                 os.unlink(tmp)
             return snap
-        existing = self.read(source, tick, tick_time)
+        existing = self.read(config_name, tick, tick_time)
         if existing is not None:
             return existing
         fs, base = self._fs()
@@ -67,23 +67,23 @@ class Journal:
         fs.move(f"{base}/{rel}.tmp", f"{base}/{rel}")
         return snap
 
-    def last_cluster_id(self, source: str) -> str | None:
-        text = self._read_text(f"{source}/{CLUSTER_ID_FILE}")
+    def last_cluster_id(self, config_name: str) -> str | None:
+        text = self._read_text(f"{config_name}/{CLUSTER_ID_FILE}")
         return text.strip() or None if text else None
 
-    def remember_cluster_id(self, source: str, cluster_id: str) -> None:
-        if self.last_cluster_id(source) == cluster_id:
+    def remember_cluster_id(self, config_name: str, cluster_id: str) -> None:
+        if self.last_cluster_id(config_name) == cluster_id:
             return
         if self._is_local:
-            target = self._local_root / source / CLUSTER_ID_FILE
+            target = self._local_root / config_name / CLUSTER_ID_FILE
             target.parent.mkdir(parents=True, exist_ok=True)
             tmp = target.with_name(f".tmp-{os.getpid()}")
             tmp.write_text(cluster_id)
             os.replace(tmp, target)
             return
         fs, base = self._fs()
-        fs.create_dir(f"{base}/{source}", recursive=True)
-        with fs.open_output_stream(f"{base}/{source}/{CLUSTER_ID_FILE}") as out:
+        fs.create_dir(f"{base}/{config_name}", recursive=True)
+        with fs.open_output_stream(f"{base}/{config_name}/{CLUSTER_ID_FILE}") as out:
             out.write(cluster_id.encode())
 
     def _read_text(self, rel: str) -> str | None:

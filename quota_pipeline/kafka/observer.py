@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import logging
-import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -11,7 +10,7 @@ from kafka.admin import KafkaAdminClient
 from kafka.protocol.admin import DescribeClusterRequest, DescribeLogDirsRequest
 from kafka.protocol.metadata import MetadataRequest
 
-from quota_pipeline.core import model
+from quota_pipeline.core.clock import SYSTEM, Clock
 from quota_pipeline.kafka.admin import AdminConnection
 from quota_pipeline.core.config import Config
 from quota_pipeline.core.model import Status, Volume, VolumeSnapshot
@@ -39,7 +38,7 @@ def call_timeout_ms(config: Config) -> int:
 
 
 class _Outcome(Exception):
-    """A poll that ends early with a non-SUCCESS status; caught inside observe()."""
+    """A poll that ends early with a non-SUCCESS status; caught inside poll()."""
 
     def __init__(self, status: Status, message: str, brokers: tuple[int, ...] = (),
                  fenced: tuple[int, ...] = (), reset: bool = False):
@@ -55,11 +54,13 @@ class _BrokerProblems:
 
 
 class Observer(AdminConnection):
-    """Holds one admin client across polls; `observe()` never raises, every outcome is a snapshot."""
+    """Holds one admin client across polls; `poll()` never raises, every outcome is a snapshot."""
 
-    def __init__(self, config: Config, client_factory: Callable[..., KafkaAdminClient] | None = None):
+    def __init__(self, config: Config, client_factory: Callable[..., KafkaAdminClient] | None = None,
+                 clock: Clock = SYSTEM):
         super().__init__(config.admin, call_timeout_ms(config), client_factory)
         self.config = config
+        self.clock = clock
         self._cluster_id: str | None = None
 
     @property
@@ -67,9 +68,9 @@ class Observer(AdminConnection):
         """The last cluster id seen; before any, the configured cluster name or the bootstrap list."""
         return self._cluster_id or self.config.cluster_name or self.config.bootstrap_servers or "unknown"
 
-    def observe(self) -> VolumeSnapshot:
-        started = model.now()
-        deadline = time.monotonic() + self.timeout_ms / 1000
+    def poll(self) -> VolumeSnapshot:
+        started = self.clock.now()
+        deadline = self.clock.monotonic() + self.timeout_ms / 1000
         try:
             client = self._connect(deadline)
             return client._manager.run(self._poll, client, started, deadline)
@@ -77,7 +78,7 @@ class Observer(AdminConnection):
             if out.reset:
                 self.close()
             return self._snapshot(started, out.status, message=out.message, brokers=out.brokers, fenced=out.fenced)
-        except Exception as exc:  # never raise out of observe: an unexpected failure is a status too
+        except Exception as exc:  # never raise out of poll: an unexpected failure is a status too
             log.warning("observation failed: %r", exc, exc_info=log.isEnabledFor(logging.DEBUG))
             self.close()
             status = Status.TIMEOUT if isinstance(exc, _TIMEOUTS) else Status.ERROR
@@ -93,7 +94,7 @@ class Observer(AdminConnection):
     def _connect(self, deadline: float) -> KafkaAdminClient:
         if self._client is not None:
             return self._client
-        remaining = max(MIN_TIMEOUT_MS, int((deadline - time.monotonic()) * 1000))
+        remaining = max(MIN_TIMEOUT_MS, int((deadline - self.clock.monotonic()) * 1000))
         try:
             self._client = self._factory(**self._kwargs, bootstrap_timeout_ms=remaining)
         except Errors.KafkaTimeoutError as exc:
@@ -108,7 +109,7 @@ class Observer(AdminConnection):
         manager = client._manager
 
         def remaining_ms() -> int:
-            left = int((deadline - time.monotonic()) * 1000)
+            left = int((deadline - self.clock.monotonic()) * 1000)
             if left <= 0:
                 raise Errors.KafkaTimeoutError(f"poll exceeded {self.timeout_ms} ms")
             return left
@@ -240,7 +241,7 @@ def _volumes(broker_id: int, response: Any, problems: _BrokerProblems) -> list[V
     return volumes
 
 
-def observe(cluster_config: Config) -> VolumeSnapshot:
+def poll_once(cluster_config: Config) -> VolumeSnapshot:
     """One observation with a fresh client (a long-running caller keeps an Observer instead)."""
     with Observer(cluster_config) as observer:
-        return observer.observe()
+        return observer.poll()

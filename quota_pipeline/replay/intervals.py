@@ -14,7 +14,7 @@ from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
 from quota_pipeline.core import policy
-from quota_pipeline.core.decision import Settings
+from quota_pipeline.core.settings import Settings
 from quota_pipeline.core.model import micros
 
 KEY = ("cluster_id", "broker_id", "log_dir")

@@ -20,9 +20,11 @@ from pyspark.sql import types as T
 from quota_pipeline.replay import intervals as aggregate
 from quota_pipeline.journal import spark_reader as journal
 from quota_pipeline.core.config import Limit
-from quota_pipeline.core.decision import Settings, advance
+from quota_pipeline.core.clock import SYSTEM
+from quota_pipeline.core.decision import advance
+from quota_pipeline.core.settings import Settings
 from quota_pipeline.core.model import (
-    Decision, SnapshotSummary, Source, Status, epoch_micros, from_epoch_micros, micros, now,
+    Decision, DecisionSource, SnapshotSummary, Status, epoch_micros, from_epoch_micros, micros,
 )
 
 TIME_FORMAT = "yyyy-MM-dd'T'HH:mm:ss.SSS'Z'"
@@ -75,7 +77,7 @@ def decisions(summaries: DataFrame, settings: Settings, cluster_name: str | None
         "observed_at",
         (F.lit(decided_at).cast("timestamp") if decided_at else F.current_timestamp()).alias("decided_at"),
         "throttle_factor", "source",
-        F.when(F.col("source") != Source.FALLBACK.value,
+        F.when(F.col("source") != DecisionSource.FALLBACK.value,
                F.timestamp_micros(F.col("valid_from_us") + validity_us)).alias("valid_until"),
         "status", "active_brokers", "active_log_dirs", "missing_brokers",
         F.struct(_limit_col(settings.limits.hard).alias("hard"),
@@ -138,7 +140,7 @@ def _run(spark: SparkSession, settings: Settings, input_path: str, out: Path, st
     elif strict:
         return ReplayResult(0, rejected_count, first, output, str(rejected_path))
     summaries = aggregate.summaries(snaps, settings)
-    records = decisions(summaries, settings, cluster_name, decided_at=now()).repartition(1) \
+    records = decisions(summaries, settings, cluster_name, decided_at=SYSTEM.now()).repartition(1) \
         .sortWithinPartitions("cluster_id", "observed_at")
     if output.endswith(".jsonl"):
         write_jsonl(as_json_columns(records), out)

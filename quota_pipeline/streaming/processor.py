@@ -1,4 +1,4 @@
-"""The stateful step of the streaming job: transformWithStateInPandas keyed by cluster, running decide.step.
+"""The stateful step of the streaming job: transformWithStateInPandas keyed by cluster, running core.decision.step.
 
 The whole per-cluster state (volume cache, registered brokers, current decision) is one value in
 the state store, so it lives in the checkpoint: a restarted job continues where it stopped, and a
@@ -13,18 +13,22 @@ import pandas as pd
 from pyspark.sql.streaming.stateful_processor import StatefulProcessor, StatefulProcessorHandle
 from pyspark.sql.types import StringType, StructField, StructType
 
-from quota_pipeline.core.decision import CacheState, ClusterState, Entry, Settings, record, step
+from quota_pipeline.core.cache import CacheState, Entry
+from quota_pipeline.core.clock import SYSTEM, Clock
+from quota_pipeline.core.decision import DecisionState, step
+from quota_pipeline.core.record import build_record
+from quota_pipeline.core.settings import Settings
 from quota_pipeline.core.model import (
-    Decision, Source, Status, Volume, VolumeSnapshot, epoch_micros, from_epoch_micros, now,
+    Decision, DecisionSource, Status, Volume, VolumeSnapshot, epoch_micros, from_epoch_micros,
 )
 
 OUTPUT_SCHEMA = (
-    "key string, cluster_id string, source string, tick long, observed_at timestamp, value string, "
+    "key string, cluster_id string, config_name string, tick long, observed_at timestamp, value string, "
     "throttle_factor double, decision_source string, status string, violations int, active_brokers int, "
     "active_log_dirs int, cached_volumes int, evicted int, volumes string"
 )
 STATE_SCHEMA = StructType([StructField("json", StringType())])
-def encode_state(state: ClusterState) -> str:
+def encode_state(state: DecisionState) -> str:
     d = state.decision
     return json.dumps({
         "registered": sorted(state.cache.registered),
@@ -34,20 +38,20 @@ def encode_state(state: ClusterState) -> str:
     }, separators=(",", ":"))
 
 
-def decode_state(text: str | None) -> ClusterState:
+def decode_state(text: str | None) -> DecisionState:
     if not text:
-        return ClusterState()
+        return DecisionState()
     raw = json.loads(text)
     entries = {(b, ld): Entry(b, ld, from_epoch_micros(t), total, avail, pinned) for b, ld, t, total, avail, pinned in raw["entries"]}
     d = raw["decision"]
-    decision = None if d is None else Decision(d[0], Source(d[1]), from_epoch_micros(d[2]))
-    return ClusterState(CacheState(entries, frozenset(raw["registered"])), decision)
+    decision = None if d is None else Decision(d[0], DecisionSource(d[1]), from_epoch_micros(d[2]))
+    return DecisionState(CacheState(entries, frozenset(raw["registered"])), decision)
 
 
 def snapshots_from_rows(frame: pd.DataFrame) -> list[tuple[str, int, VolumeSnapshot]]:
     """Rebuild (source, tick, snapshot) from the source's status row and volume rows, in time order."""
     out = []
-    for (source, tick), rows in frame.groupby(["source", "tick"], sort=False):
+    for (config_name, tick), rows in frame.groupby(["config_name", "tick"], sort=False):
         status_row = rows[rows["broker_id"].isna()].iloc[0]
         vols = rows[rows["broker_id"].notna()]
         volumes = tuple(
@@ -63,7 +67,7 @@ def snapshots_from_rows(frame: pd.DataFrame) -> list[tuple[str, int, VolumeSnaps
             status=Status(status_row.status), brokers=tuple(int(b) for b in _list(status_row.brokers)),
             fenced_brokers=tuple(int(b) for b in _list(status_row.fenced_brokers)), volumes=volumes,
             message=None if message is None or (isinstance(message, float) and pd.isna(message)) else str(message))
-        out.append((str(source), int(tick), snap))
+        out.append((str(config_name), int(tick), snap))
     out.sort(key=lambda x: x[2].observed_at)
     return out
 
@@ -73,11 +77,13 @@ def _list(value: Any) -> list:
 
 
 class DecisionProcessor(StatefulProcessor):
-    """Keyed by cluster_id; `settings` and `names` (output keys) are per configured source."""
+    """Keyed by cluster_id; `settings` and `output_keys` are per configured cluster (config_name)."""
 
-    def __init__(self, settings: dict[str, Settings], output_keys: dict[str, str | None]) -> None:
+    def __init__(self, settings: dict[str, Settings], output_keys: dict[str, str | None],
+                 clock: Clock = SYSTEM) -> None:
         self.settings = settings
         self.output_keys = output_keys
+        self.clock = clock
 
     def init(self, handle: StatefulProcessorHandle) -> None:
         self.state = handle.getValueState("cluster", STATE_SCHEMA)
@@ -87,14 +93,14 @@ class DecisionProcessor(StatefulProcessor):
         stored = self.state.get() if self.state.exists() else None
         state = decode_state(stored[0] if stored else None)
         out = []
-        for source, tick, snap in snapshots_from_rows(frame):
-            settings = self.settings[source]
+        for config_name, tick, snap in snapshots_from_rows(frame):
+            settings = self.settings[config_name]
             before = set(state.cache.entries)
             summary, decision = step(state, snap, settings)
             evicted = len(before - set(state.cache.entries))  # keys only ever leave the cache by expiry
-            rec = record(summary, decision, settings, self.output_keys.get(source), decided_at=now())
+            rec = build_record(summary, decision, settings, self.clock.now(), self.output_keys.get(config_name))
             out.append({
-                "key": rec.cluster_id, "cluster_id": snap.cluster_id, "source": source, "tick": tick,
+                "key": rec.cluster_id, "cluster_id": snap.cluster_id, "config_name": config_name, "tick": tick,
                 "observed_at": snap.observed_at.replace(tzinfo=None), "value": json.dumps(rec.to_json()),
                 "throttle_factor": decision.factor, "decision_source": decision.source.value,
                 "status": snap.status.value, "violations": summary.violations,

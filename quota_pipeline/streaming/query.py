@@ -14,11 +14,12 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from quota_pipeline.core import config as cfg
-from quota_pipeline.core.decision import Settings
+from quota_pipeline.core.clock import SYSTEM, Clock
+from quota_pipeline.core.settings import Settings
 from quota_pipeline.streaming.metrics import Metrics
 from quota_pipeline.streaming.processor import OUTPUT_SCHEMA, DecisionProcessor
 from quota_pipeline.kafka.publisher import Publisher, ensure_topic
-from quota_pipeline.streaming.source import KafkaVolumesSource, clusters_option, source_name
+from quota_pipeline.streaming.source import KafkaVolumesSource, clusters_option, config_name
 
 log = logging.getLogger("quota_pipeline")
 
@@ -28,7 +29,7 @@ class JobConfigError(ValueError):
 
 
 def check_runnable(configs: list[cfg.Config]) -> None:
-    names = [source_name(c) for c in configs]
+    names = [config_name(c) for c in configs]
     problems = []
     for c, name in zip(configs, names):
         if c.check_interval.total_seconds() <= 0:
@@ -54,18 +55,19 @@ class StreamJob:
     on_decisions: Callable[[list[Any]], None] | None = None
     metrics: Metrics = field(default_factory=Metrics)
     summary_every: float = 300.0
+    clock: Clock = SYSTEM
 
     def __post_init__(self) -> None:
         check_runnable(self.configs)
         self.first = self.configs[0]
-        self.settings = {source_name(c): Settings.of(c) for c in self.configs}
-        self.output_keys = {source_name(c): c.cluster_name for c in self.configs}
+        self.settings = {config_name(c): Settings.of(c) for c in self.configs}
+        self.output_keys = {config_name(c): c.cluster_name for c in self.configs}
         self._stop = threading.Event()
         self._query: Any = None
         self._publisher: Publisher | None = None
         self._last: dict[str, tuple[float, str]] = {}
         self._counts: dict[str, int] = {}
-        self._last_summary = time.monotonic()
+        self._last_summary = self.clock.monotonic()
 
     # -- the query --------------------------------------------------------------------------------
     def _spark(self):
@@ -85,7 +87,7 @@ class StreamJob:
         spark.dataSource.register(KafkaVolumesSource)
         rows = spark.readStream.format("kafka_volumes").option("clusters", clusters_option(self.configs)).load()
         decisions = rows.groupBy("cluster_id").transformWithStateInPandas(
-            statefulProcessor=DecisionProcessor(self.settings, self.output_keys),
+            statefulProcessor=DecisionProcessor(self.settings, self.output_keys, self.clock),
             outputStructType=OUTPUT_SCHEMA, outputMode="Append", timeMode="None")
         self._publisher = self._publisher or Publisher(self.first.output_settings, self.first.output_topic)
         self._query = (decisions.writeStream.queryName("quota-pipeline")
@@ -94,7 +96,7 @@ class StreamJob:
         return self._query
 
     def _batch(self, frame: Any, batch_id: int) -> None:
-        started = time.monotonic()
+        started = self.clock.monotonic()
         rows = sorted(frame.collect(), key=lambda r: (r.key, r.observed_at))
         # Publish first: the batch (and so the state and the offsets) only commits once Kafka has it all.
         assert self._publisher is not None
@@ -103,7 +105,7 @@ class StreamJob:
         self._log(rows)
         if self.on_decisions:
             self.on_decisions(rows)
-        self.metrics.batch_seconds.observe(time.monotonic() - started)
+        self.metrics.batch_seconds.observe(self.clock.monotonic() - started)
 
     def _log(self, rows: list[Any]) -> None:
         for r in rows:
@@ -116,8 +118,8 @@ class StreamJob:
                          r.throttle_factor, r.decision_source, r.observed_at.isoformat(), r.status, r.violations,
                          r.active_log_dirs, r.cached_volumes)
                 self._last[r.key] = now
-        if time.monotonic() - self._last_summary >= self.summary_every:
-            self._last_summary = time.monotonic()
+        if self.clock.monotonic() - self._last_summary >= self.summary_every:
+            self._last_summary = self.clock.monotonic()
             for key, (factor, source) in sorted(self._last.items()):
                 log.info("summary %s: factor %.3f (%s), %d decisions published", key, factor, source,
                          self._counts.get(key, 0))
@@ -164,7 +166,7 @@ class StreamJob:
         return 0
 
     def _graceful_stop(self, query: Any, timeout: float = 60.0) -> None:
-        deadline = time.monotonic() + timeout
-        while query.isActive and query.status.get("isTriggerActive") and time.monotonic() < deadline:
+        deadline = self.clock.monotonic() + timeout
+        while query.isActive and query.status.get("isTriggerActive") and self.clock.monotonic() < deadline:
             time.sleep(0.1)  # let the running micro-batch publish and commit
         query.stop()

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import time
 from dataclasses import dataclass, replace
 from typing import Iterator
 
@@ -20,18 +19,19 @@ from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPart
 from pyspark.sql.types import StructType
 
 from quota_pipeline.core import config as cfg
+from quota_pipeline.core.clock import SYSTEM, Clock
 from quota_pipeline.core.model import UTC, Status, VolumeSnapshot
 from quota_pipeline.journal.store import Journal
 
 ROW_SCHEMA = (
-    "source string, tick long, cluster_id string, observed_at timestamp, status string, message string, "
+    "config_name string, tick long, cluster_id string, observed_at timestamp, status string, message string, "
     "brokers array<int>, fenced_brokers array<int>, broker_id int, log_dir string, total_bytes long, "
     "available_bytes long, used_bytes long, available_ratio double, error string"
 )
 
 
 @dataclass(frozen=True)
-class ClusterSource:
+class ObservedCluster:
     """One observed cluster as the source sees it: a stable name and its properties."""
 
     name: str
@@ -45,7 +45,7 @@ class ClusterSource:
         return {"name": self.name, "props": self.props}
 
 
-def source_name(conf: cfg.Config) -> str:
+def config_name(conf: cfg.Config) -> str:
     """Stable name of a configured cluster: cluster.name, else the properties file's stem."""
     from pathlib import Path
 
@@ -56,8 +56,8 @@ def tick_seconds(conf: cfg.Config) -> float:
     return conf.check_interval.total_seconds()
 
 
-def current_tick(conf: cfg.Config, now: float | None = None) -> int:
-    return int((time.time() if now is None else now) // tick_seconds(conf))
+def current_tick(conf: cfg.Config, now: dt.datetime) -> int:
+    return int(now.timestamp() // tick_seconds(conf))
 
 
 def tick_time(conf: cfg.Config, tick: int) -> dt.datetime:
@@ -66,53 +66,54 @@ def tick_time(conf: cfg.Config, tick: int) -> dt.datetime:
 
 @dataclass(frozen=True)
 class TickPartition(InputPartition):
-    source: str
+    config_name: str
     props_json: str
     tick: int
 
 
-def snapshot_rows(source: str, tick: int, snap: VolumeSnapshot) -> Iterator[tuple]:
+def snapshot_rows(config_name: str, tick: int, snap: VolumeSnapshot) -> Iterator[tuple]:
     observed = snap.observed_at.astimezone(UTC).replace(tzinfo=None)  # Spark reads naive as session TZ (UTC)
-    yield (source, tick, snap.cluster_id, observed, snap.status.value, snap.message, list(snap.brokers),
+    yield (config_name, tick, snap.cluster_id, observed, snap.status.value, snap.message, list(snap.brokers),
            list(snap.fenced_brokers), None, None, None, None, None, None, None)
     for v in snap.volumes:
-        yield (source, tick, snap.cluster_id, observed, snap.status.value, None, None, None, v.broker_id,
+        yield (config_name, tick, snap.cluster_id, observed, snap.status.value, None, None, None, v.broker_id,
                v.log_dir, v.total_bytes, v.available_bytes, v.used_bytes, v.available_ratio, v.error)
 
 
 _observers: dict[str, object] = {}  # per worker process: admin connections survive across ticks
 
 
-def poll_or_replay(source: str, conf: cfg.Config, tick: int) -> VolumeSnapshot:
+def poll_or_replay(config_name: str, conf: cfg.Config, tick: int) -> VolumeSnapshot:
     """The snapshot of `tick`: from the journal if it was taken before, else a new poll, journaled."""
     journal = Journal(conf.effective_journal_path)
     at = tick_time(conf, tick)
-    journaled = journal.read(source, tick, at)
+    journaled = journal.read(config_name, tick, at)
     if journaled is not None:
         return journaled
     from quota_pipeline.kafka.observer import Observer
 
-    observer = _observers.get(source)
+    observer = _observers.get(config_name)
     if observer is None:
-        observer = _observers[source] = Observer(conf)
-    snap = observer.observe()  # type: ignore[attr-defined]
+        observer = _observers[config_name] = Observer(conf)
+    snap = observer.poll()  # type: ignore[attr-defined]
     if snap.status is Status.SUCCESS:
-        journal.remember_cluster_id(source, snap.cluster_id)
+        journal.remember_cluster_id(config_name, snap.cluster_id)
     else:
         # A fresh worker that never reached the cluster cannot know its id; the journal does.
-        known = journal.last_cluster_id(source)
+        known = journal.last_cluster_id(config_name)
         if known:
             snap = replace(snap, cluster_id=known)
-    return journal.write(source, tick, at, snap)
+    return journal.write(config_name, tick, at, snap)
 
 
 class KafkaVolumesReader(DataSourceStreamReader):
-    def __init__(self, clusters: list[ClusterSource]) -> None:
+    def __init__(self, clusters: list[ObservedCluster], clock: Clock = SYSTEM) -> None:
         self.clusters = clusters
+        self.clock = clock
         self.configs = {c.name: c.config for c in clusters}
 
     def _now_ticks(self) -> dict[str, int]:
-        now = time.time()
+        now = self.clock.now()
         return {name: current_tick(conf, now) for name, conf in self.configs.items()}
 
     def initialOffset(self) -> dict:
@@ -132,9 +133,9 @@ class KafkaVolumesReader(DataSourceStreamReader):
         return parts
 
     def read(self, partition: TickPartition) -> Iterator[tuple]:
-        conf = cfg.parse(json.loads(partition.props_json), partition.source)
-        snap = poll_or_replay(partition.source, conf, partition.tick)
-        yield from snapshot_rows(partition.source, partition.tick, snap)
+        conf = cfg.parse(json.loads(partition.props_json), partition.config_name)
+        snap = poll_or_replay(partition.config_name, conf, partition.tick)
+        yield from snapshot_rows(partition.config_name, partition.tick, snap)
 
     def commit(self, end: dict) -> None:
         pass  # the journal is the durable record; nothing to acknowledge upstream
@@ -151,9 +152,9 @@ class KafkaVolumesSource(DataSource):
         return ROW_SCHEMA
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
-        clusters = [ClusterSource(c["name"], c["props"]) for c in json.loads(self.options["clusters"])]
+        clusters = [ObservedCluster(c["name"], c["props"]) for c in json.loads(self.options["clusters"])]
         return KafkaVolumesReader(clusters)
 
 
 def clusters_option(configs: list[cfg.Config]) -> str:
-    return json.dumps([ClusterSource(source_name(c), dict(c.raw)).to_json() for c in configs])
+    return json.dumps([ObservedCluster(config_name(c), dict(c.raw)).to_json() for c in configs])

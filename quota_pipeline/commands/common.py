@@ -1,0 +1,60 @@
+"""What every command shares: loading a config (with the --bootstrap-server override), logging, error exits."""
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from typing import NoReturn
+
+from quota_pipeline.core import config as cfg
+
+EXIT_USAGE = 2
+EXIT_CONFIG = 2
+
+
+def fail(message: str, code: int = EXIT_USAGE) -> NoReturn:
+    """One `error:` line on stderr and the exit code: what a user sees instead of a traceback."""
+    print(f"error: {message}", file=sys.stderr)
+    raise SystemExit(code)
+
+
+def load_or_exit(path: str, require_admin: bool = True) -> cfg.Config:
+    """Load a config for a command; on problems print them all and exit 2 before anything starts."""
+    try:
+        conf = cfg.load(path, require_admin=require_admin)
+    except cfg.ConfigError as exc:
+        for line in [*exc.warnings, *map(str, exc.problems)]:
+            print(line, file=sys.stderr)
+        raise SystemExit(EXIT_CONFIG)
+    for w in conf.warnings:
+        print(w, file=sys.stderr)
+    return conf
+
+
+def add_bootstrap_override(parser: argparse.ArgumentParser, what: str) -> None:
+    parser.add_argument("--bootstrap-server", metavar="HOST:PORT",
+                        help=f"{what} (overrides kafka.admin.bootstrap.servers)")
+
+
+def load_with_override(path: str | None, bootstrap: str | None, usage: str) -> cfg.Config:
+    """The config at `path` with kafka.admin.bootstrap.servers replaced by `bootstrap` when given; with no
+    path, a config holding only the bootstrap (and a placeholder limit: no command that takes this needs one)."""
+    if path is None:
+        if not bootstrap:
+            fail(usage)
+        return cfg.parse({cfg.BOOTSTRAP: bootstrap, cfg.HARD_BYTES: "0"}, "--bootstrap-server")
+    conf = load_or_exit(path, require_admin=not bootstrap)
+    if bootstrap:
+        conf = cfg.parse({**conf.raw, cfg.BOOTSTRAP: bootstrap}, conf.path)
+    return conf
+
+
+def configure_logging(verbose: bool = False, quiet_level: int = logging.WARNING, timestamps: bool = False) -> None:
+    """Log to stderr. kafka-python's connection errors stay quiet unless --verbose: every command reports
+    them as its own one-line outcome (a snapshot status, an error line)."""
+    fmt = "%(asctime)s %(levelname)s %(message)s" if timestamps else "%(levelname)s %(name)s: %(message)s"
+    logging.basicConfig(level=logging.DEBUG if verbose else quiet_level, format=fmt, stream=sys.stderr)
+    if not verbose:
+        logging.getLogger("kafka").setLevel(logging.CRITICAL)
+    for noisy in ("py4j", "urllib3"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)

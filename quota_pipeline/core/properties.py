@@ -1,0 +1,195 @@
+"""Every configuration property as one table of specs (name, type, default, validator, doc), like Strimzi's ConfigDef.
+
+Parsing (config.py), `validate`'s effective view, the "did you mean" suggestions and the README's configuration
+tables (`python -m quota_pipeline.core.properties`) all read this table. Rules that join several properties
+(one hard limit, the two interval forms, soft vs hard) stay explicit in config.py.
+"""
+from __future__ import annotations
+
+import datetime as dt
+import math
+import re
+import sys
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import isodate
+
+P = "client.quota.callback.static."
+Q = "quota.pipeline."
+ADMIN_PREFIX = P + "kafka.admin."
+OUTPUT_KAFKA_PREFIX = Q + "output.kafka."
+PASS_THROUGH_PREFIXES = (ADMIN_PREFIX, OUTPUT_KAFKA_PREFIX)
+
+OFFLINE_POLICIES = ("pin", "last-known", "violate")
+FENCED_POLICIES = ("pin", "expire")
+DEFAULT_OUTPUT_TOPIC = "__quota_throttle_factors"
+PUBLISHER_CLIENT_ID = "quota-pipeline-publisher"  # the pipeline's producer; exempt from every throttle
+
+
+class Invalid(ValueError):
+    """A property value that fails its spec; the message says what a valid value looks like."""
+
+
+Convert = Callable[[str], Any]
+
+
+@dataclass(frozen=True)
+class Property:
+    """One row of the table: `convert` parses and validates a stripped value or raises Invalid."""
+
+    name: str
+    type: str
+    default: Any
+    convert: Convert
+    doc: str
+    shown_default: str = ""
+    strimzi: bool = False
+
+    @property
+    def default_text(self) -> str:
+        return self.shown_default or ("" if self.default is None else str(self.default))
+
+
+def double(minimum: float | None = None, maximum: float | None = None) -> Convert:
+    def convert(raw: str) -> float:
+        try:
+            value = float(raw)
+        except ValueError:
+            raise Invalid("must be a number") from None
+        if math.isnan(value):
+            raise Invalid("must be a number")
+        if minimum is not None and maximum is not None and not minimum <= value <= maximum:
+            raise Invalid(f"must be between {minimum} and {maximum}")
+        if minimum is not None and value < minimum:
+            raise Invalid(f"must be at least {minimum}")
+        return value
+    return convert
+
+
+def integer(minimum: int | None = None, maximum: int | None = None) -> Convert:
+    def convert(raw: str) -> int:
+        try:
+            value = int(raw)
+        except ValueError:
+            raise Invalid("must be a whole number") from None
+        if minimum is not None and value < minimum:
+            raise Invalid(f"must be at least {minimum}")
+        if maximum is not None and value > maximum:
+            raise Invalid(f"must be at most {maximum}")
+        return value
+    return convert
+
+
+def long(minimum: int) -> Convert:
+    as_int = integer(minimum=minimum, maximum=2**63 - 1)
+    return lambda raw: as_int(raw[:-1] if raw[-1:] in "lL" and raw[:-1].isdigit() else raw)
+
+
+def duration(raw: str) -> dt.timedelta:
+    try:
+        value = isodate.parse_duration(raw)
+    except (ValueError, isodate.ISO8601Error):
+        raise Invalid("must be an ISO-8601 duration such as PT30S or PT5M") from None
+    if not isinstance(value, dt.timedelta):
+        raise Invalid("years and months have no fixed length; use days, hours, minutes or seconds")
+    if value < dt.timedelta(0):
+        raise Invalid("must not be negative")
+    return value
+
+
+def principals(raw: str) -> tuple[str, ...]:
+    names = tuple(p.strip() for p in raw.split(";") if p.strip())
+    bad = [p for p in names if not p.startswith("User:") or len(p) == len("User:")]
+    if bad:
+        raise Invalid(f"each ';'-separated principal must be written User:<name>; fix {', '.join(bad)}")
+    return names
+
+
+def names(raw: str) -> tuple[str, ...]:
+    return tuple(n.strip() for n in raw.split(",") if n.strip())
+
+
+def choice(*allowed: str) -> Convert:
+    def convert(raw: str) -> str:
+        if raw not in allowed:
+            raise Invalid(f"must be one of {', '.join(allowed)}")
+        return raw
+    return convert
+
+
+def topic(raw: str) -> str:
+    if not re.fullmatch(r"[A-Za-z0-9._-]{1,249}", raw):
+        raise Invalid("not a valid Kafka topic name (letters, digits, . _ -)")
+    return raw
+
+
+def text(raw: str) -> str | None:
+    return raw or None
+
+
+_PT = dt.timedelta
+TABLE: tuple[Property, ...] = (
+    Property(P + "produce", "double", None, double(0.0), "static produce quota in bytes/s (broker side); "
+             "only produce is scaled by the factor", "unlimited", strimzi=True),
+    Property(P + "fetch", "double", None, double(0.0), "static fetch quota in bytes/s (broker side)",
+             "unlimited", strimzi=True),
+    Property(P + "request", "double", None, double(0.0), "static request quota in % (broker side)",
+             "unlimited", strimzi=True),
+    Property(P + "excluded.principal.name.list", "list", (), principals,
+             "`;`-separated `User:name` entries never throttled; a name without `User:` is an error",
+             "empty", strimzi=True),
+    Property(P + "storage.check-interval", "int", None, integer(minimum=0),
+             "seconds between polls; 0 disables, and `run` refuses to start", "60", strimzi=True),
+    Property(P + "storage.check.interval", "duration", None, duration,
+             "the same as ISO-8601; setting both forms is an error", "PT1M", strimzi=True),
+    Property(P + "storage.per.volume.limit.min.available.bytes", "long", None, long(minimum=0),
+             "hard limit: stop production when a log dir's available bytes <= this", strimzi=True),
+    Property(P + "storage.per.volume.limit.min.available.ratio", "double", None, double(0.0, 1.0),
+             "hard limit on available / total (0..1); exactly one hard limit is required", strimzi=True),
+    Property(P + "storage.per.volume.soft.limit.min.available.bytes", "long", None, long(minimum=0),
+             "graded throttling: the factor falls linearly from 1 at the soft limit to 0 at the hard one", "none"),
+    Property(P + "storage.per.volume.soft.limit.min.available.ratio", "double", None, double(0.0, 1.0),
+             "the soft limit as available / total", "none"),
+    Property(P + "storage.offline.log.dir.policy", "choice", "pin", choice(*OFFLINE_POLICIES),
+             "an offline log dir (KAFKA_STORAGE_ERROR): `pin` keeps its last reading while it stays offline "
+             "(none: it violates); `last-known` lets that reading expire (Strimzi); `violate` makes it violate"),
+    Property(P + "throttle.factor.fallback", "double", 1.0, double(0.0, 1.0),
+             "factor when no valid decision can be made (0..1)", strimzi=True),
+    Property(P + "throttle.factor.validity.duration", "duration", _PT(minutes=5), duration,
+             "how long a decision and a cached log dir reading stay valid", "PT5M", strimzi=True),
+    Property(ADMIN_PREFIX + "bootstrap.servers", "list", None, text,
+             "the observed cluster; other `kafka.admin.*` settings (security.protocol, ssl.*, sasl.*) go to "
+             "the admin client", "required", strimzi=True),
+    Property(P + "kafka.clientIdPrefix", "string", None, text, "accepted for Strimzi compatibility; unused",
+             strimzi=True),
+    Property(Q + "cluster.name", "string", None, text, "the record key on the output topic", "cluster id"),
+    Property(Q + "excluded.client.ids", "list", (PUBLISHER_CLIENT_ID,), names,
+             "`,`-separated client ids never throttled, whatever their principal: the pipeline's own "
+             "clients", PUBLISHER_CLIENT_ID),
+    Property(Q + "produce.quota.floor", "double", 1.0, double(1.0),
+             "bytes/s: the least produce quota a throttle sets (Strimzi: 1.0)"),
+    Property(Q + "journal.path", "string", None, text,
+             "durable snapshot journal (local path or pyarrow.fs URI)", "`<checkpoint>/journal`"),
+    Property(Q + "checkpoint.path", "string", "./checkpoints", text, "Spark checkpoint (offsets and decision state)"),
+    Property(Q + "metrics.host", "string", "127.0.0.1", text, "Prometheus endpoint of the driver"),
+    Property(Q + "metrics.port", "int", 9404, integer(minimum=0, maximum=65535), "Prometheus endpoint port"),
+    Property(Q + "output.topic", "string", DEFAULT_OUTPUT_TOPIC, topic, "compacted topic, created if missing"),
+)
+BY_NAME = {p.name: p for p in TABLE}
+INDEX = {p.name: i for i, p in enumerate(TABLE)}
+KNOWN = tuple(BY_NAME)
+
+
+def markdown(strimzi: bool) -> str:
+    """The README table of the Strimzi properties (strimzi=True) or of this project's extensions."""
+    rows = ["| property | default | meaning |", "|---|---|---|"]
+    for p in TABLE:
+        if p.strimzi == strimzi:
+            name = p.name.replace(P, "P+", 1) if p.name.startswith(P) else p.name
+            rows.append(f"| `{name}` | {p.default_text} | {p.doc} |")
+    return "\n".join(rows)
+
+
+if __name__ == "__main__":
+    sys.stdout.write(f"{markdown(True)}\n\n{markdown(False)}\n")

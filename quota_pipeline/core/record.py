@@ -1,0 +1,102 @@
+"""The published record: one ThrottleDecision per snapshot, and how step 4's result becomes one."""
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass, field
+from typing import Any
+
+from quota_pipeline.core.settings import Settings
+from quota_pipeline.core.model import (
+    Decision, DecisionSource, RecordError, SnapshotSummary, Status, WorstVolume, format_time, parse_time,
+)
+
+SCHEMA_VERSION = 1
+
+
+@dataclass(frozen=True)
+class ThrottleDecision:
+    """The published record: one per snapshot, keyed by cluster (schemas/throttle_decision.schema.json)."""
+
+    cluster_id: str
+    observed_at: dt.datetime
+    decided_at: dt.datetime
+    throttle_factor: float
+    source: DecisionSource
+    valid_until: dt.datetime | None
+    status: Status
+    active_brokers: int
+    active_log_dirs: int
+    missing_brokers: tuple[int, ...]
+    limit: dict[str, Any]
+    violations: int
+    worst_volume: WorstVolume | None
+    min_available_ratio: float | None
+    schema_version: int = field(default=SCHEMA_VERSION)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "schema_version": self.schema_version,
+            "cluster_id": self.cluster_id,
+            "observed_at": format_time(self.observed_at),
+            "decided_at": format_time(self.decided_at),
+            "throttle_factor": float(self.throttle_factor),
+            "source": self.source.value,
+            "valid_until": format_time(self.valid_until),
+            "status": self.status.value,
+            "active_brokers": self.active_brokers,
+            "active_log_dirs": self.active_log_dirs,
+            "missing_brokers": list(self.missing_brokers),
+            "limit": self.limit,
+            "violations": self.violations,
+            "worst_volume": None if self.worst_volume is None else self.worst_volume.to_json(),
+            "min_available_ratio": self.min_available_ratio,
+        }
+
+    @classmethod
+    def from_json(cls, raw: dict[str, Any]) -> "ThrottleDecision":
+        """Inverse of to_json; raises RecordError (reader side: counted and skipped)."""
+        try:
+            if raw.get("schema_version") != SCHEMA_VERSION:
+                raise RecordError(f"unknown schema_version {raw.get('schema_version')!r}")
+            worst = raw.get("worst_volume")
+            return cls(
+                cluster_id=str(raw["cluster_id"]),
+                observed_at=parse_time(raw["observed_at"]),
+                decided_at=parse_time(raw["decided_at"]),
+                throttle_factor=float(raw["throttle_factor"]),
+                source=DecisionSource(raw["source"]),
+                valid_until=None if raw.get("valid_until") is None else parse_time(raw["valid_until"]),
+                status=Status(raw["status"]),
+                active_brokers=int(raw["active_brokers"]),
+                active_log_dirs=int(raw["active_log_dirs"]),
+                missing_brokers=tuple(int(b) for b in raw.get("missing_brokers") or ()),
+                limit=dict(raw.get("limit") or {}),
+                violations=int(raw["violations"]),
+                worst_volume=None if worst is None else WorstVolume(**worst),
+                min_available_ratio=raw.get("min_available_ratio"),
+            )
+        except (KeyError, TypeError, ValueError) as exc:
+            if isinstance(exc, RecordError):
+                raise
+            raise RecordError(f"not a throttle decision record: {exc}") from exc
+
+
+def build_record(s: SnapshotSummary, d: Decision, settings: Settings, decided_at: dt.datetime,
+                 cluster_name: str | None = None) -> ThrottleDecision:
+    """The published record for one snapshot and the decision taken on it."""
+    return ThrottleDecision(
+        cluster_id=cluster_name or s.cluster_id,
+        observed_at=s.observed_at,
+        decided_at=decided_at,
+        throttle_factor=d.factor,
+        source=d.source,
+        valid_until=d.valid_until(settings.validity),
+        status=s.status,
+        active_brokers=s.active_brokers,
+        active_log_dirs=s.active_log_dirs,
+        missing_brokers=s.missing_brokers,
+        limit=settings.limits.to_json(),
+        violations=s.violations,
+        worst_volume=s.worst_volume,
+        min_available_ratio=s.min_available_ratio,
+    )

@@ -1,0 +1,21 @@
+"""The part of the configuration the decision depends on, shared by streaming and replay."""
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass
+
+from quota_pipeline.core.config import Config, Limits
+
+
+@dataclass(frozen=True)
+class Settings:
+    """The part of the configuration the decision depends on."""
+
+    limits: Limits
+    validity: dt.timedelta
+    fallback_factor: float = 1.0
+    offline_policy: str = "pin"
+
+    @classmethod
+    def of(cls, conf: Config) -> "Settings":
+        return cls(conf.limits, conf.validity, conf.fallback_factor, conf.offline_policy)

@@ -1,4 +1,4 @@
-"""The Grafana dashboard as code: `python -m quota_pipeline.monitoring.grafana > conf/monitoring/grafana-dashboard.json`."""
+"""The Grafana dashboard as code; `python -m quota_pipeline.monitoring.grafana > FILE` writes it."""
 from __future__ import annotations
 
 import argparse
@@ -20,7 +20,7 @@ CHECKED_IN = Path("conf/monitoring/grafana-dashboard.json")
 REGENERATE = f"python -m quota_pipeline.monitoring.grafana > {CHECKED_IN}"
 
 
-def variables() -> list:
+def variables() -> list[DatasourceVariable | QueryVariable]:
     datasource = DatasourceVariable("datasource").label("Prometheus").type("prometheus")
     cluster = (QueryVariable("cluster").label("Cluster").datasource(panels.DATASOURCE)
                .query("label_values(quota_pipeline_throttle_factor, cluster)")
@@ -31,7 +31,7 @@ def variables() -> list:
 
 def dashboard() -> Dashboard:
     board = (Dashboard("quota-pipeline").uid("quota-pipeline").tags(["kafka", "quota-pipeline"])
-             .description("Disk-pressure throttling decisions of the quota-pipeline streaming job (docs/monitoring.md).")
+             .description("Disk-pressure throttling decisions of the quota-pipeline job (docs/monitoring.md).")
              .time("now-6h", "now").refresh("1m").timezone("browser").variables(variables()))
     sections = {
         "Decision": [panels.throttle_factor(), panels.factor_source(), panels.decision_age(),

@@ -8,7 +8,7 @@ from grafana_foundation_sdk.builders.prometheus import Dataquery
 from grafana_foundation_sdk.models.common import (
     GraphDrawStyle, LineInterpolation, TableCellBackgroundDisplayMode, TableColoredBackgroundCellOptions)
 from grafana_foundation_sdk.models.dashboard import (
-    DataSourceRef, DataTransformerConfig, Threshold, ThresholdsMode, ValueMap, ValueMappingResult)
+    DataSourceRef, DataTransformerConfig, DynamicConfigValue, Threshold, ThresholdsMode, ValueMap, ValueMappingResult)
 from grafana_foundation_sdk.models.prometheus import PromQueryFormat
 
 DATASOURCE = DataSourceRef(type_val="prometheus", uid="${datasource}")
@@ -16,6 +16,8 @@ CLUSTER = 'cluster=~"$cluster"'
 # Numbers the state timeline maps back to the decision's source.
 SOURCE_CODES = {"OBSERVATION": (1, "green"), "RETAINED": (2, "yellow"), "FALLBACK": (3, "red")}
 ETA_ALERT_SECONDS = 3600  # QuotaPipelineLogDirFillingUp fires below this
+# On the value column only: in the defaults it would colour the label columns with the base colour too.
+COLORED_BACKGROUND = TableColoredBackgroundCellOptions(mode=TableCellBackgroundDisplayMode.BASIC)
 
 
 def query(expr: str, legend: str, ref_id: str = "A") -> Dataquery:
@@ -89,7 +91,7 @@ def eta() -> table.Panel:
             .with_transformation(_keep_volume_columns())
             .sort_by([TableSortByFieldState().display_name("Value").desc(False)])
             .unit("s").thresholds(thresholds((None, "red"), (ETA_ALERT_SECONDS, "orange"), (6 * 3600, "green")))
-            .cell_options(TableColoredBackgroundCellOptions(mode=TableCellBackgroundDisplayMode.BASIC))
+            .override_by_name("Value", [DynamicConfigValue("custom.cellOptions", COLORED_BACKGROUND)])
             .span(12).height(10))
 
 

@@ -7,7 +7,9 @@ import sys
 from pathlib import Path
 from typing import Mapping
 
-LOG4J2 = Path(__file__).parent / "resources" / "log4j2.properties"
+from quota_pipeline import resources
+
+LOG4J2 = resources.path("log4j2.properties")
 JAVA_HINT = ("Java 17 is required by Spark and was not found (no `java` on PATH, no JAVA_HOME).\n"
              "Install it with:  sudo apt-get install -y openjdk-17-jre-headless\n"
              "(macOS: brew install openjdk@17), then run the command again.")

@@ -16,11 +16,11 @@ from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
+from quota_pipeline import resources
 from quota_pipeline.core import config as cfg
 
-ROOT = Path(__file__).resolve().parent.parent
-DEMO_CONFIG = ROOT / "conf" / "demo.properties"
-DEMO_SCENARIO = ROOT / "conf" / "scenarios" / "demo.yaml"
+DEMO_CONFIG = resources.path("demo/demo.properties")
+DEMO_SCENARIO = resources.path("scenarios/demo.yaml")
 SIM_PORT, BROKER_PORT = 29092, 29192
 
 
@@ -52,7 +52,7 @@ class DemoServices:
         from quota_pipeline.demo.local_broker import LocalBroker
 
         if not self.scenario.exists():
-            raise DemoError(f"{self.scenario} not found: run the demo from a source checkout of quota-pipeline")
+            raise DemoError(f"{self.scenario} not found: reinstall quota-pipeline (its package data is missing)")
         self.broker = LocalBroker(port=BROKER_PORT if _port_free(BROKER_PORT) else None).start()
         import yaml
 
@@ -169,7 +169,7 @@ def run_demo(console: Console, duration: float | None = None, metrics_port: int 
     console.print(view.summary())
     throttled = [h for h in view.history if h[1] < 1.0]
     console.print(f"{len(view.history)} decisions published; throttled (factor < 1) in {len(throttled)} of them. "
-                  f"Replay the journal with: quota-pipeline replay --config conf/demo.properties "
+                  f"Replay the journal with: quota-pipeline replay --config {DEMO_CONFIG} "
                   f"--input {checkpoint}/journal --output demo-replay.jsonl")
     return 0 if view.history else 1
 
@@ -183,7 +183,7 @@ def serve(console: Console) -> int:
         return 1
     services.start()
     console.print(f"simulated cluster on {services.sim.bootstrap_servers}, Tansu on "
-                  f"{services.broker.bootstrap_servers}. Now run: ./spark-submit.sh conf/demo.properties  "
+                  f"{services.broker.bootstrap_servers}. Now run: ./spark-submit.sh {DEMO_CONFIG}  "
                   f"(Ctrl-C here to stop)")
     try:
         while True:

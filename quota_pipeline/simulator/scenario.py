@@ -10,7 +10,8 @@ from typing import Any, Mapping
 import jsonschema
 import yaml
 
-SCHEMA_PATH = Path(__file__).resolve().parents[2] / "schemas" / "simulator_scenario.schema.json"
+from quota_pipeline import resources
+
 DEFAULT_CLUSTER_ID = "sim-cluster"
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 29092
@@ -110,7 +111,7 @@ def load_scenario(source: str | Path | Mapping[str, Any] | Scenario) -> Scenario
         return from_dict(source)
     path = Path(source)
     if not path.is_file():
-        raise ScenarioError(f"{path}: no such scenario file; see conf/scenarios/ for examples")
+        raise ScenarioError(f"{path}: no such scenario file; examples are in {resources.path('scenarios')}")
     text = path.read_text(encoding="utf-8")
     try:
         raw = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
@@ -126,7 +127,7 @@ def from_flags(brokers: int, log_dirs: int, **overrides: Any) -> Scenario:
 
 
 def _validate(raw: Any, source: str = "<scenario>") -> None:
-    schema = json.loads(SCHEMA_PATH.read_text(encoding="utf-8"))
+    schema = resources.schema("simulator_scenario")
     validator = jsonschema.Draft202012Validator(schema)
     errors = sorted(validator.iter_errors(raw), key=lambda e: list(e.absolute_path))
     if errors:

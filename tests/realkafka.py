@@ -1,0 +1,223 @@
+"""Real Apache Kafka (KRaft) clusters for tests and benchmarks: nodes from KAFKA_HOME on free loopback ports."""
+from __future__ import annotations
+
+import atexit
+import os
+import re
+import shutil
+import socket
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Mapping
+
+from tests import realkafka_config as rc
+from tests.realkafka_process import NodeProcess, format_storage, mount_tmpfs, unmount, wait_metadata
+from tests.realkafka_tls import BrokerTls, make_broker_tls
+
+ENABLE_HINT = "set KAFKA_HOME to an Apache Kafka >= 3.3 distribution (4.0+ for fenced brokers)"
+SCRAM_USER = "quota-test"
+SCRAM_PASSWORD = "quota-test-secret"
+
+
+class KafkaUnavailable(RuntimeError):
+    """No usable Kafka distribution or environment (tests skip with this message)."""
+
+
+def kafka_home() -> Path:
+    """KAFKA_HOME as a checked path, or KafkaUnavailable saying how to set it."""
+    value = os.environ.get("KAFKA_HOME")
+    if not value:
+        raise KafkaUnavailable(ENABLE_HINT)
+    home = Path(value).resolve()
+    if not (home / "bin" / "kafka-server-start.sh").is_file():
+        raise KafkaUnavailable(f"KAFKA_HOME={value} has no bin/kafka-server-start.sh; {ENABLE_HINT}")
+    if kafka_version(home) < (3, 3):
+        raise KafkaUnavailable(f"KAFKA_HOME={value} is Kafka {kafka_version(home)}; {ENABLE_HINT}")
+    return home
+
+
+def kafka_version(home: Path) -> tuple[int, int]:
+    """(major, minor) from the name of libs/kafka-clients-X.Y.Z.jar, (0, 0) when it is not there."""
+    for jar in (home / "libs").glob("kafka-clients-*.jar"):
+        found = re.match(r"kafka-clients-(\d+)\.(\d+)", jar.name)
+        if found:
+            return int(found.group(1)), int(found.group(2))
+    return (0, 0)
+
+
+def free_ports(count: int) -> list[int]:
+    """`count` distinct loopback ports that were free a moment ago (all held open until all are chosen)."""
+    sockets = [socket.socket() for _ in range(count)]
+    try:
+        for s in sockets:
+            s.bind(("127.0.0.1", 0))
+        return [s.getsockname()[1] for s in sockets]
+    finally:
+        for s in sockets:
+            s.close()
+
+
+@dataclass(frozen=True)
+class ClusterSpec:
+    """What to start: node count, log dirs per node, an optional tmpfs log dir on node 1, JVM heap, overrides."""
+
+    nodes: int = 1
+    log_dirs: int = 2
+    tmpfs_mb: int | None = None  # node 1's last log dir is a tmpfs of this size (root only)
+    heap: str = "256m"
+    jvm_opts: str | None = None  # KAFKA_JVM_PERFORMANCE_OPTS; None keeps Kafka's (G1, C2), as benchmarks need
+    overrides: Mapping[str, str] = field(default_factory=dict)
+    ready_timeout: float = 120.0
+
+
+@dataclass
+class RealKafka:
+    """A running cluster: bootstrap per listener, node ids, log dirs per node, CA file, SCRAM user, node control."""
+
+    home: Path
+    spec: ClusterSpec
+    root: Path
+    tls: BrokerTls
+    nodes: dict[int, NodeProcess]
+    scram_user: str = SCRAM_USER
+    scram_password: str = SCRAM_PASSWORD
+    mounts: list[Path] = field(default_factory=list)
+
+    @property
+    def node_ids(self) -> list[int]:
+        return sorted(self.nodes)
+
+    @property
+    def log_dirs(self) -> dict[int, tuple[str, ...]]:
+        return {i: tuple(n.layout.log_dirs) for i, n in sorted(self.nodes.items())}
+
+    @property
+    def ca_file(self) -> Path:
+        return self.tls.ca_file
+
+    @property
+    def version(self) -> tuple[int, int]:
+        return kafka_version(self.home)
+
+    def bootstrap(self, listener: str = rc.PLAINTEXT, node_ids: list[int] | None = None) -> str:
+        """host:port list of `listener` on the given (default: all) nodes."""
+        return ",".join(f"127.0.0.1:{self.nodes[i].layout.ports[listener]}" for i in node_ids or self.node_ids)
+
+    def client_config(self, listener: str = rc.PLAINTEXT, password: str | None = None) -> dict[str, Any]:
+        """confluent-kafka (librdkafka) settings for `listener`; `password` replaces the SCRAM user's password."""
+        conf: dict[str, Any] = {"bootstrap.servers": self.bootstrap(listener), "security.protocol": listener}
+        if listener == rc.SASL:
+            conf.update({"sasl.mechanism": rc.SCRAM_MECHANISM, "sasl.username": self.scram_user,
+                         "sasl.password": self.scram_password if password is None else password})
+        elif listener == rc.SSL:
+            conf["ssl.ca.location"] = str(self.ca_file)
+        return conf
+
+    def admin(self, **settings: Any):
+        """A kafka-python KafkaAdminClient on the PLAINTEXT listener (the caller closes it)."""
+        from kafka.admin import KafkaAdminClient
+        return KafkaAdminClient(bootstrap_servers=self.bootstrap(), request_timeout_ms=20000, **settings)
+
+    def stop_node(self, node_id: int) -> None:
+        """Clean stop (SIGTERM, controlled shutdown): the node stays registered and is reported fenced."""
+        self.nodes[node_id].stop(clean=True)
+
+    def start_node(self, node_id: int) -> None:
+        """Start a stopped node again and wait until it answers a metadata request listing itself."""
+        node = self.nodes[node_id]
+        node.start()
+        node.wait_ready(self.bootstrap(node_ids=[node_id]), self.spec.ready_timeout)
+
+    def stop(self) -> None:
+        """Kill every node's process group, unmount tmpfs log dirs, delete the data (idempotent)."""
+        for node in self.nodes.values():
+            node.stop(clean=False)
+        for mount in self.mounts:
+            unmount(mount)
+        self.mounts.clear()
+        shutil.rmtree(self.root, ignore_errors=True)
+        atexit.unregister(self.stop)
+
+    def create_scram_user(self) -> None:
+        """Create the SCRAM-SHA-512 user over PLAINTEXT and wait until it can log in on the SASL listener."""
+        from kafka.admin import UserScramCredentialUpsertion
+        with_admin(self, lambda a: a.alter_user_scram_credentials(
+            [UserScramCredentialUpsertion(self.scram_user, "SCRAM-SHA-512", self.scram_password)]))
+        wait_metadata(self.client_config(rc.SASL), self.node_ids[0], 30.0)
+
+
+def with_admin(cluster: RealKafka, call: Callable[[Any], Any]) -> Any:
+    """Run `call` with a fresh admin client of `cluster` and close it."""
+    admin = cluster.admin()
+    try:
+        return call(admin)
+    finally:
+        admin.close()
+
+
+def _owner_alive(root: Path) -> bool:
+    try:
+        os.kill(int((root / "owner.pid").read_text()), 0)
+        return True
+    except (OSError, ValueError):
+        return False
+
+
+def sweep_stale(parent: Path = Path(tempfile.gettempdir())) -> None:
+    """Unmount and delete what a killed (SIGKILL) earlier run left behind; its JVMs died with it."""
+    for root in parent.glob("realkafka-*"):
+        if (root / "owner.pid").exists() and not _owner_alive(root):
+            for line in Path("/proc/mounts").read_text().splitlines():
+                mount_point = line.split()[1]
+                if mount_point.startswith(f"{root}/"):
+                    unmount(Path(mount_point))
+            shutil.rmtree(root, ignore_errors=True)
+
+
+def _layouts(spec: ClusterSpec, root: Path) -> list[rc.NodeLayout]:
+    ports = iter(free_ports(spec.nodes * len(rc.LISTENERS)))
+    return [rc.NodeLayout(node_id=i, ports={name: next(ports) for name in rc.LISTENERS},
+                          log_dirs=[str(root / f"node{i}" / f"data{d}") for d in range(1, spec.log_dirs + 1)],
+                          metadata_dir=str(root / f"node{i}" / "metadata"))
+            for i in range(1, spec.nodes + 1)]
+
+
+def start_cluster(spec: ClusterSpec = ClusterSpec(), home: Path | None = None) -> RealKafka:
+    """Format and start every node, wait until each answers metadata, create the SCRAM user; stop all on failure."""
+    home = home or kafka_home()
+    sweep_stale()
+    root = Path(tempfile.mkdtemp(prefix="realkafka-"))
+    (root / "owner.pid").write_text(str(os.getpid()))
+    tls = make_broker_tls(root)
+    layouts = _layouts(spec, root)
+    voters = rc.quorum_voters(layouts)
+    cluster = RealKafka(home=home, spec=spec, root=root, tls=tls, nodes={})
+    atexit.register(cluster.stop)
+    try:
+        for layout in layouts:
+            for d in (*layout.log_dirs, layout.metadata_dir):
+                Path(d).mkdir(parents=True)
+        if spec.tmpfs_mb:
+            tmpfs_dir = Path(layouts[0].log_dirs[-1])
+            mount_tmpfs(tmpfs_dir, spec.tmpfs_mb)
+            cluster.mounts.append(tmpfs_dir)
+        for layout in layouts:
+            text = rc.server_properties(layout, voters, min(3, spec.nodes), tls.broker_properties(), spec.overrides)
+            cluster.nodes[layout.node_id] = NodeProcess(home, layout, root / f"node{layout.node_id}", text, spec.heap,
+                                                         spec.jvm_opts)
+        cluster_id = rc.random_cluster_id()
+        with ThreadPoolExecutor(spec.nodes) as pool:
+            list(pool.map(lambda n: format_storage(n, cluster_id), cluster.nodes.values()))
+        for node in cluster.nodes.values():
+            node.start()
+        for node_id, node in cluster.nodes.items():
+            node.wait_ready(cluster.bootstrap(node_ids=[node_id]), spec.ready_timeout)
+        if cluster.version >= (3, 5):  # SCRAM in KRaft mode needs 3.5 (KIP-900)
+            cluster.create_scram_user()
+        return cluster
+    except BaseException:
+        cluster.stop()
+        raise

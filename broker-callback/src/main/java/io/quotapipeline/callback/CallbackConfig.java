@@ -1,0 +1,228 @@
+package io.quotapipeline.callback;
+
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.EnumMap;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Set;
+import java.util.TreeMap;
+import java.util.function.Function;
+
+import org.apache.kafka.clients.consumer.ConsumerConfig;
+import org.apache.kafka.common.config.ConfigDef;
+import org.apache.kafka.common.config.ConfigException;
+import org.apache.kafka.common.serialization.ByteArrayDeserializer;
+import org.apache.kafka.server.quota.ClientQuotaType;
+
+import static org.apache.kafka.common.config.ConfigDef.Importance.HIGH;
+import static org.apache.kafka.common.config.ConfigDef.Importance.LOW;
+import static org.apache.kafka.common.config.ConfigDef.Importance.MEDIUM;
+import static org.apache.kafka.common.config.ConfigDef.Type.STRING;
+
+/**
+ * The callback's properties: Strimzi's names, defaults and validation (with the Python side's messages), plus
+ * where to read the decisions. Every other property of the broker file (the pipeline's limits and intervals,
+ * the broker's own settings) is ignored.
+ */
+final class CallbackConfig {
+    static final String P = "client.quota.callback.static.";
+    static final String Q = "quota.pipeline.";
+    static final String PRODUCE = P + "produce";
+    static final String FETCH = P + "fetch";
+    static final String REQUEST = P + "request";
+    static final String EXCLUDED_PRINCIPALS = P + "excluded.principal.name.list";
+    static final String FALLBACK = P + "throttle.factor.fallback";
+    static final String VALIDITY = P + "throttle.factor.validity.duration";
+    static final String ADMIN_PREFIX = P + "kafka.admin.";
+    static final String CLUSTER_NAME = Q + "cluster.name";
+    static final String OUTPUT_TOPIC = Q + "output.topic";
+    static final String OUTPUT_KAFKA_PREFIX = Q + "output.kafka.";
+    static final String EXCLUDED_CLIENT_IDS = Q + "excluded.client.ids";
+    static final String PRODUCE_FLOOR = Q + "produce.quota.floor";
+    static final String DEFAULT_TOPIC = "__quota_throttle_factors";
+    static final String DEFAULT_EXCLUDED_CLIENT_IDS = "quota-pipeline-publisher";
+    static final String DEFAULT_CONSUMER_CLIENT_ID = "quota-pipeline-callback";
+
+    /** The property table: name, default (null: none), validation, documentation. */
+    static final ConfigDef DEFINITION = new ConfigDef()
+            .define(PRODUCE, STRING, null, rule(v -> PropertyRules.atLeast(v, 0.0)), HIGH,
+                    "Produce quota in bytes/s shared by all clients of the broker, scaled by the throttle factor; unlimited when not set")
+            .define(FETCH, STRING, null, rule(v -> PropertyRules.atLeast(v, 0.0)), HIGH,
+                    "Fetch quota in bytes/s shared by all clients, never scaled; unlimited when not set")
+            .define(REQUEST, STRING, null, rule(v -> PropertyRules.atLeast(v, 0.0)), HIGH,
+                    "Request quota shared by all clients, never scaled; unlimited when not set")
+            .define(EXCLUDED_PRINCIPALS, STRING, null, rule(PropertyRules::principalNames), MEDIUM,
+                    "';'-separated User:<name> principals that are never limited")
+            .define(FALLBACK, STRING, "1.0", rule(v -> PropertyRules.between(v, 0.0, 1.0)), MEDIUM,
+                    "Factor applied when no valid decision is held")
+            .define(VALIDITY, STRING, "PT5M", rule(Iso8601::duration), MEDIUM,
+                    "How long after start the callback waits for a first decision before applying the fallback (ISO-8601); records carry their own valid_until")
+            .define(CLUSTER_NAME, STRING, null, rule(v -> v), HIGH,
+                    "The record key the pipeline publishes this cluster's decisions under (required)")
+            .define(OUTPUT_TOPIC, STRING, DEFAULT_TOPIC, rule(PropertyRules::topic), MEDIUM,
+                    "The compacted decision topic")
+            .define(EXCLUDED_CLIENT_IDS, STRING, DEFAULT_EXCLUDED_CLIENT_IDS, rule(PropertyRules::clientIds), MEDIUM,
+                    "','-separated client ids that are never limited: the pipeline's own producer, so a factor of 0 cannot stop the record that lifts it")
+            .define(PRODUCE_FLOOR, STRING, "1.0", rule(v -> PropertyRules.atLeast(v, 1.0)), LOW,
+                    "The lowest produce limit in bytes/s the callback answers (Strimzi: 1.0)");
+
+    private final Map<String, String> values;
+    private final Map<String, Object> consumerSettings;
+
+    private CallbackConfig(Map<String, String> values, Map<String, Object> consumerSettings) {
+        this.values = values;
+        this.consumerSettings = consumerSettings;
+    }
+
+    /**
+     * Validates the broker's properties.
+     *
+     * @throws ConfigException naming every invalid or missing property, in Kafka's words
+     */
+    static CallbackConfig parse(Map<String, ?> originals) {
+        Map<String, String> props = new HashMap<>();
+        originals.forEach((k, v) -> {
+            if (v != null) {
+                props.put(k, v instanceof String ? ((String) v).strip() : String.valueOf(v));
+            }
+        });
+        List<String> problems = new ArrayList<>();
+        Map<String, String> values = new HashMap<>();
+        for (ConfigDef.ConfigKey key : DEFINITION.configKeys().values()) {
+            String value = props.containsKey(key.name) ? props.get(key.name) : (String) key.defaultValue;
+            try {
+                key.validator.ensureValid(key.name, value);
+                values.put(key.name, value);
+            } catch (ConfigException e) {
+                problems.add(e.getMessage());
+            }
+        }
+        String cluster = props.getOrDefault(CLUSTER_NAME, "");
+        if (cluster.isEmpty()) {
+            problems.add(missing(CLUSTER_NAME,
+                    "set it to the key the pipeline publishes this cluster's decisions under (its own quota.pipeline.cluster.name)"));
+        }
+        Map<String, Object> consumer = consumerSettings(props, problems);
+        if (!problems.isEmpty()) {
+            throw new ConfigException(String.join("; ", problems));
+        }
+        return new CallbackConfig(values, consumer);
+    }
+
+    /** quota.pipeline.output.kafka.* when any is set, else client.quota.callback.static.kafka.admin.*, as Python. */
+    private static Map<String, Object> consumerSettings(Map<String, String> props, List<String> problems) {
+        String prefix = props.keySet().stream().anyMatch(k -> k.startsWith(OUTPUT_KAFKA_PREFIX))
+                ? OUTPUT_KAFKA_PREFIX : ADMIN_PREFIX;
+        Map<String, Object> settings = new HashMap<>();
+        props.forEach((k, v) -> {
+            if (k.startsWith(prefix)) {
+                settings.put(k.substring(prefix.length()), v);
+            }
+        });
+        String bootstrap = (String) settings.get(ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG);
+        if (bootstrap == null) {
+            problems.add(missing(OUTPUT_KAFKA_PREFIX + ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG,
+                    "the host:port list of the cluster that holds the decision topic (or set "
+                            + ADMIN_PREFIX + ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG + " when it is the observed cluster)"));
+            return settings;
+        }
+        try {
+            settings.put(ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG, PropertyRules.hostList(bootstrap));
+        } catch (IllegalArgumentException e) {
+            problems.add(new ConfigException(prefix + ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap,
+                    e.getMessage()).getMessage());
+            return settings;
+        }
+        // The callback reads with assign from offset 0, never in a group, and must not create the topic.
+        settings.remove(ConsumerConfig.GROUP_ID_CONFIG);
+        settings.put(ConsumerConfig.KEY_DESERIALIZER_CLASS_CONFIG, ByteArrayDeserializer.class.getName());
+        settings.put(ConsumerConfig.VALUE_DESERIALIZER_CLASS_CONFIG, ByteArrayDeserializer.class.getName());
+        settings.put(ConsumerConfig.ENABLE_AUTO_COMMIT_CONFIG, "false");
+        settings.put(ConsumerConfig.ALLOW_AUTO_CREATE_TOPICS_CONFIG, "false");
+        settings.put(ConsumerConfig.AUTO_OFFSET_RESET_CONFIG, "earliest");
+        settings.putIfAbsent(ConsumerConfig.CLIENT_ID_CONFIG, DEFAULT_CONSUMER_CLIENT_ID);
+        // An unreachable output cluster must not fill the broker log with a reconnect warning every second.
+        settings.putIfAbsent(ConsumerConfig.RECONNECT_BACKOFF_MAX_MS_CONFIG, "10000");
+        try {
+            ConsumerConfig.configDef().parse(settings);
+        } catch (ConfigException e) {
+            problems.add("in " + prefix + "*: " + e.getMessage());
+        }
+        return settings;
+    }
+
+    private static String missing(String name, String what) {
+        return "Missing required configuration \"" + name + "\": " + what;
+    }
+
+    private static ConfigDef.Validator rule(Function<String, ?> read) {
+        return (name, value) -> {
+            if (value == null) {
+                return;  // not set and no default: the getter answers "unlimited" or the like
+            }
+            try {
+                read.apply((String) value);
+            } catch (IllegalArgumentException e) {
+                throw new ConfigException(name, PropertyRules.isSecret(name) ? "[hidden]" : value, e.getMessage());
+            }
+        };
+    }
+
+    /** The static quotas that are set; a missing type is unlimited. */
+    Map<ClientQuotaType, Double> staticQuotas() {
+        Map<ClientQuotaType, Double> quotas = new EnumMap<>(ClientQuotaType.class);
+        putIfSet(quotas, ClientQuotaType.PRODUCE, PRODUCE);
+        putIfSet(quotas, ClientQuotaType.FETCH, FETCH);
+        putIfSet(quotas, ClientQuotaType.REQUEST, REQUEST);
+        return quotas;
+    }
+
+    private void putIfSet(Map<ClientQuotaType, Double> quotas, ClientQuotaType type, String key) {
+        if (values.get(key) != null) {
+            quotas.put(type, PropertyRules.atLeast(values.get(key), 0.0));
+        }
+    }
+
+    Set<String> excludedPrincipalNames() {
+        String raw = values.get(EXCLUDED_PRINCIPALS);
+        return raw == null ? Set.of() : PropertyRules.principalNames(raw);
+    }
+
+    Set<String> excludedClientIds() {
+        return PropertyRules.clientIds(values.get(EXCLUDED_CLIENT_IDS));
+    }
+
+    double fallback() {
+        return PropertyRules.between(values.get(FALLBACK), 0.0, 1.0);
+    }
+
+    Duration validity() {
+        return Iso8601.duration(values.get(VALIDITY));
+    }
+
+    double produceFloor() {
+        return PropertyRules.atLeast(values.get(PRODUCE_FLOOR), 1.0);
+    }
+
+    String clusterName() {
+        return values.get(CLUSTER_NAME);
+    }
+
+    String topic() {
+        return values.get(OUTPUT_TOPIC);
+    }
+
+    /** Settings for the follower's KafkaConsumer (Java client names), with the callback's fixed ones. */
+    Map<String, Object> consumerSettings() {
+        return new HashMap<>(consumerSettings);
+    }
+
+    /** The consumer settings as they may be logged: secrets masked. */
+    Map<String, Object> consumerSettingsForLog() {
+        Map<String, Object> shown = new TreeMap<>();
+        consumerSettings.forEach((k, v) -> shown.put(k, PropertyRules.isSecret(k) ? "[hidden]" : v));
+        return shown;
+    }
+}

@@ -1,0 +1,8 @@
+package io.quotapipeline.callback;
+
+/** Something that feeds decision records to the callback until closed (the topic follower, or a test's). */
+interface Follower extends AutoCloseable {
+    /** Stops feeding; returns within the broker's shutdown and never throws. */
+    @Override
+    void close();
+}

@@ -1,0 +1,176 @@
+package io.quotapipeline.callback;
+
+import java.time.Clock;
+import java.util.List;
+import java.util.Map;
+
+import org.apache.kafka.common.Cluster;
+import org.apache.kafka.common.config.ConfigException;
+import org.apache.kafka.common.security.auth.KafkaPrincipal;
+import org.apache.kafka.server.quota.ClientQuotaCallback;
+import org.apache.kafka.server.quota.ClientQuotaEntity;
+import org.apache.kafka.server.quota.ClientQuotaType;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+/**
+ * The broker's quota callback (KIP-257): Strimzi's static quotas with the produce quota scaled by the throttle
+ * factor the quota pipeline publishes on a compacted topic.
+ *
+ * <p>{@code client.quota.callback.class=io.quotapipeline.callback.PipelineQuotaCallback}. A daemon thread follows
+ * the topic; {@link #quotaLimit} only reads the held decision and the clock, so it never blocks, and it never
+ * throws. Only invalid configuration fails the broker's start.
+ */
+public class PipelineQuotaCallback implements ClientQuotaCallback {
+    private static final Logger log = LoggerFactory.getLogger(PipelineQuotaCallback.class);
+
+    private final Clock clock;
+    private final FollowerFactory followers;
+    private final ResetTracker resets = new ResetTracker();
+    private volatile Configured configured;
+
+    /** What configure() builds; one immutable value so request threads see all of it or none. */
+    private record Configured(CallbackConfig config, DecisionHolder holder, QuotaPolicy policy,
+                              List<CallbackMetrics.Metric> metrics, CallbackMetrics jmx, Follower follower) {
+    }
+
+    /** The constructor Kafka uses. */
+    public PipelineQuotaCallback() {
+        this(Clock.systemUTC(), DecisionFollower::start);
+    }
+
+    /** For tests: an injected clock and record feed. */
+    PipelineQuotaCallback(Clock clock, FollowerFactory followers) {
+        this.clock = clock;
+        this.followers = followers;
+    }
+
+    /**
+     * Reads the callback's properties from the broker configuration and starts following the decision topic.
+     *
+     * @throws ConfigException naming the invalid property; the broker then refuses to start
+     */
+    @Override
+    public void configure(Map<String, ?> configs) {
+        CallbackConfig config = CallbackConfig.parse(configs);
+        close();
+        DecisionHolder holder = new DecisionHolder(config.clusterName(), config.validity(), config.fallback(),
+                clock.instant());
+        QuotaPolicy policy = new QuotaPolicy(config.staticQuotas(), config.excludedPrincipalNames(),
+                config.excludedClientIds(), config.produceFloor());
+        List<CallbackMetrics.Metric> metrics = CallbackMetrics.definitions(holder, policy, clock);
+        CallbackMetrics jmx = CallbackMetrics.register(metrics);
+        Follower follower = followers.start(config, holder::apply);
+        configured = new Configured(config, holder, policy, metrics, jmx, follower);
+        log.info("quota callback for cluster {}: topic {}, consumer {}, static quotas {}, validity {}, fallback {}, "
+                        + "produce floor {}, excluded principals {}, excluded client ids {}",
+                config.clusterName(), config.topic(), config.consumerSettingsForLog(), config.staticQuotas(),
+                config.validity(), config.fallback(), config.produceFloor(), config.excludedPrincipalNames(),
+                config.excludedClientIds());
+    }
+
+    @Override
+    public Map<String, String> quotaMetricTags(ClientQuotaType quotaType, KafkaPrincipal principal, String clientId) {
+        Configured c = configured;
+        try {
+            if (c != null) {
+                return c.policy().metricTags(quotaType, principal, clientId);
+            }
+        } catch (RuntimeException e) {
+            log.warn("quota metric tags failed; the client shares the broker-wide quota", e);
+        }
+        return Map.of(QuotaPolicy.QUOTA_TYPE_TAG, quotaType.name());
+    }
+
+    @Override
+    public Double quotaLimit(ClientQuotaType quotaType, Map<String, String> metricTags) {
+        Configured c = configured;
+        if (c == null) {
+            return QuotaPolicy.UNLIMITED;
+        }
+        try {
+            return c.policy().limit(quotaType, metricTags, c.holder().answer(clock.instant()).factor());
+        } catch (RuntimeException e) {
+            log.warn("quota limit failed; answering with the fallback factor", e);
+            return c.policy().limit(quotaType, Map.of(), c.config().fallback());
+        }
+    }
+
+    /** True once at first and then once after each change of the answered factor (for PRODUCE). */
+    @Override
+    public boolean quotaResetRequired(ClientQuotaType quotaType) {
+        Configured c = configured;
+        if (c == null) {
+            return false;
+        }
+        try {
+            if (quotaType != ClientQuotaType.PRODUCE) {
+                return resets.resetRequired(quotaType, 1.0);  // never scaled: only the first call is true
+            }
+            Answer answer = c.holder().answer(clock.instant());
+            boolean changed = resets.resetRequired(quotaType, answer.factor());
+            if (changed) {
+                log.info("throttle factor of {} is now {} ({})", c.holder().cluster(), answer.factor(),
+                        answer.reason());
+            }
+            return changed;
+        } catch (RuntimeException e) {
+            log.warn("quotaResetRequired failed", e);
+            return false;
+        }
+    }
+
+    /** Client quotas set with kafka-configs are not used while this callback is loaded (as with Strimzi's). */
+    @Override
+    public void updateQuota(ClientQuotaType quotaType, ClientQuotaEntity quotaEntity, double newValue) {
+        log.debug("ignored a client quota update for {} ({}): the callback's static quotas apply", quotaEntity,
+                quotaType);
+    }
+
+    @Override
+    public void removeQuota(ClientQuotaType quotaType, ClientQuotaEntity quotaEntity) {
+        log.debug("ignored a client quota removal for {} ({})", quotaEntity, quotaType);
+    }
+
+    @Override
+    public boolean updateClusterMetadata(Cluster cluster) {
+        return false;
+    }
+
+    /** Stops the follower thread (within a few seconds) and unregisters the metrics. */
+    @Override
+    public void close() {
+        Configured c = configured;
+        if (c == null) {
+            return;
+        }
+        configured = null;
+        try {
+            c.follower().close();
+        } finally {
+            c.jmx().close();
+        }
+    }
+
+    /** The answer in force now; null before configure(). */
+    Answer answer() {
+        Configured c = configured;
+        return c == null ? null : c.holder().answer(clock.instant());
+    }
+
+    DecisionHolder holder() {
+        Configured c = configured;
+        return c == null ? null : c.holder();
+    }
+
+    /** The metric definitions, for Kafka's plugin metrics; empty before configure(). */
+    List<CallbackMetrics.Metric> metrics() {
+        Configured c = configured;
+        return c == null ? List.of() : c.metrics();
+    }
+
+    List<javax.management.ObjectName> jmxNames() {
+        Configured c = configured;
+        return c == null ? List.of() : c.jmx().names();
+    }
+}

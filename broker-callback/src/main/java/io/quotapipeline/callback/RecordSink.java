@@ -1,0 +1,12 @@
+package io.quotapipeline.callback;
+
+/** Where the follower hands each topic record; must not throw. */
+@FunctionalInterface
+interface RecordSink {
+    /**
+     * @param key   the record key (the cluster name), or null
+     * @param value the record value, or null for a tombstone
+     * @param where the record's position, for log lines (" at topic/partition@offset")
+     */
+    void accept(byte[] key, byte[] value, String where);
+}

@@ -1,0 +1,181 @@
+package io.quotapipeline.callback;
+
+import java.io.IOException;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.HexFormat;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Locale;
+import java.util.Map;
+import java.util.stream.Stream;
+
+import org.apache.kafka.common.config.ConfigException;
+import org.apache.kafka.common.security.auth.KafkaPrincipal;
+import org.apache.kafka.server.quota.ClientQuotaType;
+import org.junit.jupiter.api.DynamicTest;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.TestFactory;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+import static org.junit.jupiter.api.Assertions.fail;
+
+/**
+ * Runs tests/vectors/broker_quota_vectors.json, the file the Python reader's tests run too
+ * (tests/test_broker_vectors.py): one behaviour, two languages. Format: tests/vectors/README.md.
+ */
+class SharedVectorsTest {
+    static final Path VECTORS = Path.of("..", "tests", "vectors", "broker_quota_vectors.json");
+
+    static Map<String, Object> vectors() throws IOException, Json.ParseException {
+        if (!Files.isRegularFile(VECTORS)) {
+            fail("the shared vectors file " + VECTORS.toAbsolutePath().normalize() + " is missing: run the tests "
+                    + "from broker-callback/ inside the repository (mvn -f broker-callback verify)");
+        }
+        return map(Json.parse(Files.readString(VECTORS, StandardCharsets.UTF_8)));
+    }
+
+    @Test
+    void theFileHoldsEnoughCases() throws Exception {
+        assertTrue(list(vectors().get("cases")).size() >= 25, "the vectors file must hold at least 25 cases");
+    }
+
+    @TestFactory
+    Stream<DynamicTest> behaviourCases() throws Exception {
+        Map<String, Object> vectors = vectors();
+        Map<String, Object> defaults = map(vectors.get("defaults"));
+        return list(vectors.get("cases")).stream().map(c -> {
+            Map<String, Object> testCase = map(c);
+            return DynamicTest.dynamicTest((String) testCase.get("name"), () -> run(testCase, defaults));
+        });
+    }
+
+    @TestFactory
+    Stream<DynamicTest> configCases() throws Exception {
+        Map<String, Object> vectors = vectors();
+        Map<String, Object> defaults = map(vectors.get("defaults"));
+        return list(vectors.get("config_cases")).stream().map(c -> {
+            Map<String, Object> testCase = map(c);
+            return DynamicTest.dynamicTest((String) testCase.get("name"), () -> runConfig(testCase, defaults));
+        });
+    }
+
+    private static void runConfig(Map<String, Object> testCase, Map<String, Object> defaults) {
+        Map<String, Object> props = properties(defaults, testCase);
+        Object error = testCase.get("error");
+        if (error == Json.NULL) {
+            CallbackConfig.parse(props);
+            return;
+        }
+        Map<String, Object> expected = map(error);
+        ConfigException e = assertThrows(ConfigException.class, () -> CallbackConfig.parse(props));
+        String wanted = "for configuration " + expected.get("property") + ": " + expected.get("message");
+        assertTrue(e.getMessage().contains(wanted), "expected \"" + wanted + "\" in: " + e.getMessage());
+        assertTrue(!e.getMessage().contains("; Invalid") && !e.getMessage().contains("; Missing"),
+                "expected one problem only: " + e.getMessage());
+    }
+
+    private static void run(Map<String, Object> testCase, Map<String, Object> defaults) {
+        MutableClock clock = new MutableClock(Iso8601.instant((String) testCase.get("start")));
+        List<RecordSink> sinks = new ArrayList<>();
+        PipelineQuotaCallback callback = new PipelineQuotaCallback(clock, (config, sink) -> {
+            sinks.add(sink);
+            return () -> { };
+        });
+        callback.configure(properties(defaults, testCase));
+        try {
+            int index = 0;
+            for (Object s : list(testCase.get("steps"))) {
+                Map<String, Object> step = map(s);
+                clock.set(Iso8601.instant((String) step.get("at")));
+                String where = testCase.get("name") + " step " + index++;
+                if (step.containsKey("value") || step.containsKey("value_hex")) {
+                    sinks.get(0).accept(key(step), value(step, map(defaults.get("record"))), "");
+                } else {
+                    check(callback, step, where);
+                }
+            }
+        } finally {
+            callback.close();
+        }
+    }
+
+    private static void check(PipelineQuotaCallback callback, Map<String, Object> step, String where) {
+        Answer answer = callback.answer();
+        if (step.containsKey("factor")) {
+            assertEquals(number(step.get("factor")), answer.factor(), where + ": factor");
+        }
+        if (step.containsKey("basis")) {
+            assertEquals(step.get("basis"), answer.basis().name().toLowerCase(Locale.ROOT), where + ": basis");
+        }
+        if (step.containsKey("reset_required")) {
+            assertEquals(step.get("reset_required"), callback.quotaResetRequired(ClientQuotaType.PRODUCE),
+                    where + ": quotaResetRequired(PRODUCE)");
+        }
+        if (step.containsKey("skipped")) {
+            assertEquals(((Long) step.get("skipped")).longValue(), callback.holder().skipped(), where + ": skipped");
+        }
+        for (Object l : step.containsKey("limits") ? list(step.get("limits")) : List.of()) {
+            Map<String, Object> limit = map(l);
+            ClientQuotaType type = ClientQuotaType.valueOf((String) limit.get("type"));
+            String principal = (String) limit.getOrDefault("principal", "User:ANONYMOUS");
+            String clientId = (String) limit.getOrDefault("client_id", "client");
+            Map<String, String> tags = callback.quotaMetricTags(type, principal(principal), clientId);
+            double expected = "unlimited".equals(limit.get("limit")) ? Double.MAX_VALUE : number(limit.get("limit"));
+            assertEquals(expected, callback.quotaLimit(type, tags),
+                    where + ": limit of " + type + " for " + principal + " / " + clientId);
+        }
+    }
+
+    static KafkaPrincipal principal(String text) {
+        int colon = text.indexOf(':');
+        return new KafkaPrincipal(text.substring(0, colon), text.substring(colon + 1));
+    }
+
+    private static byte[] key(Map<String, Object> step) {
+        Object key = step.get("key");
+        return key == Json.NULL || key == null ? null : ((String) key).getBytes(StandardCharsets.UTF_8);
+    }
+
+    /** null: a tombstone; a string: the raw text; an object: merged over the default record and written. */
+    private static byte[] value(Map<String, Object> step, Map<String, Object> defaultRecord) {
+        if (step.containsKey("value_hex")) {
+            return HexFormat.of().parseHex((String) step.get("value_hex"));
+        }
+        Object value = step.get("value");
+        if (value == Json.NULL) {
+            return null;
+        }
+        if (value instanceof String) {
+            return ((String) value).getBytes(StandardCharsets.UTF_8);
+        }
+        Map<String, Object> record = new LinkedHashMap<>(defaultRecord);
+        record.putAll(map(value));
+        return JsonText.write(record).getBytes(StandardCharsets.UTF_8);
+    }
+
+    private static Map<String, Object> properties(Map<String, Object> defaults, Map<String, Object> testCase) {
+        Map<String, Object> props = new HashMap<>(map(map(defaults).get("properties")));
+        props.putAll(map(testCase.get("properties")));
+        return props;
+    }
+
+    private static double number(Object value) {
+        return ((Number) value).doubleValue();
+    }
+
+    @SuppressWarnings("unchecked")
+    static Map<String, Object> map(Object value) {
+        return (Map<String, Object>) value;
+    }
+
+    @SuppressWarnings("unchecked")
+    static List<Object> list(Object value) {
+        return (List<Object>) value;
+    }
+}

@@ -7,7 +7,7 @@ from hypothesis import given, settings as hsettings, strategies as st
 
 from builders import GB, at, failed, ok, settings, vol
 from quota_pipeline.core.decision import decide_all
-from quota_pipeline.core.model import DecisionSource, Status, VolumeSnapshot
+from quota_pipeline.core.model import DecisionSource, Status
 
 
 def run(snaps, s=None):

@@ -8,7 +8,8 @@ import time
 import pytest
 
 from quota_pipeline.kafka.settings import to_kafka_python
-from quota_pipeline.core.model import Status, VolumeSnapshot
+from quota_pipeline.core.model import Status
+from quota_pipeline.journal.rules import parse_snapshot
 from quota_pipeline.kafka.observer import Observer, call_timeout_ms, poll_once
 from simulator_fixtures import free_port_block, make_config, start_simulator  # noqa: F401  (fixture)
 
@@ -38,7 +39,7 @@ def test_healthy_cluster_reports_every_volume(start_simulator):
         assert (v.total_bytes, v.available_bytes) == truth[v.broker_id][v.log_dir]
         assert v.used_bytes == v.total_bytes - v.available_bytes and v.available_ratio == pytest.approx(0.75)
     assert snap.observed_at.microsecond % 1000 == 0
-    assert VolumeSnapshot.from_json(snap.to_json()) == snap
+    assert parse_snapshot(snap.to_json()) == snap
 
 
 def test_module_level_observe_and_cluster_name_is_only_the_output_key(start_simulator):

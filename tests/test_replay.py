@@ -13,6 +13,7 @@ from quota_pipeline.cli import main
 from quota_pipeline.core.decision import decide_all
 from quota_pipeline.core.settings import Settings
 from quota_pipeline.core.model import VolumeSnapshot, parse_time
+from quota_pipeline.journal.rules import parse_snapshot
 from quota_pipeline.resources import errors
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -25,7 +26,7 @@ def read_jsonl(path) -> list[dict]:
 
 
 def example_snapshots() -> list[VolumeSnapshot]:
-    return [VolumeSnapshot.from_json(r) for r in read_jsonl(EXAMPLES / "journal.jsonl")]
+    return [parse_snapshot(r) for r in read_jsonl(EXAMPLES / "journal.jsonl")]
 
 
 @pytest.fixture(scope="module")
@@ -140,17 +141,18 @@ def test_missing_input_is_a_clear_error(tmp_path, capsys):
 
 
 def test_line_numbers_are_exact_when_a_file_is_read_in_many_splits(spark, tmp_path):
+    from quota_pipeline.journal import lines
     from quota_pipeline.journal import spark_reader as journal
 
     good = read_jsonl(EXAMPLES / "journal.jsonl")[0]
-    lines = []
+    text = []
     for i in range(1, 200):
         if i % 17 == 0:
-            lines.append(f"garbage {i}")
+            text.append(f"garbage {i}")
         else:
-            lines.append(json.dumps({**good, "observed_at": f"2026-01-01T00:{i // 60:02d}:{i % 60:02d}.000Z"}))
+            text.append(json.dumps({**good, "observed_at": f"2026-01-01T00:{i // 60:02d}:{i % 60:02d}.000Z"}))
     path = tmp_path / "split.jsonl"
-    path.write_text("\n".join(lines) + "\n")
+    path.write_text("\n".join(text) + "\n")
     valid, rejected = journal.read(spark, str(path), split_bytes=700)  # ~400 splits, most mid-line
-    assert [r["line"] for r in journal.rejections(rejected)] == [i for i in range(1, 200) if i % 17 == 0]
+    assert [r["line"] for r in lines.rejections(rejected)] == [i for i in range(1, 200) if i % 17 == 0]
     assert valid.count() == 199 - 11

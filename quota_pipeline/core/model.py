@@ -111,23 +111,6 @@ class Volume:
             "error": self.error,
         }
 
-    @classmethod
-    def from_json(cls, raw: Any) -> "Volume":
-        if not isinstance(raw, dict):
-            raise RecordError(f"a volume must be an object, got {raw!r}")
-        broker_id = _int(raw.get("broker_id"), "volumes[].broker_id")
-        log_dir = raw.get("log_dir")
-        if not isinstance(log_dir, str) or not log_dir:
-            raise RecordError(f"volumes[].log_dir must be a non-empty string, got {log_dir!r}")
-        error = raw.get("error")
-        if error is not None and not isinstance(error, str):
-            raise RecordError(f"volumes[].error must be a string or null, got {error!r}")
-        if error is not None:
-            return cls(broker_id, log_dir, None, None, error)
-        total = _int(raw.get("total_bytes"), "volumes[].total_bytes", minimum=0)
-        available = _int(raw.get("available_bytes"), "volumes[].available_bytes", minimum=0)
-        return cls(broker_id, log_dir, total, available, None)
-
 
 @dataclass(frozen=True)
 class VolumeSnapshot:
@@ -157,50 +140,6 @@ class VolumeSnapshot:
         if self.message is not None:
             record["message"] = self.message
         return record
-
-    @classmethod
-    def from_json(cls, raw: Any) -> "VolumeSnapshot":
-        if not isinstance(raw, dict):
-            raise RecordError("a snapshot must be a JSON object")
-        cluster_id = raw.get("cluster_id")
-        if not isinstance(cluster_id, str) or not cluster_id:
-            raise RecordError(f"cluster_id must be a non-empty string, got {cluster_id!r}")
-        status = raw.get("status")
-        if status not in STATUSES:
-            raise RecordError(f"status must be one of {', '.join(STATUSES)}, got {status!r}")
-        volumes = raw.get("volumes") or []
-        if not isinstance(volumes, list):
-            raise RecordError("volumes must be a list")
-        parsed = tuple(Volume.from_json(v) for v in volumes)
-        keys = [(v.broker_id, v.log_dir) for v in parsed]
-        if len(set(keys)) != len(keys):
-            raise RecordError("volumes lists the same (broker_id, log_dir) twice")
-        message = raw.get("message")
-        return cls(
-            cluster_id=cluster_id,
-            observed_at=parse_time(raw.get("observed_at")),
-            status=Status(status),
-            brokers=_int_list(raw.get("brokers"), "brokers"),
-            fenced_brokers=_int_list(raw.get("fenced_brokers"), "fenced_brokers"),
-            volumes=parsed,
-            message=message if isinstance(message, str) else None,
-        )
-
-
-def _int(value: Any, name: str, minimum: int | None = None) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise RecordError(f"{name} must be an integer, got {value!r}")
-    if minimum is not None and value < minimum:
-        raise RecordError(f"{name} must be >= {minimum}, got {value}")
-    return value
-
-
-def _int_list(value: Any, name: str) -> tuple[int, ...]:
-    if value is None:
-        return ()
-    if not isinstance(value, list):
-        raise RecordError(f"{name} must be a list of broker ids, got {value!r}")
-    return tuple(_int(v, f"{name}[]") for v in value)
 
 
 @dataclass(frozen=True)

@@ -6,24 +6,18 @@ file, line number and reason: reported and written out by the caller, never sile
 """
 from __future__ import annotations
 
-import gzip
-import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
 
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
-from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
-from quota_pipeline.core.model import STATUSES
+from quota_pipeline.journal import rules
+from quota_pipeline.journal.lines import SPLIT_BYTES, JournalLines
 
 JSONL_SUFFIXES = (".jsonl", ".json", ".ndjson", ".jsonl.gz", ".json.gz", ".ndjson.gz")
 PARQUET_SUFFIXES = (".parquet",)
-SPLIT_BYTES = 64 * 1024 * 1024
-BATCH_LINES = 4096
-BATCH_BYTES = 16 * 1024 * 1024
 
 VOLUME_TYPE = T.StructType([
     T.StructField("broker_id", T.LongType()),
@@ -73,134 +67,6 @@ def find_inputs(path: str) -> Inputs:
     return Inputs(jsonl, parquet)
 
 
-@dataclass(frozen=True)
-class _Split(InputPartition):
-    path: str
-    start: int
-    end: int  # -1: to the end (compressed files are never split)
-
-
-class JournalLinesReader(DataSourceReader):
-    def __init__(self, paths: list[str], split_bytes: int = SPLIT_BYTES) -> None:
-        self.paths = paths
-        self.split_bytes = split_bytes
-
-    def partitions(self) -> list[_Split]:
-        splits: list[_Split] = []
-        for path in self.paths:
-            size = os.path.getsize(path)
-            if path.endswith(".gz") or size <= self.split_bytes:
-                splits.append(_Split(path, 0, -1))
-                continue
-            splits.extend(_Split(path, a, min(a + self.split_bytes, size))
-                          for a in range(0, size, self.split_bytes))
-        return splits
-
-    def read(self, partition: _Split) -> Iterator:
-        import pyarrow as pa
-
-        lines: list[int] = []
-        texts: list[str] = []
-        size = 0
-
-        def batch():
-            n = len(texts)
-            return pa.RecordBatch.from_arrays(
-                [pa.array([partition.path] * n), pa.array([partition.start] * n, pa.int64()),
-                 pa.array(lines, pa.int64()), pa.array(texts)], names=["file", "offset", "line", "text"])
-
-        for number, text in _lines(partition):
-            if not text.strip():
-                continue
-            lines.append(number)
-            texts.append(text)
-            size += len(text)
-            if len(texts) >= BATCH_LINES or size >= BATCH_BYTES:
-                yield batch()
-                lines, texts, size = [], [], 0
-        if texts:
-            yield batch()
-
-
-def _lines(split: _Split) -> Iterator[tuple[int, str]]:
-    """(line number within the split, text) of the lines that start inside the split."""
-    if split.end < 0:
-        opener = gzip.open if split.path.endswith(".gz") else open
-        with opener(split.path, "rb") as fh:
-            for number, raw in enumerate(fh, start=1):
-                yield number, raw.decode("utf-8", errors="replace").rstrip("\r\n")
-        return
-    with open(split.path, "rb") as fh:
-        if split.start > 0:
-            fh.seek(split.start - 1)
-            if fh.read(1) != b"\n":
-                fh.readline()  # the line that straddles the boundary belongs to the previous split
-        position, number = fh.tell(), 1
-        while position < split.end:
-            raw = fh.readline()
-            if not raw:
-                break
-            yield number, raw.decode("utf-8", errors="replace").rstrip("\r\n")
-            number += 1
-            position += len(raw)
-
-
-class LineNumbers:
-    """Line numbers of (file, split offset, line in split): counts newlines once per file, only when asked."""
-
-    def __init__(self) -> None:
-        self._newlines: dict[tuple[str, int], int] = {}  # newlines in [0, offset)
-        self._first: dict[tuple[str, int], int] = {}     # lines before a split's first line
-
-    def __call__(self, file: str, offset: int, line: int) -> int:
-        if offset == 0:
-            return line
-        key = (file, offset)
-        if key not in self._first:
-            known = max((o for f, o in self._newlines if f == file and o < offset), default=0)
-            count = self._newlines.get((file, known), 0)
-            with open(file, "rb") as fh:
-                fh.seek(known)
-                remaining = offset - known
-                while remaining > 0:
-                    chunk = fh.read(min(remaining, 8 * 1024 * 1024))
-                    count += chunk.count(b"\n")
-                    remaining -= len(chunk)
-                fh.seek(offset - 1)
-                starts_a_line = fh.read(1) == b"\n"
-            self._newlines[key] = count
-            # Unless the split starts a line, its first line follows the one straddling the boundary.
-            self._first[key] = count if starts_a_line else count + 1
-        return self._first[key] + line
-
-
-def rejections(rejected: DataFrame) -> Iterator[dict]:
-    """Rejected rows in file order with their real line numbers (rejects are rare: read on the driver)."""
-    number = LineNumbers()
-    for r in rejected.orderBy("file", "offset", "line").toLocalIterator():
-        reason = r.reason
-        if r.first is not None:
-            reason += f" (first at {r.first.file}:{number(r.first.file, r.first.offset, r.first.line)})"
-        yield {"file": r.file, "line": number(r.file, r.offset, r.line), "reason": reason, "text": r.text}
-
-
-class JournalLines(DataSource):
-    """`spark.read.format("journal_lines").option("paths", json_list).load()`: (file, offset, line, text)."""
-
-    @classmethod
-    def name(cls) -> str:
-        return "journal_lines"
-
-    def schema(self) -> str:
-        return "file string, offset long, line long, text string"
-
-    def reader(self, schema: T.StructType) -> DataSourceReader:
-        import json
-
-        return JournalLinesReader(json.loads(self.options["paths"]),
-                                  int(self.options.get("split_bytes", SPLIT_BYTES)))
-
-
 def _first_problem(*checks: tuple[Column, str]) -> Column:
     expr = F.lit(None).cast("string")
     for cond, reason in reversed(checks):
@@ -208,25 +74,19 @@ def _first_problem(*checks: tuple[Column, str]) -> Column:
     return expr
 
 
-VOLUME_PROBLEMS = (
-    "volumes[] entries must be objects",
-    "volumes[].broker_id must be an integer",
-    "volumes[].log_dir must be a non-empty string",
-    "a volume without error needs integer total_bytes and available_bytes",
-    "volumes[] byte counts must be >= 0 (an offline dir has error set and null bytes)",
-)
-
-
 def _volume_checks(volumes: Column) -> list[tuple[Column, str]]:
-    """Problems of a snapshot's volumes, found in one pass over the array (lambdas are not compiled)."""
-    def code(v: Column) -> Column:
-        checks = (
-            v.isNull(),
+    """rules.VOLUME_RULES as columns, found in one pass over the array (lambdas are not compiled)."""
+    def broken(v: Column) -> tuple[Column, ...]:  # one per rules.VOLUME_RULES, in its order
+        return (
             v.broker_id.isNull(),
             F.coalesce(v.log_dir, F.lit("")) == "",
             v.error.isNull() & (v.total_bytes.isNull() | v.available_bytes.isNull()),
             (v.total_bytes < 0) | (v.available_bytes < 0),
         )
+
+    def code(v: Column) -> Column:
+        checks = broken(v)
+        assert len(checks) == len(rules.VOLUME_RULES)
         out = F.lit(len(checks))
         for i in reversed(range(len(checks))):
             out = F.when(checks[i], F.lit(i)).otherwise(out)
@@ -235,8 +95,32 @@ def _volume_checks(volumes: Column) -> list[tuple[Column, str]]:
     first = F.array_min(F.transform(volumes, code))
     # Keys as strings: array_distinct over structs is about 8x slower on 1000-volume snapshots.
     keys = F.transform(volumes, lambda v: F.concat_ws("\u0000", v.broker_id.cast("string"), v.log_dir))
-    return [(first == i, reason) for i, reason in enumerate(VOLUME_PROBLEMS)] + [
-        (F.size(F.array_distinct(keys)) != F.size(volumes), "volumes lists the same (broker_id, log_dir) twice")]
+    return [(first == i, rule.reason) for i, rule in enumerate(rules.VOLUME_RULES)] + [
+        (F.size(F.array_distinct(keys)) != F.size(volumes), rules.DUPLICATE_VOLUMES.reason)]
+
+
+def _snapshot_checks(s: Column) -> list[tuple[Column, str]]:
+    """rules.SNAPSHOT_RULES as columns, in its order."""
+    no_ids = F.array().cast("array<bigint>")
+
+    def mistyped(field: str) -> Column:
+        # from_json reads a list with one element of the wrong type (or no list) as null: look at the text,
+        # only for rows where the typed value is null (rare), since that parses the line again.
+        return getattr(s, field).isNull() & F.get_json_object("text", f"$.{field}").isNotNull()
+
+    broken = (
+        F.col("is_object").isNull(),
+        F.coalesce(s.cluster_id, F.lit("")) == "",
+        F.try_to_timestamp(s.observed_at).isNull(),
+        ~F.coalesce(s.status.isin(*rules.STATUSES), F.lit(False)),
+        ((s.status == "SUCCESS") & s.brokers.isNull()) | mistyped("brokers")
+        | F.exists(F.coalesce(s.brokers, no_ids), lambda b: b.isNull()),
+        mistyped("fenced_brokers") | F.exists(F.coalesce(s.fenced_brokers, no_ids), lambda b: b.isNull()),
+        mistyped("volumes") | F.exists(F.coalesce(s.volumes, F.array().cast(T.ArrayType(VOLUME_TYPE))),
+                                       lambda v: v.isNull()),
+    )
+    assert len(broken) == len(rules.SNAPSHOT_RULES)
+    return [(cond, rule.reason) for cond, rule in zip(broken, rules.SNAPSHOT_RULES)]
 
 
 def _check(df: DataFrame) -> DataFrame:
@@ -251,16 +135,7 @@ def _check(df: DataFrame) -> DataFrame:
         F.coalesce(s.brokers, F.array().cast("array<bigint>")).alias("brokers"),
         F.coalesce(s.fenced_brokers, F.array().cast("array<bigint>")).alias("fenced_brokers"),
         volumes.alias("volumes"),
-        _first_problem(
-            (F.col("is_object").isNull(), "not a JSON object"),
-            (F.coalesce(s.cluster_id, F.lit("")) == "", "cluster_id must be a non-empty string"),
-            (F.try_to_timestamp(s.observed_at).isNull(), "observed_at must be an ISO-8601 timestamp"),
-            (~F.coalesce(s.status.isin(*STATUSES), F.lit(False)), f"status must be one of {', '.join(STATUSES)}"),
-            ((s.status == "SUCCESS") & s.brokers.isNull(), "brokers must be a list of broker ids"),
-            (F.exists(F.coalesce(s.brokers, F.array().cast("array<bigint>")), lambda b: b.isNull()),
-             "brokers must be a list of broker ids"),
-            *_volume_checks(volumes),
-        ).alias("reason"),
+        _first_problem(*_snapshot_checks(s), *_volume_checks(volumes)).alias("reason"),
     )
     # Keep the raw text only where it is needed (rejected rows): it is most of the input's size.
     return checked.withColumn("text", F.when(F.col("reason").isNotNull(), F.col("text")))

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from quota_pipeline.core.model import UTC, VolumeSnapshot
+from quota_pipeline.journal.rules import parse_snapshot
 
 CLUSTER_ID_FILE = "_cluster_id"
 
@@ -36,7 +37,7 @@ class Journal:
 
     def read(self, config_name: str, tick: int, tick_time: dt.datetime) -> VolumeSnapshot | None:
         text = self._read_text(self.path(config_name, tick, tick_time))
-        return None if text is None else VolumeSnapshot.from_json(json.loads(text))
+        return None if text is None else parse_snapshot(json.loads(text))
 
     def write(self, config_name: str, tick: int, tick_time: dt.datetime, snap: VolumeSnapshot) -> VolumeSnapshot:
         """Journal `snap` unless this tick is journaled already; returns what the journal holds."""

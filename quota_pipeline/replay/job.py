@@ -18,6 +18,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from quota_pipeline.replay import intervals as aggregate
+from quota_pipeline.journal import lines
 from quota_pipeline.journal import spark_reader as journal
 from quota_pipeline.core.config import Limit
 from quota_pipeline.core.clock import SYSTEM
@@ -130,7 +131,7 @@ def _run(spark: SparkSession, settings: Settings, input_path: str, out: Path, st
     rejected_path = Path(str(out) + ".rejected")
     rejected_count, first = 0, []
     with rejected_path.open("w", encoding="utf-8") as fh:
-        for r in journal.rejections(rejected):
+        for r in lines.rejections(rejected):
             fh.write(json.dumps(r) + "\n")
             rejected_count += 1
             if len(first) < 5:

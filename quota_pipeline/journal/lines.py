@@ -1,0 +1,148 @@
+"""The `journal_lines` Python data source: journal files split into numbered lines, for the Spark reader.
+
+It only splits (gzip too) and numbers lines; every field is parsed and checked by Spark SQL (spark_reader.py).
+A split's `line` counts from its byte `offset`; LineNumbers turns that into the file's line number, for
+rejected lines only, so that no split has to count the newlines before it.
+"""
+from __future__ import annotations
+
+import gzip
+import os
+from dataclasses import dataclass
+from typing import Iterator
+
+from pyspark.sql import DataFrame
+from pyspark.sql import types as T
+from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
+
+SPLIT_BYTES = 64 * 1024 * 1024
+BATCH_LINES = 4096
+BATCH_BYTES = 16 * 1024 * 1024
+
+
+@dataclass(frozen=True)
+class _Split(InputPartition):
+    path: str
+    start: int
+    end: int  # -1: to the end (compressed files are never split)
+
+
+class JournalLinesReader(DataSourceReader):
+    def __init__(self, paths: list[str], split_bytes: int = SPLIT_BYTES) -> None:
+        self.paths = paths
+        self.split_bytes = split_bytes
+
+    def partitions(self) -> list[_Split]:
+        splits: list[_Split] = []
+        for path in self.paths:
+            size = os.path.getsize(path)
+            if path.endswith(".gz") or size <= self.split_bytes:
+                splits.append(_Split(path, 0, -1))
+                continue
+            splits.extend(_Split(path, a, min(a + self.split_bytes, size))
+                          for a in range(0, size, self.split_bytes))
+        return splits
+
+    def read(self, partition: _Split) -> Iterator:
+        import pyarrow as pa
+
+        lines: list[int] = []
+        texts: list[str] = []
+        size = 0
+
+        def batch():
+            n = len(texts)
+            return pa.RecordBatch.from_arrays(
+                [pa.array([partition.path] * n), pa.array([partition.start] * n, pa.int64()),
+                 pa.array(lines, pa.int64()), pa.array(texts)], names=["file", "offset", "line", "text"])
+
+        for number, text in _lines(partition):
+            if not text.strip():
+                continue
+            lines.append(number)
+            texts.append(text)
+            size += len(text)
+            if len(texts) >= BATCH_LINES or size >= BATCH_BYTES:
+                yield batch()
+                lines, texts, size = [], [], 0
+        if texts:
+            yield batch()
+
+
+def _lines(split: _Split) -> Iterator[tuple[int, str]]:
+    """(line number within the split, text) of the lines that start inside the split."""
+    if split.end < 0:
+        opener = gzip.open if split.path.endswith(".gz") else open
+        with opener(split.path, "rb") as fh:
+            for number, raw in enumerate(fh, start=1):
+                yield number, raw.decode("utf-8", errors="replace").rstrip("\r\n")
+        return
+    with open(split.path, "rb") as fh:
+        if split.start > 0:
+            fh.seek(split.start - 1)
+            if fh.read(1) != b"\n":
+                fh.readline()  # the line that straddles the boundary belongs to the previous split
+        position, number = fh.tell(), 1
+        while position < split.end:
+            raw = fh.readline()
+            if not raw:
+                break
+            yield number, raw.decode("utf-8", errors="replace").rstrip("\r\n")
+            number += 1
+            position += len(raw)
+
+
+class LineNumbers:
+    """Line numbers of (file, split offset, line in split): counts newlines once per file, only when asked."""
+
+    def __init__(self) -> None:
+        self._newlines: dict[tuple[str, int], int] = {}  # newlines in [0, offset)
+        self._first: dict[tuple[str, int], int] = {}     # lines before a split's first line
+
+    def __call__(self, file: str, offset: int, line: int) -> int:
+        if offset == 0:
+            return line
+        key = (file, offset)
+        if key not in self._first:
+            known = max((o for f, o in self._newlines if f == file and o < offset), default=0)
+            count = self._newlines.get((file, known), 0)
+            with open(file, "rb") as fh:
+                fh.seek(known)
+                remaining = offset - known
+                while remaining > 0:
+                    chunk = fh.read(min(remaining, 8 * 1024 * 1024))
+                    count += chunk.count(b"\n")
+                    remaining -= len(chunk)
+                fh.seek(offset - 1)
+                starts_a_line = fh.read(1) == b"\n"
+            self._newlines[key] = count
+            # Unless the split starts a line, its first line follows the one straddling the boundary.
+            self._first[key] = count if starts_a_line else count + 1
+        return self._first[key] + line
+
+
+def rejections(rejected: DataFrame) -> Iterator[dict]:
+    """Rejected rows in file order with their real line numbers (rejects are rare: read on the driver)."""
+    number = LineNumbers()
+    for r in rejected.orderBy("file", "offset", "line").toLocalIterator():
+        reason = r.reason
+        if r.first is not None:
+            reason += f" (first at {r.first.file}:{number(r.first.file, r.first.offset, r.first.line)})"
+        yield {"file": r.file, "line": number(r.file, r.offset, r.line), "reason": reason, "text": r.text}
+
+
+class JournalLines(DataSource):
+    """`spark.read.format("journal_lines").option("paths", json_list).load()`: (file, offset, line, text)."""
+
+    @classmethod
+    def name(cls) -> str:
+        return "journal_lines"
+
+    def schema(self) -> str:
+        return "file string, offset long, line long, text string"
+
+    def reader(self, schema: T.StructType) -> DataSourceReader:
+        import json
+
+        return JournalLinesReader(json.loads(self.options["paths"]),
+                                  int(self.options.get("split_bytes", SPLIT_BYTES)))

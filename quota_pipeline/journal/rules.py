@@ -1,0 +1,111 @@
+"""The validation rules of a journal record, once: each with its reason, as a Python check and as a Spark column.
+
+Both readers report the first rule a record breaks, in this order and with this reason: the Python model
+(`parse_snapshot`, used by the streaming store and the tests) and the Spark reader (replay, where no
+Python runs per volume). tests/test_journal_rules.py holds the two (and the JSON Schema) to one corpus.
+One difference is left: Spark reads a number where a string is expected (cluster_id 5, log_dir 5) as its text.
+"""
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import isodate
+
+from quota_pipeline.core.model import RecordError, Status, Volume, VolumeSnapshot, parse_time
+
+STATUSES = tuple(s.value for s in Status)
+
+
+@dataclass(frozen=True)
+class Rule:
+    """`broken(record)` is true when a parsed JSON record breaks the rule; `reason` is what both readers say."""
+
+    reason: str
+    broken: Callable[[Any], bool]
+
+
+def _is_int(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _volumes(r: dict) -> list:
+    return r.get("volumes") or []
+
+
+def _timestamp(v: Any) -> dt.datetime | None:
+    if not isinstance(v, str):
+        return None
+    try:
+        return isodate.parse_datetime(v)
+    except (ValueError, isodate.ISO8601Error):
+        return None
+
+
+def _broker_list(v: Any) -> bool:
+    return isinstance(v, list) and all(_is_int(b) for b in v)
+
+
+def _bytes_missing(v: dict) -> bool:
+    return v.get("error") is None and not (_is_int(v.get("total_bytes")) and _is_int(v.get("available_bytes")))
+
+
+def _bytes_negative(v: dict) -> bool:
+    return any(_is_int(v.get(k)) and v[k] < 0 for k in ("total_bytes", "available_bytes"))
+
+
+def _duplicate_keys(r: dict) -> bool:
+    keys = [(v.get("broker_id"), v.get("log_dir")) for v in _volumes(r)]
+    return len(set(keys)) != len(keys)
+
+
+# Snapshot rules first, then the volume rules: both readers stop at the first that is broken.
+SNAPSHOT_RULES = (
+    Rule("not a JSON object", lambda r: not isinstance(r, dict)),
+    Rule("cluster_id must be a non-empty string", lambda r: not (isinstance(r.get("cluster_id"), str)
+                                                                  and r["cluster_id"])),
+    Rule("observed_at must be an ISO-8601 timestamp", lambda r: _timestamp(r.get("observed_at")) is None),
+    Rule(f"status must be one of {', '.join(STATUSES)}", lambda r: r.get("status") not in STATUSES),
+    Rule("brokers must be a list of broker ids",
+         lambda r: not _broker_list(r.get("brokers") if r.get("brokers") is not None or r.get("status") == "SUCCESS"
+                                    else [])),
+    Rule("fenced_brokers must be a list of broker ids", lambda r: not _broker_list(r.get("fenced_brokers") or [])),
+    Rule("volumes must be a list of objects",
+         lambda r: not isinstance(_volumes(r), list) or not all(isinstance(v, dict) for v in _volumes(r))),
+)
+VOLUME_RULES = (
+    Rule("volumes[].broker_id must be an integer", lambda v: not _is_int(v.get("broker_id"))),
+    Rule("volumes[].log_dir must be a non-empty string", lambda v: not (isinstance(v.get("log_dir"), str)
+                                                                         and v["log_dir"])),
+    Rule("a volume without error needs integer total_bytes and available_bytes", _bytes_missing),
+    Rule("volumes[] byte counts must be >= 0 (an offline dir has error set and null bytes)", _bytes_negative),
+)
+DUPLICATE_VOLUMES = Rule("volumes lists the same (broker_id, log_dir) twice", _duplicate_keys)
+
+
+def first_problem(record: Any) -> str | None:
+    """The reason of the first rule `record` breaks (the Python formulation), None when it is valid."""
+    for rule in SNAPSHOT_RULES:
+        if rule.broken(record):
+            return rule.reason
+    # Volume rules in rule order over all volumes, as the Spark reader's array_min over rule indexes.
+    for rule in VOLUME_RULES:
+        if any(rule.broken(v) for v in _volumes(record)):
+            return rule.reason
+    return DUPLICATE_VOLUMES.reason if DUPLICATE_VOLUMES.broken(record) else None
+
+
+def parse_snapshot(raw: Any) -> VolumeSnapshot:
+    """A journal record as a VolumeSnapshot, or RecordError with the reason of the first rule it breaks."""
+    problem = first_problem(raw)
+    if problem is not None:
+        raise RecordError(problem)
+    volumes = tuple(Volume(v["broker_id"], v["log_dir"], None, None, v["error"]) if v.get("error") is not None
+                    else Volume(v["broker_id"], v["log_dir"], v["total_bytes"], v["available_bytes"])
+                    for v in _volumes(raw))
+    message = raw.get("message")
+    return VolumeSnapshot(
+        cluster_id=raw["cluster_id"], observed_at=parse_time(raw["observed_at"]), status=Status(raw["status"]),
+        brokers=tuple(raw.get("brokers") or ()), fenced_brokers=tuple(raw.get("fenced_brokers") or ()),
+        volumes=volumes, message=message if isinstance(message, str) else None)

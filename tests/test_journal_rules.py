@@ -1,0 +1,117 @@
+"""One corpus of journal lines, judged the same way by both readers (Python model, Spark) and by the JSON Schema."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from quota_pipeline import resources
+from quota_pipeline.core.model import RecordError
+from quota_pipeline.journal import rules
+from quota_pipeline.journal import lines
+from quota_pipeline.journal import spark_reader as journal
+
+VOL = {"broker_id": 1, "log_dir": "/d", "total_bytes": 100, "available_bytes": 40, "error": None}
+
+
+_seconds = iter(range(10_000))
+
+
+def snap(**fields) -> str:
+    """A journal line; each at its own second, so that no two lines are duplicates of each other."""
+    record = {"cluster_id": "c1", "observed_at": f"2026-11-21T10:{next(_seconds):02d}:00.000Z", "status": "SUCCESS",
+              "brokers": [1], "fenced_brokers": [], "volumes": [VOL]}
+    record.update(fields)
+    return json.dumps({k: v for k, v in record.items() if v is not ...})
+
+
+def vol(**fields) -> dict:
+    return {k: v for k, v in {**VOL, **fields}.items() if v is not ...}
+
+
+VALID = [
+    snap(),
+    snap(status="TIMEOUT", brokers=..., fenced_brokers=..., volumes=...),
+    snap(volumes=[vol(total_bytes=None, available_bytes=None, error="KAFKA_STORAGE_ERROR")]),
+    snap(fenced_brokers=[2], brokers=[1], message="extension field"),
+    snap(volumes=[vol(), vol(broker_id=2)]),
+    snap(observed_at="2026-11-21T10:00:00+01:00"),
+]
+# (line, the reason both readers must give)
+BAD = [
+    ("this is not json", "not a JSON object"),
+    ("[1, 2]", "not a JSON object"),
+    (snap(cluster_id=...), "cluster_id must be a non-empty string"),
+    (snap(cluster_id=""), "cluster_id must be a non-empty string"),
+    (snap(observed_at="yesterday"), "observed_at must be an ISO-8601 timestamp"),
+    (snap(observed_at=...), "observed_at must be an ISO-8601 timestamp"),
+    (snap(status="OK"), f"status must be one of {', '.join(rules.STATUSES)}"),
+    (snap(status=...), f"status must be one of {', '.join(rules.STATUSES)}"),
+    (snap(brokers=...), "brokers must be a list of broker ids"),
+    (snap(brokers=[1, None]), "brokers must be a list of broker ids"),
+    (snap(fenced_brokers=[None]), "fenced_brokers must be a list of broker ids"),
+    (snap(volumes=[vol(), 7]), "volumes must be a list of objects"),
+    (snap(volumes={"broker_id": 1}), "volumes must be a list of objects"),
+    (snap(status="TIMEOUT", brokers=["a"]), "brokers must be a list of broker ids"),
+    (snap(fenced_brokers=[1.5]), "fenced_brokers must be a list of broker ids"),
+    (snap(volumes=[vol(broker_id="x")]), "volumes[].broker_id must be an integer"),
+    (snap(volumes=[vol(total_bytes=1.5)]), "a volume without error needs integer total_bytes and available_bytes"),
+    (snap(volumes=[vol(broker_id=None)]), "volumes[].broker_id must be an integer"),
+    (snap(volumes=[vol(log_dir="")]), "volumes[].log_dir must be a non-empty string"),
+    (snap(volumes=[vol(log_dir=...)]), "volumes[].log_dir must be a non-empty string"),
+    (snap(volumes=[vol(total_bytes=None)]), "a volume without error needs integer total_bytes and available_bytes"),
+    (snap(volumes=[vol(available_bytes=...)]), "a volume without error needs integer total_bytes and available_bytes"),
+    (snap(volumes=[vol(available_bytes=-1)]),
+     "volumes[] byte counts must be >= 0 (an offline dir has error set and null bytes)"),
+    (snap(volumes=[vol(), vol()]), "volumes lists the same (broker_id, log_dir) twice"),
+    # the first broken rule wins, in rule order, whatever the order of the volumes
+    (snap(volumes=[vol(available_bytes=-1), vol(broker_id=2, log_dir="")]),
+     "volumes[].log_dir must be a non-empty string"),
+    (snap(cluster_id="", status="OK"), "cluster_id must be a non-empty string"),
+]
+
+
+def python_reason(line: str) -> str | None:
+    try:
+        record = json.loads(line)
+    except ValueError:
+        return "not a JSON object"
+    try:
+        rules.parse_snapshot(record)
+    except RecordError as exc:
+        return str(exc)
+    return None
+
+
+@pytest.mark.parametrize("line,reason", BAD, ids=[r for _, r in BAD])
+def test_python_reader_gives_the_rule_reason(line, reason):
+    assert python_reason(line) == reason
+
+
+@pytest.mark.parametrize("line", VALID)
+def test_python_reader_accepts_valid_lines(line):
+    assert python_reason(line) is None
+
+
+def test_the_json_schema_agrees(tmp_path):
+    for line in VALID:
+        assert resources.errors("volume_snapshot", json.loads(line)) == [], line
+    for line, reason in BAD:
+        try:
+            record = json.loads(line)
+        except ValueError:
+            continue  # not JSON at all: nothing for a schema to judge
+        if reason == "volumes lists the same (broker_id, log_dir) twice":
+            continue  # uniqueness by key is beyond JSON Schema (uniqueItems compares whole objects)
+        assert resources.errors("volume_snapshot", record), f"the schema accepts: {line}"
+
+
+@pytest.mark.spark
+def test_spark_reader_gives_the_same_reasons(spark, tmp_path):
+    corpus = VALID + [line for line, _ in BAD]
+    (tmp_path / "corpus.jsonl").write_text("\n".join(corpus) + "\n")
+    valid, rejected = journal.read(spark, str(tmp_path))
+    by_line = {r["line"]: r["reason"] for r in lines.rejections(rejected)}
+    expected = {len(VALID) + i + 1: reason for i, (_, reason) in enumerate(BAD)}
+    assert by_line == expected
+    assert valid.count() == len(VALID)

@@ -142,7 +142,6 @@ final class CallbackConfig {
         settings.put(ConsumerConfig.ENABLE_AUTO_COMMIT_CONFIG, "false");
         settings.put(ConsumerConfig.ALLOW_AUTO_CREATE_TOPICS_CONFIG, "false");
         settings.put(ConsumerConfig.AUTO_OFFSET_RESET_CONFIG, "earliest");
-        settings.putIfAbsent(ConsumerConfig.CLIENT_ID_CONFIG, DEFAULT_CONSUMER_CLIENT_ID);
         // An unreachable output cluster must not fill the broker log with a reconnect warning every second.
         settings.putIfAbsent(ConsumerConfig.RECONNECT_BACKOFF_MAX_MS_CONFIG, "10000");
         try {
@@ -214,15 +213,22 @@ final class CallbackConfig {
         return values.get(OUTPUT_TOPIC);
     }
 
-    /** Settings for the follower's KafkaConsumer (Java client names), with the callback's fixed ones. */
-    Map<String, Object> consumerSettings() {
-        return new HashMap<>(consumerSettings);
+    /**
+     * Settings for the follower's KafkaConsumer (Java client names), with the callback's fixed ones. Without a
+     * configured client.id the consumer is {@code quota-pipeline-callback}, with {@code -<n>} for the n-th callback
+     * of the JVM: a combined broker+controller node loads two, and client ids name JMX beans.
+     */
+    Map<String, Object> consumerSettings(int instance) {
+        Map<String, Object> settings = new HashMap<>(consumerSettings);
+        settings.putIfAbsent(ConsumerConfig.CLIENT_ID_CONFIG,
+                DEFAULT_CONSUMER_CLIENT_ID + (instance > 1 ? "-" + instance : ""));
+        return settings;
     }
 
-    /** The consumer settings as they may be logged: secrets masked. */
-    Map<String, Object> consumerSettingsForLog() {
+    /** Consumer settings as they may be logged: secrets masked. */
+    static Map<String, Object> forLog(Map<String, Object> settings) {
         Map<String, Object> shown = new TreeMap<>();
-        consumerSettings.forEach((k, v) -> shown.put(k, PropertyRules.isSecret(k) ? "[hidden]" : v));
+        settings.forEach((k, v) -> shown.put(k, PropertyRules.isSecret(k) ? "[hidden]" : v));
         return shown;
     }
 }

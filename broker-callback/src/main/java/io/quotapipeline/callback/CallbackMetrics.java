@@ -46,6 +46,7 @@ final class CallbackMetrics implements AutoCloseable {
 
     private final MBeanServer server;
     private final List<ObjectName> registered = new ArrayList<>();
+    private int instance = 1;
 
     private CallbackMetrics(MBeanServer server) {
         this.server = server;
@@ -89,6 +90,7 @@ final class CallbackMetrics implements AutoCloseable {
         String instance = "";
         for (int n = 2; n < 100 && jmx.taken(metrics.get(0).name(), instance); n++) {
             instance = ",instance=" + n;
+            jmx.instance = n;
         }
         for (Metric metric : metrics) {
             try {
@@ -114,6 +116,11 @@ final class CallbackMetrics implements AutoCloseable {
         } catch (JMException e) {
             return false;
         }
+    }
+
+    /** 1 for the first callback of the JVM, n for the n-th one alive at the same time. */
+    int instance() {
+        return instance;
     }
 
     List<ObjectName> names() {

@@ -56,11 +56,8 @@ final class DecisionFollower implements Follower, Runnable {
     }
 
     /** Starts following with a real KafkaConsumer. */
-    static DecisionFollower start(CallbackConfig config, RecordSink sink) {
-        DecisionFollower follower = new DecisionFollower(config.topic(), config.consumerSettings(), sink,
-                KafkaConsumer::new);
-        follower.thread.start();
-        return follower;
+    static DecisionFollower start(String topic, Map<String, Object> settings, RecordSink sink) {
+        return new DecisionFollower(topic, settings, sink, KafkaConsumer::new).startThread();
     }
 
     DecisionFollower startThread() {

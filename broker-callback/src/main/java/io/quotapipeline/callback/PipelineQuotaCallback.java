@@ -60,11 +60,12 @@ public class PipelineQuotaCallback implements ClientQuotaCallback {
                 config.excludedClientIds(), config.produceFloor());
         List<CallbackMetrics.Metric> metrics = CallbackMetrics.definitions(holder, policy, clock);
         CallbackMetrics jmx = CallbackMetrics.register(metrics);
-        Follower follower = followers.start(config, holder::apply);
+        Map<String, Object> consumer = config.consumerSettings(jmx.instance());
+        Follower follower = followers.start(config.topic(), consumer, holder::apply);
         configured = new Configured(config, holder, policy, metrics, jmx, follower);
         log.info("quota callback for cluster {}: topic {}, consumer {}, static quotas {}, validity {}, fallback {}, "
                         + "produce floor {}, excluded principals {}, excluded client ids {}",
-                config.clusterName(), config.topic(), config.consumerSettingsForLog(), config.staticQuotas(),
+                config.clusterName(), config.topic(), CallbackConfig.forLog(consumer), config.staticQuotas(),
                 config.validity(), config.fallback(), config.produceFloor(), config.excludedPrincipalNames(),
                 config.excludedClientIds());
     }

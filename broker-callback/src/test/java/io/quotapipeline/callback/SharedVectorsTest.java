@@ -83,7 +83,7 @@ class SharedVectorsTest {
     private static void run(Map<String, Object> testCase, Map<String, Object> defaults) {
         MutableClock clock = new MutableClock(Iso8601.instant((String) testCase.get("start")));
         List<RecordSink> sinks = new ArrayList<>();
-        PipelineQuotaCallback callback = new PipelineQuotaCallback(clock, (config, sink) -> {
+        PipelineQuotaCallback callback = new PipelineQuotaCallback(clock, (topic, settings, sink) -> {
             sinks.add(sink);
             return () -> { };
         });

@@ -1,0 +1,228 @@
+package io.quotapipeline.callback;
+
+import java.lang.management.ManagementFactory;
+import java.nio.charset.StandardCharsets;
+import java.time.Duration;
+import java.time.Instant;
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.atomic.AtomicBoolean;
+
+import javax.management.MBeanServer;
+import javax.management.ObjectName;
+
+import org.apache.kafka.common.MetricName;
+import org.apache.kafka.common.config.ConfigException;
+import org.apache.kafka.common.metrics.Gauge;
+import org.apache.kafka.common.metrics.MetricConfig;
+import org.apache.kafka.common.metrics.MetricValueProvider;
+import org.apache.kafka.common.metrics.PluginMetrics;
+import org.apache.kafka.common.metrics.Sensor;
+import org.apache.kafka.common.security.auth.KafkaPrincipal;
+import org.apache.kafka.server.quota.ClientQuotaType;
+import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.Test;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+/** The callback as Kafka sees it: metrics, lifecycle, and answers that never throw. */
+class PipelineQuotaCallbackTest {
+    private static final Instant START = Instant.parse("2026-11-21T10:00:00Z");
+    private static final MBeanServer JMX = ManagementFactory.getPlatformMBeanServer();
+    private final MutableClock clock = new MutableClock(START);
+    private final List<RecordSink> sinks = new ArrayList<>();
+    private final List<Map<String, Object>> consumerSettings = new ArrayList<>();
+    private final AtomicBoolean followerClosed = new AtomicBoolean();
+    private final List<PipelineQuotaCallback> callbacks = new ArrayList<>();
+
+    private <T extends PipelineQuotaCallback> T configured(T callback, Map<String, Object> extra) {
+        Map<String, Object> props = new HashMap<>();
+        props.put("quota.pipeline.cluster.name", "c1");
+        props.put("quota.pipeline.output.kafka.bootstrap.servers", "127.0.0.1:9");
+        props.put("client.quota.callback.static.produce", "1000");
+        props.put("client.quota.callback.static.throttle.factor.fallback", "0.5");
+        props.putAll(extra);
+        callback.configure(props);
+        callbacks.add(callback);
+        return callback;
+    }
+
+    private PipelineQuotaCallback configured() {
+        return configured(new PipelineQuotaCallback(clock, this::follower), Map.of());
+    }
+
+    private Follower follower(String topic, Map<String, Object> settings, RecordSink sink) {
+        sinks.add(sink);
+        consumerSettings.add(settings);
+        return () -> followerClosed.set(true);
+    }
+
+    private void feed(String value) {
+        sinks.get(sinks.size() - 1).accept("c1".getBytes(StandardCharsets.UTF_8),
+                value.getBytes(StandardCharsets.UTF_8), "");
+    }
+
+    private static String record(Instant observed, double factor) {
+        return "{\"schema_version\": 1, \"observed_at\": \"" + observed + "\", \"throttle_factor\": " + factor
+                + ", \"source\": \"OBSERVATION\", \"valid_until\": \"" + observed.plusSeconds(300) + "\"}";
+    }
+
+    private static Object attribute(String name, String attribute) throws Exception {
+        return JMX.getAttribute(CallbackMetrics.objectName(name, ""), attribute);
+    }
+
+    @AfterEach
+    void closeAll() {
+        callbacks.forEach(PipelineQuotaCallback::close);
+    }
+
+    @Test
+    void jmxMetricsFollowTheDecision() throws Exception {
+        configured();
+        assertEquals(1.0, attribute("ThrottleFactor", "Value"));
+        assertEquals(-1.0, attribute("DecisionAgeSeconds", "Value"));
+        assertEquals(1000.0, attribute("Produce", "Value"));
+        assertEquals(Double.MAX_VALUE, attribute("Fetch", "Value"));
+
+        feed(record(START, 0.0));
+        feed("garbage");
+        clock.advance(Duration.ofSeconds(30));
+        assertEquals(0.0, attribute("ThrottleFactor", "Value"));
+        assertEquals(0.0, attribute("FallbackApplied", "Value"));
+        assertEquals(30.0, attribute("DecisionAgeSeconds", "Value"));
+        assertEquals(1L, attribute("RecordsApplied", "Count"));
+        assertEquals(1L, attribute("RecordsSkipped", "Count"));
+
+        clock.advance(Duration.ofSeconds(300));
+        assertEquals(0.5, attribute("ThrottleFactor", "Value"));
+        assertEquals(1.0, attribute("FallbackApplied", "Value"));
+    }
+
+    @Test
+    void closeStopsTheFollowerAndUnregistersTheMetrics() throws Exception {
+        PipelineQuotaCallback callback = configured();
+        ObjectName name = CallbackMetrics.objectName("ThrottleFactor", "");
+        assertTrue(JMX.isRegistered(name));
+        callback.close();
+        assertTrue(followerClosed.get());
+        assertFalse(JMX.isRegistered(name));
+        callback.close();  // twice is harmless: Kafka and a failed start may both close
+    }
+
+    @Test
+    void aSecondCallbackInTheJvmGetsItsOwnMetrics() throws Exception {
+        configured();
+        PipelineQuotaCallback second = configured(new PipelineQuotaCallback(clock, this::follower), Map.of());
+        assertTrue(second.jmxNames().contains(CallbackMetrics.objectName("ThrottleFactor", ",instance=2")),
+                second.jmxNames().toString());
+        assertEquals(8, second.jmxNames().size());
+        assertEquals("quota-pipeline-callback", consumerSettings.get(0).get("client.id"));
+        assertEquals("quota-pipeline-callback-2", consumerSettings.get(1).get("client.id"));
+    }
+
+    @Test
+    void invalidConfigurationFailsBeforeAnythingStarts() {
+        PipelineQuotaCallback callback = new PipelineQuotaCallback(clock, this::follower);
+        assertThrows(ConfigException.class, () -> callback.configure(Map.of("quota.pipeline.cluster.name", "c1")));
+        assertTrue(sinks.isEmpty());
+        assertEquals(Double.MAX_VALUE, callback.quotaLimit(ClientQuotaType.PRODUCE, Map.of()));
+        assertFalse(callback.quotaResetRequired(ClientQuotaType.PRODUCE));
+    }
+
+    @Test
+    void quotaLimitNeverThrowsAndFallsBackOnBrokenInput() {
+        PipelineQuotaCallback callback = configured();
+        feed(record(START, 0.0));
+        assertEquals(500.0, callback.quotaLimit(ClientQuotaType.PRODUCE, null));  // fallback 0.5 x 1000
+        assertEquals(Map.of("quota.type", "PRODUCE"), callback.quotaMetricTags(ClientQuotaType.PRODUCE, null, null));
+    }
+
+    @Test
+    void controllerMutationQuotasAreUnlimitedAndResetOnlyOnce() {
+        PipelineQuotaCallback callback = configured();
+        feed(record(START, 0.0));
+        Map<String, String> tags = callback.quotaMetricTags(ClientQuotaType.CONTROLLER_MUTATION,
+                new KafkaPrincipal(KafkaPrincipal.USER_TYPE, "alice"), "app");
+        assertEquals(Double.MAX_VALUE, callback.quotaLimit(ClientQuotaType.CONTROLLER_MUTATION, tags));
+        assertTrue(callback.quotaResetRequired(ClientQuotaType.CONTROLLER_MUTATION));
+        assertFalse(callback.quotaResetRequired(ClientQuotaType.CONTROLLER_MUTATION));
+        assertTrue(callback.quotaResetRequired(ClientQuotaType.FETCH));
+        assertFalse(callback.quotaResetRequired(ClientQuotaType.FETCH));
+    }
+
+    @Test
+    void everyClientOfAQuotaTypeSharesOneQuotaAndTheExemptOnesAnother() {
+        PipelineQuotaCallback callback = configured(new PipelineQuotaCallback(clock, this::follower),
+                Map.of("client.quota.callback.static.excluded.principal.name.list", "User:pipeline"));
+        KafkaPrincipal alice = new KafkaPrincipal(KafkaPrincipal.USER_TYPE, "alice");
+        KafkaPrincipal bob = new KafkaPrincipal(KafkaPrincipal.USER_TYPE, "bob");
+        KafkaPrincipal pipeline = new KafkaPrincipal(KafkaPrincipal.USER_TYPE, "pipeline");
+        assertEquals(callback.quotaMetricTags(ClientQuotaType.PRODUCE, alice, "a"),
+                callback.quotaMetricTags(ClientQuotaType.PRODUCE, bob, "b"));
+        assertEquals(Map.of("quota.type", "PRODUCE", "excluded-principal-quota-key", "true"),
+                callback.quotaMetricTags(ClientQuotaType.PRODUCE, pipeline, "quota-pipeline-publisher"));
+        assertEquals(Map.of("quota.type", "PRODUCE", "excluded-client-id-quota-key", "true"),
+                callback.quotaMetricTags(ClientQuotaType.PRODUCE, alice, "quota-pipeline-publisher"));
+    }
+
+    @Test
+    void monitorableCallbackAddsItsMetricsToKafkasPluginMetricsInEitherOrder() {
+        RecordingPluginMetrics early = new RecordingPluginMetrics();
+        MonitorablePipelineQuotaCallback first = new MonitorablePipelineQuotaCallback(clock, this::follower);
+        first.withPluginMetrics(early);  // before configure(): added once configured
+        assertTrue(early.metrics.isEmpty());
+        configured(first, Map.of());
+        assertEquals(8, early.metrics.size());
+        feed(record(START, 0.25));
+        assertEquals(0.25, early.value("throttle-factor"));
+        assertEquals(1.0, early.value("records-applied"));
+
+        RecordingPluginMetrics late = new RecordingPluginMetrics();
+        MonitorablePipelineQuotaCallback second = configured(
+                new MonitorablePipelineQuotaCallback(clock, this::follower), Map.of());
+        second.withPluginMetrics(late);  // Kafka's order: configure(), then withPluginMetrics()
+        assertEquals(1.0, late.value("throttle-factor"));
+        assertEquals(1000.0, late.value("produce-quota"));
+    }
+
+    /** Kafka's PluginMetrics reduced to a map, to read what the callback registered. */
+    private static final class RecordingPluginMetrics implements PluginMetrics {
+        final Map<String, MetricValueProvider<?>> metrics = new LinkedHashMap<>();
+
+        @Override
+        public MetricName metricName(String name, String description, LinkedHashMap<String, String> tags) {
+            return new MetricName(name, "plugins", description, tags);
+        }
+
+        @Override
+        public void addMetric(MetricName name, MetricValueProvider<?> provider) {
+            if (metrics.putIfAbsent(name.name(), provider) != null) {
+                throw new IllegalArgumentException("metric " + name.name() + " already exists");
+            }
+        }
+
+        @Override
+        public void removeMetric(MetricName name) {
+            metrics.remove(name.name());
+        }
+
+        @Override
+        public Sensor addSensor(String name) {
+            throw new UnsupportedOperationException("the callback registers gauges only");
+        }
+
+        @Override
+        public void removeSensor(String name) {
+        }
+
+        double value(String name) {
+            return (Double) ((Gauge<?>) metrics.get(name)).value(new MetricConfig(), 0L);
+        }
+    }
+}

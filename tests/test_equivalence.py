@@ -4,7 +4,9 @@ from __future__ import annotations
 import datetime as dt
 import json
 
+from chispa import assert_df_equality
 from hypothesis import HealthCheck, given, settings as hsettings, strategies as st
+from pyspark.sql import functions as F
 
 from builders import GB, failed, ok, settings, vol
 from quota_pipeline.replay import intervals as aggregate
@@ -43,8 +45,24 @@ def fleets(draw):
     return snaps
 
 
-def python_records(snaps, s):
-    return {(sm.cluster_id, sm.observed_at): (sm, d) for sm, d in decide_all(snaps, s)}
+COMPARED = ("cluster_id", "observed_at", "throttle_factor", "source", "valid_until", "violations",
+            "active_log_dirs", "active_brokers", "missing_brokers", "min_available_ratio", "worst_volume")
+
+
+def python_frame(spark, snaps, s):
+    """The streaming form's decisions as a DataFrame of the compared replay columns."""
+    rows = []
+    for sm, d in decide_all(snaps, s):
+        w = sm.worst_volume
+        rows.append((sm.cluster_id, _naive(sm.observed_at), d.factor, d.source.value, _naive(d.valid_until(s.validity)),
+                     sm.violations, sm.active_log_dirs, sm.active_brokers, list(sm.missing_brokers),
+                     sm.min_available_ratio,
+                     None if w is None else (w.broker_id, w.log_dir, w.available_bytes, w.available_ratio)))
+    schema = ("cluster_id string, observed_at timestamp, throttle_factor double, source string, "
+              "valid_until timestamp, violations long, active_log_dirs long, active_brokers long, "
+              "missing_brokers array<long>, min_available_ratio double, worst_volume struct<broker_id: long, "
+              "log_dir: string, available_bytes: long, available_ratio: double>")
+    return spark.createDataFrame(rows, schema)
 
 
 @hsettings(max_examples=12, deadline=None, suppress_health_check=list(HealthCheck))
@@ -56,23 +74,19 @@ def test_spark_replay_equals_streaming_decisions(spark, tmp_path_factory, snaps,
     path.write_text("".join(json.dumps(x.to_json()) + "\n" for x in snaps))
     valid, rejected = journal.read(spark, str(path))
     assert rejected.count() == 0
-    rows = replay.decisions(aggregate.summaries(valid, s), s).collect()
-    expected = python_records(snaps, s)
-    assert len(rows) == len(expected)
-    for r in rows:
-        sm, d = expected[(r.cluster_id, r.observed_at.replace(tzinfo=dt.timezone.utc))]
-        assert (r.throttle_factor, r.source) == (d.factor, d.source.value), (r, sm, d)
-        assert _naive(d.valid_until(s.validity)) == r.valid_until
-        assert (r.violations, r.active_log_dirs, r.active_brokers) == (
-            sm.violations, sm.active_log_dirs, sm.active_brokers), (r, sm)
-        assert tuple(r.missing_brokers) == sm.missing_brokers
-        assert r.min_available_ratio == sm.min_available_ratio
-        worst = None if r.worst_volume is None else tuple(r.worst_volume)
-        expected_worst = None if sm.worst_volume is None else (
-            sm.worst_volume.broker_id, sm.worst_volume.log_dir, sm.worst_volume.available_bytes,
-            sm.worst_volume.available_ratio)
-        assert worst == expected_worst, (r, sm)
+    replayed = replay.decisions(aggregate.summaries(valid, s), s).select(*COMPARED)
+    assert_df_equality(replayed, python_frame(spark, snaps, s), ignore_row_order=True, ignore_nullable=True,
+                       transforms=[_cast_counts])
+
+
+def _cast_counts(df):
+    """Replay's count columns are ints or longs depending on the aggregation; compare them as longs."""
+    return df.select(*[F.col(c).cast("long").alias(c) if c in ("violations", "active_log_dirs", "active_brokers")
+                       else F.col(c).cast("array<long>").alias(c) if c == "missing_brokers"
+                       else F.col(c).cast("struct<broker_id: long, log_dir: string, available_bytes: long, "
+                                          "available_ratio: double>").alias(c) if c == "worst_volume"
+                       else F.col(c) for c in df.columns])
 
 
 def _naive(t):
-    return None if t is None else t.replace(tzinfo=None)
+    return None if t is None else t.astimezone(dt.timezone.utc).replace(tzinfo=None)

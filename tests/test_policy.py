@@ -1,6 +1,7 @@
 """The policy's Spark column expressions and its Python functions agree on every volume."""
 from __future__ import annotations
 
+from chispa import assert_column_equality
 from hypothesis import HealthCheck, given, settings as hsettings, strategies as st
 from pyspark.sql import functions as F
 
@@ -26,18 +27,20 @@ limits = st.one_of(
 @hsettings(max_examples=25, deadline=None, suppress_health_check=list(HealthCheck))
 @given(volumes, limits)
 def test_spark_and_python_policy_agree(spark, vols, lim):
-    df = spark.createDataFrame(vols, "available long, total long")
+    expected = [(a, t, policy.volume_factor_py(a, t, lim), policy.violates_py(a, t, lim),
+                 None if a is None else (0.0 if t == 0 else a / t)) for a, t in vols]
+    df = spark.createDataFrame(expected, "available long, total long, py_factor double, py_violates boolean, "
+                                         "py_ratio double")
     a, t = F.col("available"), F.col("total")
-    rows = df.select("available", "total", policy.volume_factor_col(a, t, lim).alias("factor"),
+    both = df.select("*", policy.volume_factor_col(a, t, lim).alias("factor"),
                      policy.violates_col(a, t, lim).alias("violates"),
-                     policy.available_ratio_col(a, t).alias("ratio")).collect()
-    for r in rows:
-        assert r.factor == policy.volume_factor_py(r.available, r.total, lim), (r, lim)
-        assert r.violates == policy.violates_py(r.available, r.total, lim), (r, lim)
-        expected_ratio = None if r.available is None else (0.0 if r.total == 0 else r.available / r.total)
-        assert r.ratio == expected_ratio
-        assert 0.0 <= r.factor <= 1.0
-        assert (r.factor == 0.0) == r.violates or lim.soft is not None
+                     policy.available_ratio_col(a, t).alias("ratio"))
+    assert_column_equality(both, "factor", "py_factor")
+    assert_column_equality(both, "violates", "py_violates")
+    assert_column_equality(both, "ratio", "py_ratio")
+    for _, _, factor, violates, _ in expected:
+        assert 0.0 <= factor <= 1.0
+        assert (factor == 0.0) == violates or lim.soft is not None
 
 
 def test_graded_policy_examples():

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from chispa import assert_df_equality
 
 from quota_pipeline.core import config as cfg
 from quota_pipeline.cli import main
@@ -130,9 +131,11 @@ def test_parquet_input_and_output_match_jsonl(spark, tmp_path, example_replay):
         fh.writelines(json.dumps(s) + "\n" for s in snaps[200:])
     out = tmp_path / "decisions.parquet"
     assert main(["replay", "--config", CONF, "--input", str(src), "--output", str(out)]) == 0
-    got = spark.read.parquet(str(out)).orderBy("cluster_id", "observed_at").collect()
-    assert [(r.cluster_id, r.throttle_factor, r.source) for r in got] == [
-        (r["cluster_id"], r["throttle_factor"], r["source"]) for r in example_replay]
+    got = spark.read.parquet(str(out)).select("cluster_id", "observed_at", "throttle_factor", "source")
+    expected = spark.createDataFrame([(r["cluster_id"], parse_time(r["observed_at"]).replace(tzinfo=None),
+                                       r["throttle_factor"], r["source"]) for r in example_replay],
+                                     "cluster_id string, observed_at timestamp, throttle_factor double, source string")
+    assert_df_equality(got, expected, ignore_row_order=True, ignore_nullable=True)
 
 
 def test_missing_input_is_a_clear_error(tmp_path, capsys):

@@ -54,10 +54,10 @@ def test_connection_is_reused_across_polls_and_log_dirs_are_asked_once_per_broke
     sim = start_simulator(SIX_BY_TWO)
     with Observer(make_config(sim.bootstrap_servers)) as obs:
         assert obs.poll().status is Status.SUCCESS
-        before = sim.request_counts()
+        before = sim.counts.totals()
         for _ in range(3):
             assert obs.poll().status is Status.SUCCESS
-        after = sim.request_counts()
+        after = sim.counts.totals()
     assert after["ApiVersions"] == before["ApiVersions"]  # no new connections
     assert after["DescribeLogDirs"] - before["DescribeLogDirs"] == 3 * 6
     assert after["DescribeCluster"] - before["DescribeCluster"] == 3
@@ -99,7 +99,7 @@ def test_fenced_broker_is_listed_and_not_asked(start_simulator):
     snap = poll(sim)
     assert snap.status is Status.SUCCESS
     assert snap.brokers == (1, 2, 3, 5, 6) and snap.fenced_brokers == (4,)
-    assert sim.request_counts_by_broker().get(4, {}).get("DescribeLogDirs", 0) == 0
+    assert sim.counts.by_broker().get(4, {}).get("DescribeLogDirs", 0) == 0
 
 
 @pytest.mark.parametrize("api", ["DescribeLogDirs", "DescribeCluster"])

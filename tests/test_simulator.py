@@ -132,7 +132,7 @@ def test_unsimulated_api_answers_unsupported_version(start_simulator):
     sim = start_simulator({"brokers": 1})
     req = FetchRequest(replica_id=-1, max_wait_ms=0, min_bytes=0, topics=[])
     assert roundtrip(sim.base_port, req, 12).error_code == 35
-    assert sim.request_counts()["other"] == 1
+    assert sim.counts.totals()["other"] == 1
 
 
 def test_kafka_python_admin_client_decodes_everything(start_simulator):
@@ -159,7 +159,7 @@ def test_confluent_kafka_describe_cluster_lists_brokers(start_simulator):
     metadata = admin.list_topics(timeout=10)
     assert sorted(metadata.brokers) == [1, 2, 3] and metadata.cluster_id == "ck"
     # librdkafka implements describe_cluster with Metadata (high, flexible versions), not DescribeCluster.
-    assert sim.request_counts()["Metadata"] >= 2
+    assert sim.counts.totals()["Metadata"] >= 2
 
 
 # ---- runtime control ------------------------------------------------------------------------------
@@ -181,10 +181,10 @@ def test_request_counts_per_api_and_broker(start_simulator):
     sim = start_simulator({"brokers": 2})
     roundtrip(sim.base_port, ApiVersionsRequest(), 0)
     roundtrip(sim.base_port + 1, DescribeLogDirsRequest(topics=[]), 4)
-    assert sim.request_counts() == {"ApiVersions": 1, "DescribeLogDirs": 1}
-    assert sim.request_counts_by_broker() == {1: {"ApiVersions": 1}, 2: {"DescribeLogDirs": 1}}
-    sim.reset_counts()
-    assert sim.request_counts() == {}
+    assert sim.counts.totals() == {"ApiVersions": 1, "DescribeLogDirs": 1}
+    assert sim.counts.by_broker() == {1: {"ApiVersions": 1}, 2: {"DescribeLogDirs": 1}}
+    sim.counts.reset()
+    assert sim.counts.totals() == {}
 
 
 def test_stop_leaves_no_listener():

@@ -72,7 +72,7 @@ def run(args: argparse.Namespace) -> int:
     except OSError as exc:
         print(f"error: cannot listen on {sim.host}: {exc}", file=sys.stderr)
         return 1
-    counts = sim.request_counts()
+    counts = sim.counts.totals()
     served = ", ".join(f"{api}={n}" for api, n in counts.items()) or "none"
     print(f"stopped; all listeners closed. requests served: {served}", flush=True)
     return 0

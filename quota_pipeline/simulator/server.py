@@ -15,7 +15,7 @@ from typing import Any, Mapping
 
 from kafka.protocol.schemas.fields.codecs import Int32
 
-from quota_pipeline.simulator import protocol
+from quota_pipeline.simulator.requests import RequestCounts, answer
 from quota_pipeline.simulator.clock import SimClock
 from quota_pipeline.simulator.scenario import Scenario, load_scenario
 from quota_pipeline.simulator.state import SimulatedCluster
@@ -45,7 +45,7 @@ class Simulator:
         with Simulator({"brokers": 3, "log_dirs": 2}, port=0) as sim:   # port 0: any free block
             sim.bootstrap_servers  # "127.0.0.1:PORT"
             sim.state.fill(1, 0, 10**9); sim.state.broker_down(2)
-            sim.request_counts()
+            sim.counts.totals()
     """
 
     def __init__(self, scenario: Scenario | Mapping[str, Any] | str | Path, *, port: int | None = None,
@@ -56,8 +56,7 @@ class Simulator:
         self.base_port = self._requested_port
         self.clock = SimClock(speed or self.scenario.speed)
         self.state = SimulatedCluster(self.scenario, self.base_port, self.clock, self.host)
-        self._counts: collections.Counter[tuple[int, str]] = collections.Counter()
-        self._counts_lock = threading.Lock()
+        self.counts = RequestCounts()
         self._servers: dict[int, asyncio.AbstractServer] = {}
         self._conns: dict[int, set[asyncio.StreamWriter]] = collections.defaultdict(set)
         self._handlers: set[asyncio.Task[None]] = set()
@@ -80,25 +79,6 @@ class Simulator:
     def bootstrap_servers(self) -> str:
         """host:port of the first broker (any broker bootstraps)."""
         return f"{self.host}:{self.base_port}"
-
-    def request_counts(self) -> dict[str, int]:
-        """Requests served per API name (ApiVersions, Metadata, DescribeCluster, DescribeLogDirs, others)."""
-        totals: collections.Counter[str] = collections.Counter()
-        with self._counts_lock:
-            for (_, api), n in self._counts.items():
-                totals[api] += n
-        return dict(sorted(totals.items()))
-
-    def request_counts_by_broker(self) -> dict[int, dict[str, int]]:
-        out: dict[int, dict[str, int]] = collections.defaultdict(dict)
-        with self._counts_lock:
-            for (broker, api), n in sorted(self._counts.items()):
-                out[broker][api] = n
-        return dict(out)
-
-    def reset_counts(self) -> None:
-        with self._counts_lock:
-            self._counts.clear()
 
     def start(self, timeout: float = 30.0) -> "Simulator":
         """Serve from a background thread; returns once every listener is up (raises PortInUse)."""
@@ -161,7 +141,7 @@ class Simulator:
     def _thread_main(self) -> None:
         try:
             asyncio.run(self.serve())
-        except BaseException as exc:  # reported to start() through _start_error
+        except BaseException:  # reported to start() through _start_error
             if self._start_error is None:
                 log.exception("simulator stopped with an error")
 
@@ -277,7 +257,7 @@ class Simulator:
                 if not 0 <= size <= MAX_FRAME:
                     log.warning("broker %s: invalid frame size %d, closing", broker_id, size)
                     return
-                reply = await self._handle(broker_id, await reader.readexactly(size))
+                reply = await answer(self.state, self.counts, broker_id, await reader.readexactly(size))
                 if reply is None:
                     return
                 writer.write(reply)
@@ -290,28 +270,3 @@ class Simulator:
             conns.discard(writer)
             self._handlers.discard(task)  # type: ignore[arg-type]
             writer.transport.abort()
-
-    async def _handle(self, broker_id: int, payload: bytes) -> bytes | None:
-        try:
-            request = protocol.parse_request(payload)
-        except Exception as exc:  # a request we cannot parse: Kafka closes the connection too
-            log.warning("broker %s: undecodable request (%s), closing", broker_id, exc)
-            return None
-        api = request.api_name
-        with self._counts_lock:
-            self._counts[(broker_id, api if api in protocol.API_NAMES.values() else "other")] += 1
-        delay = self.state.delay_seconds(broker_id, api)
-        if delay:
-            await asyncio.sleep(delay)
-        if not self.state.listening(broker_id):
-            return None
-        answer = protocol.respond(self.state, broker_id, request)
-        if answer is None:
-            log.info("broker %s: %s v%d is not simulated, closing", broker_id, api, request.api_version)
-            return None
-        response, version = answer
-        framed = protocol.encode_response(response, request.correlation_id)
-        if self.state.has_fault("corrupt", broker_id, api):
-            return protocol.truncate(framed)
-        return framed
-

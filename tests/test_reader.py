@@ -61,7 +61,7 @@ def test_falls_back_after_valid_until_when_the_publisher_stops_and_recovers_on_t
 def test_invalid_records_are_counted_and_skipped_never_fatal(broker, caplog):
     topic = new_topic(broker.bootstrap_servers)
     conf = make_config(broker.bootstrap_servers, **{cfg.OUTPUT_TOPIC: topic})
-    future = dict(decision("c1", 0.3).to_json(), schema_version=2)
+    future = dict(decision("c1", 0.3).to_json(), schema_version=3)
     publish(broker.bootstrap_servers, topic, [
         (b"c1", b"{not json"),
         (b"c1", json.dumps(future).encode()),
@@ -73,7 +73,7 @@ def test_invalid_records_are_counted_and_skipped_never_fatal(broker, caplog):
         wait_until(lambda: reader.stats.records == 1)
         assert reader.current_factor() == 0.25
         assert reader.stats.skipped == 4
-    assert "unknown schema_version 2" in caplog.text
+    assert "unknown schema_version 3" in caplog.text
 
 
 def test_follows_every_partition_and_keeps_each_cluster_apart(broker):

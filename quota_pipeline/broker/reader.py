@@ -2,36 +2,25 @@
 from __future__ import annotations
 
 import datetime as dt
-import json
 import logging
-import sys
 import threading
 from dataclasses import dataclass
-from enum import Enum
 from typing import Any, Callable, Mapping
 
 from quota_pipeline.core import model
 from quota_pipeline.core.clock import SYSTEM, Clock
 from quota_pipeline.core.config import Config
 from quota_pipeline.kafka.settings import to_librdkafka
-from quota_pipeline.core.model import DecisionSource, RecordError
+from quota_pipeline.core.model import DecisionSource
 from quota_pipeline.core.record import ThrottleDecision
+from quota_pipeline.broker.rules import MIN_QUOTA, UNLIMITED, QuotaPolicy, QuotaType, ResetTracker, parse_decision
 
 log = logging.getLogger(__name__)
 
-UNLIMITED = sys.float_info.max  # Strimzi's Quota.upperBound(Double.MAX_VALUE)
-MIN_QUOTA = 1.0  # Strimzi: "returning zero would cause a divide by zero in Kafka"
+__all__ = ["Answer", "MIN_QUOTA", "QuotaType", "Reader", "ReaderStats", "UNLIMITED", "parse_decision"]
 METADATA_RETRY_SECONDS = 1.0
 
 ChangeCallback = Callable[[str, float, float], None]
-
-
-class QuotaType(str, Enum):
-    """Kafka's ClientQuotaType."""
-
-    PRODUCE = "PRODUCE"
-    FETCH = "FETCH"
-    REQUEST = "REQUEST"
 
 
 @dataclass(frozen=True)
@@ -74,8 +63,8 @@ class Reader:
         self.topic = topic or config.output_topic
         self.validity = config.validity
         self.fallback = config.fallback_factor
-        # Strimzi keeps the names after "User:" and compares them with KafkaPrincipal.getName().
-        self.excluded = frozenset(p[len("User:"):] for p in config.excluded_principals)
+        self.policy = QuotaPolicy.of(config)
+        self._resets = ResetTracker()
         self._clock = clock
         self._poll_seconds = poll_seconds
         settings, parsed = to_librdkafka(consumer_settings if consumer_settings is not None
@@ -160,20 +149,17 @@ class Reader:
         """The factor a broker of `cluster` applies now: the held decision while valid, else the fallback."""
         return self.answer(cluster).factor
 
-    def quota_limit(self, quota_type: QuotaType | str, principal: str | None) -> float:
-        """Strimzi's StaticQuotaCallback.quotaLimit: produce x factor, floored at 1.0; fetch and request
-        unscaled (floored too); an excluded principal is unlimited. `principal` is the principal's name
-        (KafkaPrincipal.getName()); a "User:" prefix is accepted."""
-        qt = QuotaType(quota_type.upper()) if isinstance(quota_type, str) else quota_type
-        name = principal[len("User:"):] if principal and principal.startswith("User:") else principal
-        if name is not None and name in self.excluded:
-            return UNLIMITED
-        static = {QuotaType.PRODUCE: self.config.produce, QuotaType.FETCH: self.config.fetch,
-                  QuotaType.REQUEST: self.config.request}[qt]
-        quota = UNLIMITED if static is None else static
-        if qt is QuotaType.PRODUCE:
-            quota = quota * self.current_factor()
-        return max(quota, MIN_QUOTA)
+    def quota_limit(self, quota_type: QuotaType | str, principal: str | None, client_id: str | None = None) -> float:
+        """Strimzi's StaticQuotaCallback.quotaLimit: produce x factor, floored at quota.pipeline.produce.quota.floor
+        (1.0); fetch and request unscaled (floored at 1.0); an excluded principal or client id is unlimited.
+        `principal` is the principal's name (KafkaPrincipal.getName()); a "User:" prefix is accepted."""
+        return self.policy.limit(quota_type, principal, client_id, self.current_factor())
+
+    def reset_required(self, quota_type: QuotaType | str = QuotaType.PRODUCE) -> bool:
+        """Kafka's quotaResetRequired for this reader's cluster: True once at first, then once after each change
+        of the factor answered (PRODUCE); fetch and request are never scaled, so True only at first."""
+        qt = QuotaType.of(quota_type)
+        return self._resets.reset_required(qt, self.current_factor() if qt is QuotaType.PRODUCE else 1.0)
 
     def refresh(self) -> None:
         """Re-evaluate every answer now and call the change callbacks (the reader's thread does this
@@ -210,11 +196,8 @@ class Reader:
                     self.stats.tombstones += 1
             return False
         try:
-            raw = json.loads(value)
-            if not isinstance(raw, dict):
-                raise RecordError("the value is not a JSON object")
-            decision = ThrottleDecision.from_json(raw)
-        except (ValueError, RecordError) as exc:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
+            decision = parse_decision(value)
+        except (ValueError, RecursionError) as exc:  # RecordError, JSONDecodeError, UnicodeDecodeError; deep nesting
             with self._lock:
                 self.stats.skipped += 1
             log.warning("skipped a record%s (key %r): %s", where, cluster_key, exc)

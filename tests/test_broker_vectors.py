@@ -1,0 +1,90 @@
+"""The Python reader against tests/vectors/broker_quota_vectors.json, the file the Java callback's tests run too
+(broker-callback: SharedVectorsTest): one behaviour, two languages. Format: tests/vectors/README.md."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from quota_pipeline.broker.reader import UNLIMITED, Reader
+from quota_pipeline.core import config as cfg
+from quota_pipeline.core.clock import ManualClock
+from quota_pipeline.core.model import parse_time
+
+VECTORS = Path(__file__).resolve().parent / "vectors" / "broker_quota_vectors.json"
+
+
+def _load() -> dict[str, Any]:
+    if not VECTORS.is_file():
+        raise FileNotFoundError(f"the shared vectors file {VECTORS} is missing; it belongs to the repository")
+    return json.loads(VECTORS.read_text(encoding="utf-8"))
+
+
+DOC = _load()
+DEFAULTS = DOC["defaults"]
+
+
+def properties(case: dict[str, Any]) -> dict[str, str]:
+    return {**DEFAULTS["properties"], **case["properties"]}
+
+
+def value_of(step: dict[str, Any]) -> bytes | None:
+    """null: a tombstone; a string: the raw text; an object: merged over the default record and written."""
+    if "value_hex" in step:
+        return bytes.fromhex(step["value_hex"])
+    value = step["value"]
+    if value is None:
+        return None
+    if isinstance(value, str):
+        return value.encode("utf-8")
+    return json.dumps({**DEFAULTS["record"], **value}).encode("utf-8")
+
+
+def check(reader: Reader, step: dict[str, Any], where: str) -> None:
+    answer = reader.answer()
+    if "factor" in step:
+        assert answer.factor == step["factor"], f"{where}: factor"
+    if "basis" in step:
+        assert answer.basis == step["basis"], f"{where}: basis"
+    if "reset_required" in step:
+        assert reader.reset_required("PRODUCE") is step["reset_required"], f"{where}: reset_required(PRODUCE)"
+    if "skipped" in step:
+        assert reader.stats.skipped == step["skipped"], f"{where}: skipped"
+    for limit in step.get("limits", ()):
+        principal = limit.get("principal", "User:ANONYMOUS")
+        client_id = limit.get("client_id", "client")
+        expected = UNLIMITED if limit["limit"] == "unlimited" else limit["limit"]
+        got = reader.quota_limit(limit["type"], principal, client_id)
+        assert got == expected, f"{where}: limit of {limit['type']} for {principal} / {client_id}"
+
+
+def test_the_file_holds_enough_cases():
+    assert len(DOC["cases"]) >= 25
+
+
+@pytest.mark.parametrize("case", DOC["cases"], ids=[c["name"] for c in DOC["cases"]])
+def test_behaviour(case: dict[str, Any]):
+    clock = ManualClock(parse_time(case["start"]))
+    reader = Reader(cfg.parse(properties(case), "<vectors>", require_admin=False), clock=clock)
+    for index, step in enumerate(case["steps"]):
+        clock.t = parse_time(step["at"])
+        where = f"{case['name']} step {index}"
+        if "value" in step or "value_hex" in step:
+            key = step["key"]
+            reader.apply_record(None if key is None else key.encode("utf-8"), value_of(step))
+        else:
+            check(reader, step, where)
+
+
+@pytest.mark.parametrize("case", DOC["config_cases"], ids=[c["name"] for c in DOC["config_cases"]])
+def test_configuration(case: dict[str, Any]):
+    props = properties(case)
+    if case["error"] is None:
+        Reader(cfg.parse(props, "<vectors>", require_admin=False))
+        return
+    with pytest.raises(cfg.ConfigError) as caught:
+        cfg.parse(props, "<vectors>", require_admin=False)
+    assert [(p.key, p.message) for p in caught.value.problems] == [
+        (case["error"]["property"], case["error"]["message"])]

@@ -126,3 +126,13 @@ def test_missing_file_is_a_clear_error(tmp_path):
     with pytest.raises(cfg.ConfigError) as exc:
         cfg.load(tmp_path / "nope.properties")
     assert "no such configuration file" in str(exc.value)
+
+
+def test_readme_configuration_tables_come_from_the_property_table():
+    from pathlib import Path
+
+    from quota_pipeline.core.properties import markdown
+
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    assert markdown(True) in readme, "README's Strimzi table is stale: python3 -m quota_pipeline.core.properties"
+    assert markdown(False) in readme, "README's extension table is stale: python3 -m quota_pipeline.core.properties"

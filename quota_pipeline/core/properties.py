@@ -181,6 +181,11 @@ INDEX = {p.name: i for i, p in enumerate(TABLE)}
 KNOWN = tuple(BY_NAME)
 
 
+# Prefixes whose keys are passed to a Kafka client as they are (documented beside the table).
+PREFIX_DOCS = ((OUTPUT_KAFKA_PREFIX + "*", "the admin settings",
+                "client settings for the output cluster (the publisher, readers): Java client property names"),)
+
+
 def markdown(strimzi: bool) -> str:
     """The README table of the Strimzi properties (strimzi=True) or of this project's extensions."""
     rows = ["| property | default | meaning |", "|---|---|---|"]
@@ -188,6 +193,8 @@ def markdown(strimzi: bool) -> str:
         if p.strimzi == strimzi:
             name = p.name.replace(P, "P+", 1) if p.name.startswith(P) else p.name
             rows.append(f"| `{name}` | {p.default_text} | {p.doc} |")
+    if not strimzi:
+        rows += [f"| `{name}` | {default} | {doc} |" for name, default, doc in PREFIX_DOCS]
     return "\n".join(rows)
 
 

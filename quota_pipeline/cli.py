@@ -15,6 +15,8 @@ COMMANDS = (
     "enforce",
     "run",
     "demo",
+    "dashboard",
+    "tail",
 )
 
 

@@ -1,0 +1,110 @@
+"""`quota-pipeline tail --config CONF`: the dashboard's facts in a terminal, or the records as JSON lines."""
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+import time
+from typing import TYPE_CHECKING
+
+from quota_pipeline.commands.common import configure_logging
+from quota_pipeline.commands.dashboard import add_feed_arguments, load_feed_config, quiet_kafka
+
+if TYPE_CHECKING:
+    from rich.console import Console, RenderableType
+
+    from quota_pipeline.dashboard.feed import Feed
+
+EXIT_UNAVAILABLE = 1
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "tail",
+        help="the dashboard's facts in the terminal (for SSH sessions); --json prints the records as they arrive",
+        description="Follow the decision topic like `dashboard` does and show, refreshed every second: whether "
+                    "the topic can be read, every cluster riskiest first (factor in force, since when throttled, "
+                    "age of the last decision, closest log dir, ETA to the hard limit, missing brokers), and the "
+                    "details of the clusters at risk (why, the log dirs closest to the limit, their largest "
+                    "partitions). Ctrl-C stops. Exit code 1 when --once cannot read the topic.",
+    )
+    p.add_argument("--config", required=True, metavar="CONF",
+                   help="a pipeline .properties file: the topic, its cluster, the check interval and the fallback")
+    p.add_argument("--json", action="store_true",
+                   help="print every record's JSON value on one line as it arrives (history first); records that "
+                        "cannot be read and changes of the topic's availability go to stderr")
+    p.add_argument("--once", action="store_true",
+                   help="read the topic up to its end, print once and exit")
+    p.add_argument("--catch-up-timeout", type=float, default=15.0, metavar="SECONDS",
+                   help="with --once: how long to wait for the topic (default 15)")
+    add_feed_arguments(p)
+    p.set_defaults(func=run)
+
+
+def print_record(key: bytes | None, value: bytes | None, where: str, readable: bool) -> None:
+    """--json: readable values to stdout as one compact line; the rest to stderr, in words."""
+    name = None if key is None else key.decode("utf-8", "replace")
+    if value is None:
+        print(f"tombstone for {name!r} {where}: the cluster's decisions are retired", file=sys.stderr, flush=True)
+    elif readable:
+        print(json.dumps(json.loads(value), separators=(",", ":")), flush=True)
+    else:
+        print(f"unreadable record {where} (key {name!r}): not a decision record", file=sys.stderr, flush=True)
+
+
+def run(args: argparse.Namespace) -> int:
+    from quota_pipeline.dashboard.feed import Feed
+
+    configure_logging(args.verbose, quiet_level=logging.WARNING)
+    quiet_kafka(args.verbose)
+    conf, window = load_feed_config(args)
+    if not args.json and not args.verbose:  # the view itself says how the topic stands
+        logging.getLogger("quota_pipeline.dashboard").setLevel(logging.ERROR)
+    feed = Feed.of(conf, window, args.max_points, tap=print_record if args.json else None).start()
+    try:
+        if args.once:
+            return _once(feed, args)
+        if args.json:
+            while True:
+                time.sleep(1)
+        return _live(feed)
+    finally:
+        feed.close()
+
+
+def _once(feed: Feed, args: argparse.Namespace) -> int:
+    deadline = time.monotonic() + args.catch_up_timeout
+    while not feed.follower.status().caught_up and time.monotonic() < deadline:
+        time.sleep(0.1)
+    status = feed.follower.status()
+    if not args.json:
+        _console().print(_view(feed))
+    if not status.caught_up:
+        print(f"error: could not read {status.topic} within {args.catch_up_timeout:g} s: {status.message}",
+              file=sys.stderr)
+        return EXIT_UNAVAILABLE
+    return 0
+
+
+def _live(feed: Feed) -> int:
+    from rich.live import Live
+
+    with Live(_view(feed), console=_console(), refresh_per_second=1, screen=False) as live:
+        while True:
+            time.sleep(1)
+            live.update(_view(feed))
+
+
+def _view(feed: Feed) -> RenderableType:
+    from quota_pipeline.dashboard import terminal
+
+    now = feed.clock.now()
+    return terminal.render(feed.overview(), feed.follower.status(), now, feed.settings,
+                           feed.history.unreadable_total)
+
+
+def _console() -> Console:
+    from rich.console import Console
+    console = Console()
+    return console if console.is_terminal else Console(width=160)  # piped: no terminal width to fit

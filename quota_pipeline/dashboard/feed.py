@@ -1,0 +1,64 @@
+"""The topic follower, its bounded history and the view settings together: what the page and `tail` read."""
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from quota_pipeline.core.clock import SYSTEM, Clock
+from quota_pipeline.core.config import Config
+from quota_pipeline.dashboard import view
+from quota_pipeline.dashboard.follower import TopicFollower, consumer_settings
+from quota_pipeline.dashboard.history import DEFAULT_MAX_POINTS, DEFAULT_WINDOW, History
+
+Tap = Callable[[bytes | None, bytes | None, str, bool], Any]  # key, value, where, readable
+
+
+@dataclass
+class Feed:
+    """`Feed.of(config).start()`; `overview()` and `page()` for the views, `detail(key)` for one cluster's timeline."""
+
+    history: History
+    follower: TopicFollower
+    settings: view.Settings
+    clock: Clock = SYSTEM
+
+    @classmethod
+    def of(cls, config: Config, window: dt.timedelta = DEFAULT_WINDOW, max_points: int = DEFAULT_MAX_POINTS,
+           clock: Clock = SYSTEM, tap: Tap | None = None, **follower_options: Any) -> "Feed":
+        history = History(window, max_points, clock)
+
+        def on_record(key: bytes | None, value: bytes | None, where: str) -> None:
+            readable = history.apply(key, value, where)
+            if tap is not None:
+                tap(key, value, where, readable)
+
+        follower = TopicFollower(consumer_settings(config), config.output_topic, on_record, clock=clock,
+                                 **follower_options)
+        return cls(history, follower, view.Settings(config.check_interval, config.fallback_factor), clock)
+
+    def start(self) -> "Feed":
+        self.follower.start()
+        return self
+
+    def close(self) -> None:
+        self.follower.close()
+
+    def overview(self) -> list[view.ClusterSummary]:
+        return view.overview(self.history.records(), self.clock.now(), self.settings)
+
+    def page(self) -> dict[str, Any]:
+        now = self.clock.now()
+        summaries = view.overview(self.history.records(), now, self.settings)
+        return view.page_json(summaries, self.follower.status(), now, self.settings,
+                              (self.history.unreadable_total, self.history.last_unreadable))
+
+    def detail(self, key: str) -> dict[str, Any] | None:
+        """One cluster's summary and its timeline; None for a cluster the topic does not hold."""
+        records = self.history.records(with_points=True, only=key)
+        if not records:
+            return None
+        rec = records[0]
+        summary = view.summarize(rec, self.clock.now(), self.settings)
+        return {"now": self.clock.now().timestamp(), "cluster": view.summary_json(summary),
+                "timeline": view.timeline(rec)}

@@ -1,0 +1,140 @@
+"""One decision record as the dashboard shows it: schema_version 1 or 2, read by the brokers' rules plus v2's fields."""
+from __future__ import annotations
+
+import datetime as dt
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from quota_pipeline.broker.rules import parse_decision
+from quota_pipeline.core.model import parse_time
+
+
+@dataclass(frozen=True)
+class PartitionSize:
+    topic: str
+    partition: int
+    size_bytes: int
+
+
+@dataclass(frozen=True)
+class VolumeView:
+    """A log dir close to the hard limit: v2's closest_volumes entry, or v1's worst_volume (fewer facts)."""
+
+    broker_id: int
+    log_dir: str
+    available_bytes: int | None
+    available_ratio: float | None
+    total_bytes: int | None = None
+    headroom_bytes: int | None = None
+    fill_rate_bytes_per_second: float | None = None
+    eta_seconds: float | None = None
+    top_partitions: tuple[PartitionSize, ...] = ()
+
+    @property
+    def offline(self) -> bool:
+        return self.available_bytes is None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "broker_id": self.broker_id, "log_dir": self.log_dir, "available_bytes": self.available_bytes,
+            "available_ratio": self.available_ratio, "total_bytes": self.total_bytes,
+            "headroom_bytes": self.headroom_bytes, "fill_rate_bytes_per_second": self.fill_rate_bytes_per_second,
+            "eta_seconds": self.eta_seconds, "offline": self.offline,
+            "top_partitions": [{"topic": p.topic, "partition": p.partition, "size_bytes": p.size_bytes}
+                               for p in self.top_partitions],
+        }
+
+
+@dataclass(frozen=True)
+class DecisionView:
+    """The facts of one record the page and `tail` show; `note` says which v2 field could not be read."""
+
+    cluster_id: str
+    schema_version: int
+    observed_at: dt.datetime
+    decided_at: dt.datetime
+    throttle_factor: float
+    source: str
+    valid_until: dt.datetime | None
+    status: str
+    active_brokers: int
+    missing_brokers: tuple[int, ...]
+    limit: dict[str, Any]
+    violations: int
+    min_available_ratio: float | None
+    throttled_since: dt.datetime | None
+    volumes: tuple[VolumeView, ...]
+    volumes_listed: bool  # True: v2's closest_volumes; False: v1's worst volume only
+    note: str | None = None
+
+
+def parse_record(value: bytes) -> tuple[DecisionView, dict[str, Any]]:
+    """A record value to its view and its JSON object; raises ValueError when brokers would skip it too."""
+    decision = parse_decision(value)  # the brokers' acceptance rules: what they skip, the page calls unreadable
+    raw = json.loads(value)
+    try:
+        min_ratio = _number(decision.min_available_ratio)
+    except TypeError as exc:
+        raise ValueError(f"min_available_ratio: {exc}") from exc
+    volumes, note = _v2_volumes(raw)
+    since, since_note = _optional_time(raw, "throttled_since")
+    listed = volumes is not None
+    if volumes is None and decision.worst_volume is not None:
+        w = decision.worst_volume
+        volumes = (VolumeView(w.broker_id, w.log_dir, w.available_bytes, w.available_ratio),)
+    view = DecisionView(
+        cluster_id=decision.cluster_id, schema_version=decision.schema_version, observed_at=decision.observed_at,
+        decided_at=decision.decided_at, throttle_factor=decision.throttle_factor, source=decision.source.value,
+        valid_until=decision.valid_until, status=decision.status.value, active_brokers=decision.active_brokers,
+        missing_brokers=decision.missing_brokers, limit=decision.limit, violations=decision.violations,
+        min_available_ratio=min_ratio, throttled_since=since,
+        volumes=volumes or (), volumes_listed=listed, note=note or since_note)
+    return view, raw
+
+
+def _v2_volumes(raw: dict[str, Any]) -> tuple[tuple[VolumeView, ...] | None, str | None]:
+    """closest_volumes when present and readable; a bad entry leaves the decision readable, with a note."""
+    entries = raw.get("closest_volumes")
+    if entries is None:
+        return None, None
+    try:
+        if not isinstance(entries, list):
+            raise TypeError("not a list")
+        return tuple(_volume(e) for e in entries), None
+    except (KeyError, TypeError, ValueError) as exc:
+        return None, f"closest_volumes could not be read ({exc})"
+
+
+def _volume(e: dict[str, Any]) -> VolumeView:
+    parts = tuple(PartitionSize(str(p["topic"]), int(p["partition"]), int(p["size_bytes"]))
+                  for p in e.get("top_partitions") or ())
+    return VolumeView(
+        broker_id=int(e["broker_id"]), log_dir=str(e["log_dir"]),
+        available_bytes=_integer(e.get("available_bytes")), available_ratio=_number(e.get("available_ratio")),
+        total_bytes=_integer(e.get("total_bytes")), headroom_bytes=_integer(e.get("headroom_bytes")),
+        fill_rate_bytes_per_second=_number(e.get("fill_rate_bytes_per_second")),
+        eta_seconds=_number(e.get("eta_seconds")), top_partitions=parts)
+
+
+def _optional_time(raw: dict[str, Any], name: str) -> tuple[dt.datetime | None, str | None]:
+    value = raw.get(name)
+    if value is None:
+        return None, None
+    try:
+        return parse_time(value), None
+    except ValueError:
+        return None, f"{name} is not a timestamp ({value!r})"
+
+
+def _number(value: Any) -> float | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(f"expected a number, got {value!r}")
+    return float(value)
+
+
+def _integer(value: Any) -> int | None:
+    number = _number(value)
+    return None if number is None else int(number)

@@ -1,0 +1,135 @@
+"""The dashboard's web server: the page, its JSON, and the overview pushed to the page as server-sent events."""
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import socket
+import threading
+import time
+from importlib import resources
+from pathlib import Path
+from typing import Any, AsyncIterator
+
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import FileResponse, JSONResponse, Response, StreamingResponse
+from starlette.routing import Mount, Route
+from starlette.staticfiles import StaticFiles
+
+from quota_pipeline.dashboard.feed import Feed
+
+log = logging.getLogger(__name__)
+STATIC = Path(str(resources.files("quota_pipeline.dashboard").joinpath("static")))
+NO_CACHE = {"Cache-Control": "no-cache"}
+
+
+class PageCache:
+    """The overview's JSON, computed at most once per history version and second for every page open."""
+
+    def __init__(self, feed: Feed) -> None:
+        self.feed = feed
+        self._key: tuple[Any, ...] | None = None
+        self._body = ""
+
+    def key(self) -> tuple[Any, ...]:
+        return self.feed.history.version, self.feed.follower.status(), int(self.feed.clock.monotonic())
+
+    def body(self) -> str:
+        key = self.key()
+        if key != self._key:
+            self._body = json.dumps(self.feed.page(), separators=(",", ":"))
+            self._key = key
+        return self._body
+
+
+def create_app(feed: Feed, push_seconds: float = 0.5, heartbeat_seconds: float = 5.0) -> Starlette:
+    """The ASGI app over `feed`: `/` the page, `/api/overview`, `/api/cluster/{key}`, `/api/events` (SSE)."""
+    cache = PageCache(feed)
+
+    async def index(request: Request) -> Response:
+        return FileResponse(STATIC / "index.html", headers=NO_CACHE)
+
+    async def overview(request: Request) -> Response:
+        return Response(cache.body(), media_type="application/json", headers=NO_CACHE)
+
+    async def cluster(request: Request) -> Response:
+        detail = feed.detail(request.path_params["key"])
+        if detail is None:
+            return JSONResponse({"error": "no such cluster on the decision topic"}, status_code=404)
+        return JSONResponse(detail, headers=NO_CACHE)
+
+    async def events(request: Request) -> Response:
+        return StreamingResponse(_overview_events(cache, push_seconds, heartbeat_seconds),
+                                 media_type="text/event-stream", headers={**NO_CACHE, "X-Accel-Buffering": "no"})
+
+    async def health(request: Request) -> Response:
+        status = feed.follower.status()
+        return JSONResponse({"feed": status.state, "message": status.message})
+
+    return Starlette(routes=[
+        Route("/", index), Route("/api/overview", overview), Route("/api/cluster/{key:path}", cluster),
+        Route("/api/events", events), Route("/healthz", health),
+        Mount("/static", StaticFiles(directory=STATIC), name="static"),
+    ])
+
+
+async def _overview_events(cache: PageCache, push_seconds: float, heartbeat_seconds: float) -> AsyncIterator[str]:
+    """The overview whenever the history or the feed changes, and every heartbeat (ages and staleness move)."""
+    yield "retry: 2000\n\n"  # the browser reconnects after 2 s when the server goes away
+    sent_key: tuple[Any, ...] | None = None
+    sent_at = -heartbeat_seconds
+    while True:
+        version, status, _ = cache.key()
+        if (version, status) != sent_key or time.monotonic() - sent_at >= heartbeat_seconds:
+            yield f"event: overview\ndata: {cache.body()}\n\n"
+            sent_key, sent_at = (version, status), time.monotonic()
+        await asyncio.sleep(push_seconds)
+
+
+def bind(host: str, port: int) -> socket.socket:
+    """The listening socket, bound before anything starts (port 0: a free one); raises OSError when taken."""
+    sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((host, port))
+    sock.listen(128)
+    return sock
+
+
+class DashboardServer:
+    """uvicorn serving the app on a bound socket: `run()` in the foreground, or `start()`/`stop()` in a thread."""
+
+    def __init__(self, feed: Feed, sock: socket.socket) -> None:
+        import uvicorn
+
+        self.sock = sock
+        config = uvicorn.Config(create_app(feed), log_level="warning", access_log=False, lifespan="off",
+                                timeout_graceful_shutdown=1)
+        self._server = uvicorn.Server(config)
+        self._thread: threading.Thread | None = None
+
+    @property
+    def url(self) -> str:
+        host, port = self.sock.getsockname()[:2]
+        shown = "127.0.0.1" if host in ("0.0.0.0", "") else f"[{host}]" if ":" in host else host
+        return f"http://{shown}:{port}/"
+
+    def run(self) -> None:
+        self._server.run(sockets=[self.sock])
+
+    def start(self, timeout: float = 10.0) -> "DashboardServer":
+        self._thread = threading.Thread(target=self.run, name="dashboard-http", daemon=True)
+        self._thread.start()
+        deadline = time.monotonic() + timeout
+        while not self._server.started:
+            if time.monotonic() > deadline or not self._thread.is_alive():
+                raise RuntimeError(f"the dashboard did not start serving {self.url}")
+            time.sleep(0.02)
+        return self
+
+    def stop(self, timeout: float = 5.0) -> None:
+        self._server.should_exit = True
+        if self._thread is not None:
+            self._thread.join(timeout)
+            self._thread = None
+        self.sock.close()

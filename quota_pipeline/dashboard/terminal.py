@@ -1,0 +1,125 @@
+"""The page's facts for a terminal (rich): the feed, every cluster riskiest first, the details of those at risk."""
+from __future__ import annotations
+
+import datetime as dt
+
+from rich import box
+from rich.console import Group, RenderableType
+from rich.table import Table
+from rich.text import Text
+
+from quota_pipeline.dashboard import text
+from quota_pipeline.dashboard.view import ClusterSummary, FeedStatus, Settings
+
+DETAILS = 3  # clusters shown in detail: the riskiest, when throttled, stale or on the fallback
+
+
+def render(summaries: list[ClusterSummary], feed: FeedStatus, now: dt.datetime, settings: Settings,
+           unreadable_total: int = 0) -> RenderableType:
+    parts: list[RenderableType] = [feed_line(feed, now, unreadable_total), overview_table(summaries, now, settings)]
+    at_risk = [s for s in summaries if s.state != "OK" or s.stale or s.basis != "record"][:DETAILS]
+    parts.extend(detail(s, now, settings) for s in at_risk)
+    return Group(*parts)
+
+
+def feed_line(feed: FeedStatus, now: dt.datetime, unreadable_total: int) -> Text:
+    if feed.state == "following":
+        line = Text(f"{feed.topic} on {feed.bootstrap}: " + ("live" if feed.caught_up else "reading history ..."),
+                    style="green")
+    else:
+        line = Text(f"decision topic unavailable for {text.duration((now - feed.since).total_seconds())}: "
+                    f"{feed.message}", style="bold red")
+    if unreadable_total:
+        line.append(f"  {unreadable_total} record(s) could not be read", style="yellow")
+    return line
+
+
+def overview_table(summaries: list[ClusterSummary], now: dt.datetime, settings: Settings) -> Table:
+    table = Table(title=f"clusters, riskiest first ({now:%H:%M:%S} UTC)", title_justify="left",
+                  box=box.SIMPLE_HEAD, pad_edge=False)
+    widest = max((len(s.key) for s in summaries), default=7)
+    table.add_column("cluster", no_wrap=True, min_width=min(30, widest))
+    table.add_column("factor", no_wrap=True, min_width=6)
+    table.add_column("state")
+    for column in ("throttled since", "last decision", "closest log dir", "free", "ETA", "missing brokers"):
+        table.add_column(column)  # these wrap in a narrow terminal; the cluster and its factor never do
+    for s in summaries:
+        d = s.latest
+        closest = d.volumes[0] if d and d.volumes else None
+        table.add_row(
+            s.key, Text(text.factor(s.factor), style=_factor_style(s.factor)), _state(s), _since(s, now),
+            "-" if d is None else f"{d.source} {text.duration(s.age_seconds)} ago",
+            "-" if closest is None else f"broker {closest.broker_id} {closest.log_dir}",
+            "-" if closest is None else ("offline" if closest.offline else text.percent(closest.available_ratio)),
+            _eta(s), "-" if d is None else text.brokers(d.missing_brokers))
+    if not summaries:
+        table.caption = "no decision on the topic yet"
+    return table
+
+
+def detail(s: ClusterSummary, now: dt.datetime, settings: Settings) -> Group:
+    head = Text(f"\n{s.key}: ", style="bold")
+    head.append(s.state, style=_factor_style(s.factor))
+    head.append(f", factor {text.factor(s.factor)}: {s.reason}")
+    lines: list[RenderableType] = [head]
+    if s.stale and s.latest is not None:
+        lines.append(Text(f"No decision for {text.duration(s.age_seconds)}: more than two check intervals "
+                          f"({text.duration(settings.check_interval.total_seconds())} each). Is the streaming job "
+                          "running and publishing?", style="bold red"))
+    if s.unreadable:
+        lines.append(Text(f"{s.unreadable} record(s) could not be read (last: {s.last_error})", style="yellow"))
+    d = s.latest
+    if d is None:
+        return Group(*lines)
+    if d.missing_brokers:
+        lines.append(Text(f"missing brokers: {text.brokers(d.missing_brokers)}", style="yellow"))
+    if d.note:
+        lines.append(Text(d.note, style="yellow"))
+    volumes = Table(box=None, pad_edge=False, title_justify="left",
+                    title=f"log dirs closest to the hard limit ({text.limits(d.limit)})")
+    for column in ("broker", "log dir", "available", "of total", "headroom", "filling at", "ETA", "largest partitions"):
+        volumes.add_column(column)
+    for v in d.volumes:
+        volumes.add_row(str(v.broker_id), v.log_dir,
+                        "offline" if v.offline else f"{text.size(v.available_bytes)} ({text.percent(v.available_ratio)})",
+                        text.size(v.total_bytes), text.size(v.headroom_bytes),
+                        text.rate(v.fill_rate_bytes_per_second) if v.fill_rate_bytes_per_second else _idle(d.volumes_listed),
+                        _volume_eta(v.eta_seconds, d.volumes_listed),
+                        ", ".join(f"{p.topic}-{p.partition} {text.size(p.size_bytes)}" for p in v.top_partitions)
+                        or ("none listed" if d.volumes_listed else "not in a version 1 record"))
+    lines.append(volumes)
+    return Group(*lines)
+
+
+def _state(s: ClusterSummary) -> Text:
+    out = Text(s.state, style="bold red" if s.state == "THROTTLED" else "green" if s.state == "OK" else "yellow")
+    if s.stale and s.latest is not None:
+        out.append(" STALE", style="bold yellow")
+    if s.basis == "fallback":
+        out.append(" FALLBACK", style="bold yellow")
+    return out
+
+
+def _factor_style(factor: float | None) -> str:
+    return "yellow" if factor is None else "bold red" if factor == 0 else "yellow" if factor < 1 else "green"
+
+
+def _since(s: ClusterSummary, now: dt.datetime) -> str:
+    if s.throttled_since is None:
+        return "-"
+    held = text.duration((now - s.throttled_since).total_seconds())
+    return f"{'at least ' if s.since_approx else ''}{s.throttled_since:%H:%M:%S} ({held})"
+
+
+def _eta(s: ClusterSummary) -> str:
+    return _volume_eta(s.eta_seconds, bool(s.latest and s.latest.volumes_listed))
+
+
+def _volume_eta(seconds: float | None, listed: bool) -> str:
+    if seconds is None:
+        return "not filling" if listed else "-"
+    return "at the limit now" if seconds <= 0 else f"in {text.duration(seconds)}"
+
+
+def _idle(listed: bool) -> str:
+    return "not filling" if listed else "-"

@@ -1,0 +1,212 @@
+"""The pure view model: per-cluster facts (factor in force, why, since when, staleness), risk order, timelines."""
+from __future__ import annotations
+
+import datetime as dt
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from quota_pipeline.core.model import format_time
+from quota_pipeline.dashboard import text
+from quota_pipeline.dashboard.history import ClusterRecord, Unreadable
+from quota_pipeline.dashboard.records import DecisionView, VolumeView
+
+STALE_INTERVALS = 2  # no decision for more than this many check intervals: say so
+
+
+@dataclass(frozen=True)
+class FeedStatus:
+    """How the follower stands with the decision topic, in words."""
+
+    state: str  # connecting | unreachable | topic-missing | following
+    message: str
+    since: dt.datetime
+    topic: str
+    bootstrap: str
+    caught_up: bool = False
+
+
+@dataclass(frozen=True)
+class Settings:
+    """What the view needs from the configuration."""
+
+    check_interval: dt.timedelta
+    fallback: float  # what brokers apply when no valid decision holds
+
+    @property
+    def stale_after(self) -> dt.timedelta:
+        return self.check_interval * STALE_INTERVALS
+
+
+@dataclass(frozen=True)
+class ClusterSummary:
+    """One cluster as an operator reads it; `factor` is what its brokers apply now."""
+
+    key: str
+    state: str  # THROTTLED | OK | NO DECISION
+    factor: float | None
+    basis: str  # record | fallback | none
+    reason: str
+    latest: DecisionView | None
+    age_seconds: float | None
+    stale: bool
+    throttled_since: dt.datetime | None
+    since_approx: bool  # the run starts at the oldest record seen: it may have begun earlier
+    eta_seconds: float | None
+    unreadable: int
+    last_error: str | None
+
+    @property
+    def flagged(self) -> bool:
+        return self.stale or self.basis != "record"
+
+    def risk(self) -> tuple[Any, ...]:
+        """Factor ascending, then stale or fallback, then the smallest ETA, then the smallest minimum ratio."""
+        ratio = self.latest.min_available_ratio if self.latest else None
+        return (1.0 if self.factor is None else self.factor, 0 if self.flagged else 1,
+                math.inf if self.eta_seconds is None else self.eta_seconds,
+                math.inf if ratio is None else ratio, self.key)
+
+
+def summarize(rec: ClusterRecord, now: dt.datetime, settings: Settings) -> ClusterSummary:
+    latest = rec.latest
+    last_error = None if rec.last_error is None else f"{rec.last_error.error} {rec.last_error.where}".strip()
+    if latest is None:
+        reason = f"no readable decision: {rec.unreadable} record(s) could not be read"
+        return ClusterSummary(rec.key, "NO DECISION", None, "none", reason, None, None, True, None, False, None,
+                              rec.unreadable, last_error)
+    factor, basis, held = in_force(latest, now, settings.fallback)
+    age = (now - latest.decided_at).total_seconds()
+    since, approx = _since(latest, rec, factor)
+    return ClusterSummary(
+        key=rec.key, state="THROTTLED" if factor < 1.0 else "OK", factor=factor, basis=basis,
+        reason=f"{held}; the last decision said factor {text.factor(latest.throttle_factor)} ({_why(latest)})"
+        if basis == "fallback" else _why(latest), latest=latest, age_seconds=age,
+        stale=now - latest.decided_at > settings.stale_after, throttled_since=since, since_approx=approx,
+        eta_seconds=eta(latest.volumes), unreadable=rec.unreadable, last_error=last_error)
+
+
+def in_force(latest: DecisionView, now: dt.datetime, fallback: float) -> tuple[float, str, str]:
+    """What brokers apply (as broker/reader.py answers): the record while valid, else their fallback."""
+    if latest.source == "FALLBACK" or latest.valid_until is None:
+        return fallback, "fallback", (f"the pipeline has no valid decision (last poll {latest.status}); "
+                                      f"brokers apply the fallback {text.factor(fallback)}")
+    if now > latest.valid_until:
+        return fallback, "fallback", (f"the last decision expired at {text.clock_time(latest.valid_until)}; "
+                                      f"brokers apply the fallback {text.factor(fallback)}")
+    return latest.throttle_factor, "record", ""
+
+
+def _why(d: DecisionView) -> str:
+    closest = d.volumes[0] if d.volumes else None
+    where = "" if closest is None else f"broker {closest.broker_id} {closest.log_dir}: {volume_state(closest, d.limit)}"
+    if d.violations > 0:
+        head = f"{d.violations} log dir(s) at or below the hard limit"
+    elif d.throttle_factor < 1.0:
+        head = "log dirs between the soft and the hard limit"
+    else:
+        head = "no log dir at the hard limit"
+    retained = "" if d.source != "RETAINED" else f" (retained: last poll {d.status})"
+    return f"{head}{'; closest ' + where if where else ''}{retained}"
+
+
+def volume_state(v: VolumeView, limit: dict[str, Any]) -> str:
+    if v.offline:
+        return "offline (counts as full)"
+    hard = limit.get("hard") if isinstance(limit.get("hard"), dict) else {}
+    shown = text.limit_value(hard).removesuffix(" available")
+    if hard.get("type") == "min.available.ratio":
+        return f"{text.percent(v.available_ratio)} available, hard limit {shown}"
+    return f"{text.size(v.available_bytes)} available, hard limit {shown}"
+
+
+def _since(d: DecisionView, rec: ClusterRecord, factor: float) -> tuple[dt.datetime | None, bool]:
+    """The record's throttled_since (v2), else the start of the timeline's run of factor < 1."""
+    if factor >= 1.0:
+        return None, False
+    if d.throttled_since is not None:
+        return d.throttled_since, False
+    if rec.run_start is None:
+        return None, False
+    start = dt.datetime.fromtimestamp(rec.run_start, dt.timezone.utc)
+    return start, rec.run_start == rec.first_t
+
+
+def eta(volumes: tuple[VolumeView, ...]) -> float | None:
+    known = [v.eta_seconds for v in volumes if v.eta_seconds is not None]
+    return min(known) if known else None
+
+
+def overview(records: list[ClusterRecord], now: dt.datetime, settings: Settings) -> list[ClusterSummary]:
+    """Every cluster's summary, riskiest first."""
+    return sorted((summarize(r, now, settings) for r in records), key=ClusterSummary.risk)
+
+
+def page_json(summaries: list[ClusterSummary], feed: FeedStatus, now: dt.datetime, settings: Settings,
+              unreadable: tuple[int, Unreadable | None] = (0, None)) -> dict[str, Any]:
+    """The page's overview: the feed, counts, unreadable records, clusters in risk order."""
+    total, last = unreadable
+    return {"now": now.timestamp(), "check_interval_seconds": settings.check_interval.total_seconds(),
+            "stale_after_seconds": settings.stale_after.total_seconds(), "fallback": settings.fallback,
+            "feed": feed_json(feed), "counts": {**counts(summaries), "unreadable_records": total},
+            "last_unreadable": None if last is None else {
+                "key": last.key, "where": last.where, "error": last.error, "at": last.at.timestamp()},
+            "clusters": [summary_json(s) for s in summaries]}
+
+
+def counts(summaries: list[ClusterSummary]) -> dict[str, int]:
+    return {"clusters": len(summaries), "throttled": sum(s.state == "THROTTLED" for s in summaries),
+            "stale": sum(s.stale for s in summaries), "fallback": sum(s.basis == "fallback" for s in summaries)}
+
+
+def summary_json(s: ClusterSummary) -> dict[str, Any]:
+    d = s.latest
+    base: dict[str, Any] = {
+        "key": s.key, "state": s.state, "factor": s.factor, "factor_text": text.factor(s.factor), "basis": s.basis,
+        "reason": s.reason, "age_seconds": s.age_seconds, "stale": s.stale, "eta_seconds": s.eta_seconds,
+        "throttled_since": _epoch(s.throttled_since), "since_approx": s.since_approx,
+        "unreadable": s.unreadable, "last_error": s.last_error,
+    }
+    if d is None:
+        return base
+    return {**base, "record_factor": d.throttle_factor, "source": d.source, "status": d.status,
+            "schema_version": d.schema_version, "observed_at": _epoch(d.observed_at),
+            "decided_at": _epoch(d.decided_at), "valid_until": _epoch(d.valid_until),
+            "decided_at_text": format_time(d.decided_at), "min_available_ratio": d.min_available_ratio,
+            "limit": d.limit, "limit_text": text.limits(d.limit), "violations": d.violations,
+            "active_brokers": d.active_brokers, "missing_brokers": list(d.missing_brokers),
+            "volumes_listed": d.volumes_listed, "note": d.note,
+            "volumes": [{**v.to_json(), "state": volume_state(v, d.limit)} for v in d.volumes]}
+
+
+def feed_json(feed: FeedStatus) -> dict[str, Any]:
+    return {"state": feed.state, "message": feed.message, "since": _epoch(feed.since), "topic": feed.topic,
+            "bootstrap": feed.bootstrap, "caught_up": feed.caught_up}
+
+
+def timeline(rec: ClusterRecord) -> dict[str, Any]:
+    """Column arrays for the charts: time, factor, minimum available ratio, and the ratio limit lines."""
+    hard, soft = ratio_limits(rec.latest)
+    n = len(rec.points)
+    return {"t": [p.t for p in rec.points], "factor": [p.factor for p in rec.points],
+            "min_ratio": [p.min_ratio for p in rec.points],
+            "hard": [hard] * n if hard is not None else None, "soft": [soft] * n if soft is not None else None}
+
+
+def ratio_limits(d: DecisionView | None) -> tuple[float | None, float | None]:
+    """The limits as available ratios: as configured, or for a bytes limit at the closest log dir's size."""
+    if d is None:
+        return None, None
+    closest_total = next((v.total_bytes for v in d.volumes if v.total_bytes), None)
+
+    def as_ratio(entry: Any) -> float | None:
+        if not isinstance(entry, dict) or not isinstance(entry.get("value"), (int, float)):
+            return None
+        if entry.get("type") == "min.available.ratio":
+            return float(entry["value"])
+        return None if closest_total is None else float(entry["value"]) / closest_total
+    return as_ratio(d.limit.get("hard")), as_ratio(d.limit.get("soft"))
+
+
+def _epoch(t: dt.datetime | None) -> float | None:
+    return None if t is None else t.timestamp()

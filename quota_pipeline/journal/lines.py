@@ -16,6 +16,7 @@ from pyspark.sql import types as T
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
 SPLIT_BYTES = 64 * 1024 * 1024
+OPEN_COST = 64 * 1024  # what opening one more file costs a task, in bytes read (Spark's openCostInBytes)
 BATCH_LINES = 4096
 BATCH_BYTES = 16 * 1024 * 1024
 
@@ -27,44 +28,74 @@ class _Split(InputPartition):
     end: int  # -1: to the end (compressed files are never split)
 
 
+@dataclass(frozen=True)
+class _Pack(InputPartition):
+    """One task's share: a large file's split, or many small files (a journal holds one file per tick)."""
+
+    splits: tuple[_Split, ...]
+
+
+def pack(sizes: list[tuple[str, int]], split_bytes: int = SPLIT_BYTES, parallelism: int = 1) -> list[_Pack]:
+    """Files (path, size) as tasks of about the same weight: large files split at `split_bytes`, small files
+    packed together as Spark packs file splits (each file weighs its size plus OPEN_COST), so that a directory
+    of 86,400 tick files is tens of tasks, not 86,400; never fewer tasks than `parallelism` could use."""
+    total = sum(size + OPEN_COST for _, size in sizes)
+    target = min(split_bytes, max(OPEN_COST, -(-total // max(1, parallelism))))
+    packs: list[_Pack] = []
+    current: list[_Split] = []
+    weight = 0
+    for path, size in sizes:
+        if path.endswith(".gz") or size <= split_bytes:
+            pieces = [_Split(path, 0, -1)]
+        else:
+            pieces = [_Split(path, a, min(a + split_bytes, size)) for a in range(0, size, split_bytes)]
+        for piece in pieces:
+            w = (size if piece.end < 0 else piece.end - piece.start) + OPEN_COST
+            if current and weight + w > target:
+                packs.append(_Pack(tuple(current)))
+                current, weight = [], 0
+            current.append(piece)
+            weight += w
+    if current:
+        packs.append(_Pack(tuple(current)))
+    return packs
+
+
 class JournalLinesReader(DataSourceReader):
-    def __init__(self, paths: list[str], split_bytes: int = SPLIT_BYTES) -> None:
+    def __init__(self, paths: list[str], split_bytes: int = SPLIT_BYTES, parallelism: int = 1) -> None:
         self.paths = paths
         self.split_bytes = split_bytes
+        self.parallelism = parallelism
 
-    def partitions(self) -> list[_Split]:
-        splits: list[_Split] = []
-        for path in self.paths:
-            size = os.path.getsize(path)
-            if path.endswith(".gz") or size <= self.split_bytes:
-                splits.append(_Split(path, 0, -1))
-                continue
-            splits.extend(_Split(path, a, min(a + self.split_bytes, size))
-                          for a in range(0, size, self.split_bytes))
-        return splits
+    def partitions(self) -> list[_Pack]:
+        return pack([(p, os.path.getsize(p)) for p in self.paths], self.split_bytes, self.parallelism)
 
-    def read(self, partition: _Split) -> Iterator:
+    def read(self, partition: _Pack) -> Iterator:
         import pyarrow as pa
 
+        files: list[str] = []
+        offsets: list[int] = []
         lines: list[int] = []
         texts: list[str] = []
         size = 0
 
         def batch():
-            n = len(texts)
             return pa.RecordBatch.from_arrays(
-                [pa.array([partition.path] * n), pa.array([partition.start] * n, pa.int64()),
-                 pa.array(lines, pa.int64()), pa.array(texts)], names=["file", "offset", "line", "text"])
+                [pa.array(files), pa.array(offsets, pa.int64()), pa.array(lines, pa.int64()), pa.array(texts)],
+                names=["file", "offset", "line", "text"])
 
-        for number, text in _lines(partition):
-            if not text.strip():
-                continue
-            lines.append(number)
-            texts.append(text)
-            size += len(text)
-            if len(texts) >= BATCH_LINES or size >= BATCH_BYTES:
-                yield batch()
-                lines, texts, size = [], [], 0
+        for split in partition.splits:
+            for number, text in _lines(split):
+                if not text.strip():
+                    continue
+                files.append(split.path)
+                offsets.append(split.start)
+                lines.append(number)
+                texts.append(text)
+                size += len(text)
+                if len(texts) >= BATCH_LINES or size >= BATCH_BYTES:
+                    yield batch()
+                    files, offsets, lines, texts, size = [], [], [], [], 0
         if texts:
             yield batch()
 
@@ -145,4 +176,5 @@ class JournalLines(DataSource):
         import json
 
         return JournalLinesReader(json.loads(self.options["paths"]),
-                                  int(self.options.get("split_bytes", SPLIT_BYTES)))
+                                  int(self.options.get("split_bytes", SPLIT_BYTES)),
+                                  int(self.options.get("parallelism", 1)))

@@ -6,18 +6,13 @@ file, line number and reason: reported and written out by the caller, never sile
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-from pathlib import Path
-
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from quota_pipeline.journal import rules
+from quota_pipeline.journal.inputs import JournalInputError, find_inputs  # noqa: F401 - callers use these names
 from quota_pipeline.journal.lines import SPLIT_BYTES, JournalLines
-
-JSONL_SUFFIXES = (".jsonl", ".json", ".ndjson", ".jsonl.gz", ".json.gz", ".ndjson.gz")
-PARQUET_SUFFIXES = (".parquet",)
 
 VOLUME_TYPE = T.StructType([
     T.StructField("broker_id", T.LongType()),
@@ -39,32 +34,6 @@ SNAPSHOT_COLUMNS = ("cluster_id", "observed_at", "status", "brokers", "fenced_br
 # `line` counts from the start of the split at byte `offset` (0 for a whole file); rejections()
 # turns it into the file's line number, so that no split has to count the newlines before it.
 REJECTED_COLUMNS = ("file", "offset", "line", "reason", "text", "first")
-
-
-class JournalInputError(Exception):
-    """The input path holds nothing that can be read as a journal; the message says what to pass."""
-
-
-@dataclass(frozen=True)
-class Inputs:
-    jsonl: tuple[str, ...]
-    parquet: tuple[str, ...]
-
-
-def find_inputs(path: str) -> Inputs:
-    """A file or a directory (searched recursively) of journal files, by extension."""
-    p = Path(path)
-    if not p.exists():
-        raise JournalInputError(f"{path}: no such file or directory; pass a journal file or a directory of them")
-    files = [p] if p.is_file() else sorted(f for f in p.rglob("*") if f.is_file() and not f.name.startswith((".", "_")))
-    jsonl = tuple(str(f) for f in files if f.name.endswith(JSONL_SUFFIXES))
-    parquet = tuple(str(f) for f in files if f.name.endswith(PARQUET_SUFFIXES))
-    if p.is_file() and not (jsonl or parquet):
-        jsonl = (str(p),)  # an explicitly named file is read as JSONL whatever its name
-    if not (jsonl or parquet):
-        raise JournalInputError(
-            f"{path}: no journal files found (looked for {', '.join(JSONL_SUFFIXES + PARQUET_SUFFIXES)})")
-    return Inputs(jsonl, parquet)
 
 
 def _first_problem(*checks: tuple[Column, str]) -> Column:
@@ -170,7 +139,8 @@ def read_jsonl(spark: SparkSession, paths: tuple[str, ...], split_bytes: int = S
         spark.dataSource.register(JournalLines)
         spark._journal_lines_registered = True  # re-registering logs a warning on every replay
     lines = spark.read.format("journal_lines").option("paths", json.dumps(list(paths))) \
-        .option("split_bytes", str(split_bytes)).load()
+        .option("split_bytes", str(split_bytes)) \
+        .option("parallelism", str(spark.sparkContext.defaultParallelism)).load()
     parsed = lines.select(
         "file", "offset", "line", "text",
         F.from_json("text", SNAPSHOT_JSON_TYPE).alias("snap"),
@@ -204,8 +174,9 @@ def read_parquet(spark: SparkSession, paths: tuple[str, ...]) -> DataFrame:
             col("available_bytes", "bigint").alias("available_bytes"),
             col("error", "string").alias("error"))).alias("volume"),
     )
-    # One snapshot per (cluster, observed_at); its location is its first row.
-    grouped = rows.groupBy("cluster_id", "observed_at").agg(
+    # One snapshot per (file, cluster, observed_at); its location is its first row. The same snapshot in two
+    # files is two snapshots, the second rejected as a duplicate, never one with its volumes twice.
+    grouped = rows.groupBy("file", "cluster_id", "observed_at").agg(
         F.min(F.struct("file", "offset", "line")).alias("at"),
         F.first("status", ignorenulls=True).alias("status"),
         F.first("brokers", ignorenulls=True).alias("brokers"),
@@ -231,12 +202,22 @@ def checked(spark: SparkSession, path: str, split_bytes: int = SPLIT_BYTES) -> D
     parts = []
     if inputs.jsonl:
         parts.append(read_jsonl(spark, inputs.jsonl, split_bytes))
-    if inputs.parquet:
-        parts.append(read_parquet(spark, inputs.parquet))
+    parts.extend(read_parquet(spark, group) for group in inputs.parquet)
+    if inputs.unreadable:
+        parts.append(_unreadable(spark, inputs.unreadable))
     out = parts[0]
     for part in parts[1:]:
         out = out.unionByName(part)
     return out
+
+
+def _unreadable(spark: SparkSession, files: tuple[tuple[str, str], ...]) -> DataFrame:
+    """Files that cannot be read at all, as rejected rows at line 0 (the whole file)."""
+    none = {"text": "string", "cluster_id": "string", "observed_at": "timestamp", "status": "string",
+            "brokers": "array<bigint>", "fenced_brokers": "array<bigint>", "volumes": T.ArrayType(VOLUME_TYPE)}
+    return spark.createDataFrame(list(files), "file string, reason string").select(
+        "file", F.lit(0).cast("long").alias("offset"), F.lit(0).cast("long").alias("line"),
+        *(F.lit(None).cast(t).alias(n) for n, t in none.items()), "reason")
 
 
 def read(spark: SparkSession, path: str, split_bytes: int = SPLIT_BYTES) -> tuple[DataFrame, DataFrame]:

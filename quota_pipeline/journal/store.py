@@ -1,9 +1,11 @@
 """The durable snapshot journal the streaming source writes: one JSON file per cluster and tick.
 
-Layout: <journal>/<config_name>/<YYYY-MM-DD>/<tick>.json, plus <journal>/<config_name>/_cluster_id (the id
-last seen, so a failed poll in a fresh worker is still filed under the right cluster). `replay
---input <journal>` reads it as it is. Local paths are written first-writer-wins (link), so two
-attempts at the same tick can never journal two different snapshots; other URIs go through pyarrow.fs.
+Layout (journal/layout.py): <journal>/<config_name>/<YYYY-MM-DD>/<tick>.json, plus
+<journal>/<config_name>/_cluster_id (the id last seen, so a failed poll in a fresh worker is still filed
+under the right cluster); closed periods are compacted into period files (journal/compaction.py), where
+read() still finds a tick. `replay --input <journal>` reads it as it is. Local paths are written
+first-writer-wins (link), so two attempts at the same tick can never journal two different snapshots, also
+when the first was compacted already; other URIs go through pyarrow.fs (and are not compacted).
 """
 from __future__ import annotations
 
@@ -14,7 +16,8 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from quota_pipeline.core.model import UTC, VolumeSnapshot
+from quota_pipeline.core.model import VolumeSnapshot
+from quota_pipeline.journal import layout
 from quota_pipeline.journal.rules import parse_snapshot
 
 CLUSTER_ID_FILE = "_cluster_id"
@@ -33,11 +36,38 @@ class Journal:
         return Path(self.root[len("file://"):] if self.root.startswith("file://") else self.root)
 
     def path(self, config_name: str, tick: int, tick_time: dt.datetime) -> str:
-        return f"{config_name}/{tick_time.astimezone(UTC):%Y-%m-%d}/{tick}.json"
+        return f"{config_name}/{layout.tick_file(tick, tick_time)}"
 
     def read(self, config_name: str, tick: int, tick_time: dt.datetime) -> VolumeSnapshot | None:
         text = self._read_text(self.path(config_name, tick, tick_time))
-        return None if text is None else parse_snapshot(json.loads(text))
+        if text is not None:
+            return parse_snapshot(json.loads(text))
+        # Tick file first, period file second: compaction deletes a tick file only after its period file is
+        # in place, so a tick file missing because it was compacted is found below.
+        record = self._compacted(config_name, tick, tick_time)
+        return None if record is None else parse_snapshot(record)
+
+    def _compacted(self, config_name: str, tick: int, tick_time: dt.datetime) -> dict | None:
+        """The tick's record from the period file that replaced its tick file, if any (one stat per length)."""
+        if not self._is_local:
+            return None
+        cluster_dir = self._local_root / config_name
+        try:
+            lengths = (cluster_dir / layout.PERIODS_FILE).read_text().split()
+        except FileNotFoundError:
+            return None  # nothing was ever compacted
+        import isodate
+
+        from quota_pipeline.journal import period_file
+
+        rel = layout.tick_file(tick, tick_time)
+        for text in lengths:
+            path = cluster_dir / layout.Period.containing(tick_time, isodate.parse_duration(text)).file
+            if path.exists():
+                sources = period_file.sources_of(path)
+                if sources is not None and rel in sources:
+                    return period_file.read_tick(path, rel, tick)
+        return None
 
     def write(self, config_name: str, tick: int, tick_time: dt.datetime, snap: VolumeSnapshot) -> VolumeSnapshot:
         """Journal `snap` unless this tick is journaled already; returns what the journal holds."""
@@ -57,6 +87,10 @@ class Journal:
                 return self.read(config_name, tick, tick_time) or snap
             finally:
                 os.unlink(tmp)
+            compacted = self._compacted(config_name, tick, tick_time)
+            if compacted is not None:  # the first attempt's tick file was compacted away before this one
+                target.unlink(missing_ok=True)
+                return parse_snapshot(compacted)
             return snap
         existing = self.read(config_name, tick, tick_time)
         if existing is not None:

@@ -1,0 +1,171 @@
+"""Journal maintenance: one pass over one cluster (retention, then compaction), as the job and the command run it.
+
+The streaming job runs passes in a child process (journal/background.py), so that parsing an hour of JSON
+never holds the driver's interpreter lock or competes with a micro-batch at the same priority.
+"""
+from __future__ import annotations
+
+import datetime as dt
+import fcntl
+import os
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Iterator
+
+import isodate
+
+from quota_pipeline.core import config as cfg
+from quota_pipeline.journal import compaction
+from quota_pipeline.journal.compaction import Plan, Prune, Step, no_step
+from quota_pipeline.journal.listing import FooterCache, Usage, scan, usage
+from quota_pipeline.journal.rewrite import Rewritten, rewrite
+
+
+class JournalBusy(Exception):
+    """Another process holds the cluster's journal lock (a pass of the job, or the command)."""
+
+
+@dataclass(frozen=True)
+class ClusterJournal:
+    """One cluster's journal and the settings its maintenance follows."""
+
+    root: str
+    name: str
+    interval: dt.timedelta
+    period: dt.timedelta
+    retention: dt.timedelta
+
+    @classmethod
+    def of(cls, conf: cfg.Config, name: str) -> ClusterJournal:
+        return cls(conf.effective_journal_path, name, conf.check_interval, conf.journal_period,
+                   conf.journal_retention)
+
+    @property
+    def is_local(self) -> bool:
+        return "://" not in self.root or self.root.startswith("file://")
+
+    @property
+    def dir(self) -> Path:
+        return Path(self.root.removeprefix("file://")) / self.name
+
+    def to_json(self) -> dict:
+        return {"root": self.root, "name": self.name, "interval": self.interval.total_seconds(),
+                "period": self.period.total_seconds(), "retention": self.retention.total_seconds()}
+
+    @classmethod
+    def from_json(cls, d: dict) -> ClusterJournal:
+        return cls(d["root"], d["name"], *(dt.timedelta(seconds=d[k]) for k in ("interval", "period", "retention")))
+
+
+def config_problem(conf: cfg.Config) -> str | None:
+    """Why maintenance cannot run with `conf`, as one line naming the property; None when it can."""
+    period = conf.journal_period
+    if period < dt.timedelta(seconds=1) or period.microseconds:
+        return (f"error: {conf.path}: {cfg.JOURNAL_PERIOD} must be a whole number of seconds, at least PT1S "
+                f"(got {isodate.duration_isoformat(period)})")
+    if conf.check_interval <= dt.timedelta(0):
+        return (f"error: {conf.path}: the storage check interval is 0, so journal ticks have no time; set "
+                f"{cfg.CHECK_INTERVAL_SECONDS} or {cfg.CHECK_INTERVAL_ISO}")
+    return None
+
+
+@contextmanager
+def locked(cluster_dir: Path, wait_s: float = 0.0) -> Iterator[None]:
+    """The cluster's maintenance lock (flock: released by the kernel if the holder dies, kill -9 included)."""
+    cluster_dir.mkdir(parents=True, exist_ok=True)
+    fd = os.open(cluster_dir / "_lock", os.O_CREAT | os.O_RDWR, 0o644)
+    try:
+        deadline = time.monotonic() + wait_s
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    raise JournalBusy(f"another process is maintaining {cluster_dir} (the streaming job?); "
+                                      f"try again in a minute") from None
+                time.sleep(0.2)
+        yield
+    finally:
+        os.close(fd)  # closing the descriptor releases the lock
+
+
+@dataclass
+class PassReport:
+    cluster: str
+    plan: Plan | None = None
+    pruned: list[Prune] = field(default_factory=list)
+    rewritten: list[Rewritten] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+    usage: Usage | None = None
+
+    def to_json(self) -> dict:
+        return {"cluster": self.cluster, "usage": self.usage.to_json() if self.usage else None,
+                "pruned": [{"period": str(p.period), "files": p.files, "bytes": p.bytes} for p in self.pruned],
+                "compacted": [{"period": r.period, "added": r.added, "removed": r.removed,
+                               "bytes_before": r.bytes_before, "bytes_after": r.bytes_after,
+                               "kept": [list(k) for k in r.kept]} for r in self.rewritten],
+                "problems": self.problems}
+
+
+@dataclass
+class Options:
+    """What a pass does: both halves by default (the job), one of them for `journal compact|prune`."""
+
+    compact: bool = True
+    prune: bool = True
+    dry_run: bool = False
+    wait_s: float = 0.0
+    step: Step = no_step
+    on_plan: Callable[[Plan], None] | None = None
+    progress: Callable[[int], None] | None = None
+    should_stop: Callable[[], bool] = lambda: False
+
+
+def run_pass(cj: ClusterJournal, now: dt.datetime, options: Options | None = None,
+             footers: FooterCache | None = None, wall_seconds: float | None = None) -> PassReport:
+    """Retention, then compaction, of one cluster's journal at `now`; usage as it is afterwards."""
+    options = options or Options()
+    report = PassReport(cj.name)
+    footers = footers or FooterCache()
+    if not cj.dir.is_dir():
+        report.usage = usage(cj.dir, scan(cj.dir, cj.interval, cj.period, footers))
+        return report
+    with locked(cj.dir, options.wait_s):
+        listing = scan(cj.dir, cj.interval, cj.period, footers)
+        # Temporary files are aged by their mtime, which the file system's clock wrote: compared with it.
+        plan = compaction.plan(listing, now, cj.interval, cj.period, cj.retention,
+                               time.time() if wall_seconds is None else wall_seconds)
+        plan = Plan(plan.prune if options.prune else (), plan.compact if options.compact else (), plan.stale,
+                    plan.problems)
+        report.plan = plan
+        report.problems.extend(plan.problems)
+        if options.on_plan:
+            options.on_plan(plan)
+        if not options.dry_run:
+            _execute(cj.dir, plan, options, report)
+        report.usage = usage(cj.dir, scan(cj.dir, cj.interval, cj.period, footers))
+    return report
+
+
+def _execute(cluster_dir: Path, plan: Plan, options: Options, report: PassReport) -> None:
+    import pyarrow as pa
+
+    compaction.remove_stale(cluster_dir, plan.stale)
+    for action in plan.prune:
+        if options.should_stop():
+            return
+        compaction.prune(cluster_dir, action, options.step)
+        report.pruned.append(action)
+    for c in plan.compact:
+        if options.should_stop():
+            return
+        try:
+            done = rewrite(cluster_dir, c, options.step, options.progress)
+        except (OSError, ValueError, pa.ArrowException) as exc:
+            report.problems.append(f"{cluster_dir / c.target}: not compacted: {exc}")
+            continue
+        report.rewritten.append(done)
+        report.problems.extend(f"{cluster_dir / rel}: left as JSON: {why}" for rel, why in done.kept)

@@ -1,0 +1,183 @@
+"""One compacted period of one cluster as a Parquet file: one row per volume, time-sorted, zstd-compressed.
+
+Columns are the flattened journal form replay reads (spark_reader.read_parquet: the snapshot's fields repeated
+on every volume row, a failed poll as one row without a volume) plus `message`, and, for the store, `tick`,
+`journal_file` (the tick file it came from) and `observed_us` (observed_at in epoch microseconds, the sort key).
+The footer's key-value metadata lists the tick files the period file replaced (layout.Sources).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterable, Iterator
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from quota_pipeline.core.model import epoch_micros, parse_time
+from quota_pipeline.journal.layout import Sources
+
+SNAPSHOT_FIELDS = ("cluster_id", "observed_at", "status", "message", "brokers", "fenced_brokers")
+VOLUME_FIELDS = ("broker_id", "log_dir", "total_bytes", "available_bytes", "error")
+SCHEMA = pa.schema([
+    ("cluster_id", pa.string()), ("observed_at", pa.string()), ("status", pa.string()), ("message", pa.string()),
+    ("brokers", pa.list_(pa.int64())), ("fenced_brokers", pa.list_(pa.int64())),
+    ("broker_id", pa.int64()), ("log_dir", pa.string()), ("total_bytes", pa.int64()),
+    ("available_bytes", pa.int64()), ("error", pa.string()),
+    ("tick", pa.int64()), ("journal_file", pa.string()), ("observed_us", pa.int64()),
+])
+META_SOURCES = "quota_pipeline.journal.sources"
+META_PERIOD = "quota_pipeline.journal.period"
+META_SNAPSHOTS = "quota_pipeline.journal.snapshots"
+META_FIRST = "quota_pipeline.journal.first_observed_at"
+META_LAST = "quota_pipeline.journal.last_observed_at"
+# Row groups of ~128k rows: a tick is read back (store.read after compaction) without decoding the hour.
+ROW_GROUP_ROWS = 128 * 1024
+COMPRESSION = "zstd"
+COMPRESSION_LEVEL = 9  # cold data written once, off the decision path: a smaller file is worth the CPU
+INT64 = range(-2 ** 63, 2 ** 63)
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One snapshot on its way into a period file: where it came from and its record as journaled."""
+
+    journal_file: str
+    tick: int
+    record: dict
+
+    @property
+    def key(self) -> tuple[int, str]:
+        return (epoch_micros(parse_time(self.record["observed_at"])), self.journal_file)
+
+
+@dataclass(frozen=True)
+class Footer:
+    sources: Sources
+    snapshots: int
+    rows: int
+    first_observed_at: str | None
+    last_observed_at: str | None
+
+
+def representable(record: dict) -> bool:
+    """A valid record (rules.first_problem is None) whose values all fit the columns; others stay JSON."""
+    def opt_str(v: Any) -> bool:
+        return v is None or isinstance(v, str)
+
+    def opt_int(v: Any) -> bool:
+        return v is None or (isinstance(v, int) and v in INT64)
+
+    if not (opt_str(record.get("message")) and all(opt_int(b) for b in (record.get("brokers") or ()))
+            and all(opt_int(b) for b in (record.get("fenced_brokers") or ()))):
+        return False
+    return all(opt_str(v.get("error")) and all(opt_int(v.get(k)) for k in ("broker_id", "total_bytes",
+                                                                         "available_bytes"))
+               for v in record.get("volumes") or ())
+
+
+def table_of(entries: Iterable[Entry]) -> pa.Table:
+    """Entries (in the order given) flattened to rows; volume order within a snapshot is kept."""
+    cols: dict[str, list] = {name: [] for name in SCHEMA.names}
+    for e in entries:
+        r = e.record
+        volumes = r.get("volumes") or [{}]
+        head = (r["cluster_id"], r["observed_at"], r["status"], r.get("message"), r.get("brokers"),
+                r.get("fenced_brokers"))
+        tail = (e.tick, e.journal_file, e.key[0])
+        for v in volumes:
+            for name, value in zip(SNAPSHOT_FIELDS, head):
+                cols[name].append(value)
+            for name in VOLUME_FIELDS:
+                cols[name].append(v.get(name))
+            for name, value in zip(("tick", "journal_file", "observed_us"), tail):
+                cols[name].append(value)
+    return pa.table(cols, schema=SCHEMA)
+
+
+class PeriodWriter:
+    """Streams time-ordered tables into one Parquet file; the footer is written by close()."""
+
+    def __init__(self, path: Path, period: str, snapshots: int = 0) -> None:
+        self.path = path
+        self.period = period
+        self._writer = pq.ParquetWriter(str(path), SCHEMA, compression=COMPRESSION,
+                                        compression_level=COMPRESSION_LEVEL)
+        self._pending: list[pa.Table] = []
+        self._pending_rows = 0
+        self.snapshots = snapshots  # those already in the rows it will be given from an older period file
+        self.first: tuple[int, str] | None = None
+        self.last: tuple[int, str] | None = None
+        self._last_key: tuple[int, str] | None = None
+
+    def write(self, table: pa.Table, snapshots: int) -> None:
+        if table.num_rows == 0:
+            return
+        self.snapshots += snapshots
+        us, text, files = table.column("observed_us"), table.column("observed_at"), table.column("journal_file")
+        head, tail = (us[0].as_py(), files[0].as_py()), (us[-1].as_py(), files[-1].as_py())
+        if self._last_key is not None and head < self._last_key:
+            raise ValueError(f"{self.path}: rows would not be in time order ({head} after {self._last_key})")
+        self._last_key = tail
+        if self.first is None:
+            self.first = (us[0].as_py(), text[0].as_py())
+        self.last = (us[-1].as_py(), text[-1].as_py())
+        self._pending.append(table)
+        self._pending_rows += table.num_rows
+        if self._pending_rows >= ROW_GROUP_ROWS:
+            self._flush()
+
+    def _flush(self) -> None:
+        if self._pending:
+            self._writer.write_table(pa.concat_tables(self._pending), row_group_size=ROW_GROUP_ROWS)
+        self._pending, self._pending_rows = [], 0
+
+    def close(self, sources: Sources) -> None:
+        self._flush()
+        self._writer.add_key_value_metadata({
+            META_SOURCES: sources.to_json(), META_PERIOD: self.period, META_SNAPSHOTS: str(self.snapshots),
+            META_FIRST: self.first[1] if self.first else "", META_LAST: self.last[1] if self.last else ""})
+        self._writer.close()
+
+    def abort(self) -> None:
+        try:
+            self._writer.close()
+        finally:
+            self.path.unlink(missing_ok=True)
+
+
+def read_footer(path: Path | str) -> Footer:
+    """The footer of a period file; raises ValueError when `path` is not one (no sources listed)."""
+    meta = pq.read_metadata(str(path))
+    kv = {k.decode(): v.decode() for k, v in (meta.metadata or {}).items()}
+    if META_SOURCES not in kv:
+        raise ValueError(f"{path}: a Parquet file without the journal's footer (not a compacted period)")
+    return Footer(Sources.from_json(kv[META_SOURCES]), int(kv.get(META_SNAPSHOTS, "0")), meta.num_rows,
+                  kv.get(META_FIRST) or None, kv.get(META_LAST) or None)
+
+
+def sources_of(path: Path | str) -> Sources | None:
+    """The tick files a Parquet file replaced, or None when it is not a compacted period file."""
+    kv = pq.read_metadata(str(path)).metadata or {}
+    raw = kv.get(META_SOURCES.encode())
+    return None if raw is None else Sources.from_json(raw.decode())
+
+
+def row_groups(path: Path) -> Iterator[pa.Table]:
+    pf = pq.ParquetFile(str(path))
+    for i in range(pf.num_row_groups):
+        yield pf.read_row_group(i).cast(SCHEMA)
+
+
+def read_tick(path: Path, journal_file: str, tick: int) -> dict | None:
+    """The record of one tick file from a period file, as the tick file held it (derived fields aside)."""
+    table = pq.read_table(str(path), filters=[("tick", "=", tick), ("journal_file", "=", journal_file)])
+    rows = table.to_pylist()
+    if not rows:
+        return None
+    first = rows[0]
+    record = {k: first[k] for k in SNAPSHOT_FIELDS if k != "message"}
+    record["volumes"] = [{k: r[k] for k in VOLUME_FIELDS} for r in rows if r["broker_id"] is not None]
+    if first["message"] is not None:
+        record["message"] = first["message"]
+    return record

@@ -275,7 +275,8 @@ def test_enforce_command_follows_the_topic(broker, sim, admin, tmp_path, capsys)
 
     assert main(["enforce", str(props), "--once"]) == 0
     assert "throttle" in capsys.readouterr().out
-    assert admin.describe() == target(MIXED, 0.5, POLICY)
+    # the command also exempts the publisher's client id (quota.pipeline.excluded.client.ids, by default)
+    assert admin.describe() == target(MIXED, 0.5, Policy.of(["User:pipeline"], 1000.0, ["quota-pipeline-publisher"]))
     assert (tmp_path / "ckpt" / "enforce" / "c1.json").exists()
 
     publish(broker.bootstrap_servers, topic, [(b"c1", encode(decision("c1", 1.0, observed_at=_now())))])
@@ -371,3 +372,21 @@ def test_the_baseline_file_round_trips_and_leaves_no_temporary_files(tmp_path):
         store.load()
     store.delete()
     assert store.load() is None
+
+
+def test_the_pipelines_own_client_is_never_throttled_whatever_its_principal():
+    policy = Policy.of([], 1000.0, ["quota-pipeline-publisher"])
+    alice, pub = Entity.of("alice"), "quota-pipeline-publisher"
+    base = {alice: {PBR: 5000.0}, Entity.of("bob", default_client_id=True): {PBR: 3000.0},
+            Entity.of(client_id=pub): {PBR: 100.0}}
+    out = target(base, 0.0, policy)
+    # Every principal, PLAINTEXT's ANONYMOUS included, reaches the publisher through an unlimited entry that
+    # outranks the throttled ones: user defaults and client ids, and each user's own scaled quota.
+    assert out[Entity.of(default_user=True, client_id=pub)] == {PBR: UNLIMITED}
+    assert out[Entity.of("alice", pub)] == {PBR: UNLIMITED} and out[Entity.of("bob", pub)] == {PBR: UNLIMITED}
+    assert out[Entity.of(client_id=pub)] == {PBR: 100.0}   # an entity naming the client is not scaled
+    assert out[alice] == {PBR: 1.0} and out[CATCH_ALL] == {PBR: 1.0}
+    changes = plan(base, base, 0.0, policy)
+    first_throttle = next(i for i, c in enumerate(changes) if c.value != UNLIMITED)
+    assert all(c.value == UNLIMITED for c in changes[:first_throttle]) and first_throttle == 3
+    assert target(base, 1.0, policy) == base   # restore removes the exemptions with the rest

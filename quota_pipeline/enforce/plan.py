@@ -18,10 +18,13 @@ class Policy:
 
     excluded_users: frozenset[str]  # principal names, "User:" removed
     produce_base: float | None  # client.quota.callback.static.produce: the base of clients with no produce quota
+    excluded_client_ids: frozenset[str] = frozenset()  # the pipeline's own clients (quota.pipeline.excluded.client.ids)
 
     @classmethod
-    def of(cls, excluded_principals: Iterable[str], produce: float | None) -> "Policy":
-        return cls(frozenset(p[len("User:"):] if p.startswith("User:") else p for p in excluded_principals), produce)
+    def of(cls, excluded_principals: Iterable[str], produce: float | None,
+           excluded_client_ids: Iterable[str] = ()) -> "Policy":
+        return cls(frozenset(p[len("User:"):] if p.startswith("User:") else p for p in excluded_principals), produce,
+                   frozenset(excluded_client_ids))
 
 
 def scaled(value: float, factor: float) -> float:
@@ -35,6 +38,21 @@ def applies_to_producers(entity: Entity) -> bool:
 
 def names_excluded_user(entity: Entity, policy: Policy) -> bool:
     return entity.has(USER) and entity.name(USER) in policy.excluded_users
+
+
+def names_excluded_client(entity: Entity, policy: Policy) -> bool:
+    return entity.has(CLIENT_ID) and entity.name(CLIENT_ID) in policy.excluded_client_ids
+
+
+def client_exemptions(baseline: Mapping[Entity, Mapping[str, float]], policy: Policy) -> list[Entity]:
+    """Where an excluded client id gets an explicit unlimited produce quota, so that no throttle reaches it
+    whatever its principal (PLAINTEXT clients are all ANONYMOUS): `user=<default>, client-id=<id>` outranks every
+    default and client-id level; for a user whose own quota (`user=U` or `user=U, client-id=<default>`) would
+    be scaled, `user=U, client-id=<id>` outranks that too."""
+    users = sorted({e.name(USER) for e, v in baseline.items() if PRODUCER_BYTE_RATE in v and e.has(USER)
+                    and e.name(USER) is not None and not e.has(IP) and e.name(CLIENT_ID) is None})
+    return [Entity.of(default_user=True, client_id=c) for c in sorted(policy.excluded_client_ids)] + [
+        Entity.of(user, c) for user in users for c in sorted(policy.excluded_client_ids)]
 
 
 def target(baseline: Mapping[Entity, Mapping[str, float]], factor: float, policy: Policy) -> Quotas:
@@ -54,15 +72,15 @@ def target(baseline: Mapping[Entity, Mapping[str, float]], factor: float, policy
     if factor >= 1.0:
         return out
     for entity, values in out.items():
-        if PRODUCER_BYTE_RATE in values and applies_to_producers(entity) and not names_excluded_user(entity, policy):
+        if (PRODUCER_BYTE_RATE in values and applies_to_producers(entity) and not names_excluded_user(entity, policy)
+                and not names_excluded_client(entity, policy)):
             values[PRODUCER_BYTE_RATE] = scaled(values[PRODUCER_BYTE_RATE], factor)
     if PRODUCER_BYTE_RATE not in baseline.get(CATCH_ALL, {}):
         if policy.produce_base is not None:
             out.setdefault(CATCH_ALL, {})[PRODUCER_BYTE_RATE] = scaled(policy.produce_base, factor)
         elif factor <= 0.0:
             out.setdefault(CATCH_ALL, {})[PRODUCER_BYTE_RATE] = 1.0
-    for user in sorted(policy.excluded_users):
-        entity = Entity.of(user)
+    for entity in [Entity.of(user) for user in sorted(policy.excluded_users)] + client_exemptions(baseline, policy):
         if PRODUCER_BYTE_RATE not in baseline.get(entity, {}):
             out.setdefault(entity, {})[PRODUCER_BYTE_RATE] = UNLIMITED
     return out
@@ -84,8 +102,9 @@ def diff(current: Mapping[Entity, Mapping[str, float]], wanted: Mapping[Entity, 
 
 def plan(baseline: Mapping[Entity, Mapping[str, float]], current: Mapping[Entity, Mapping[str, float]],
          factor: float, policy: Policy) -> list[Change]:
-    """What to alter now so that the cluster enforces `factor` over `baseline`."""
-    return diff(current, target(baseline, factor, policy))
+    """What to alter now so that the cluster enforces `factor` over `baseline`. Exemptions go first: a throttle
+    must never reach the pipeline's own publisher before its exemption does."""
+    return sorted(diff(current, target(baseline, factor, policy)), key=lambda c: c.value != UNLIMITED)
 
 
 def _get(quotas: Mapping[Entity, Mapping[str, float]], entity: Entity, key: str) -> float | None:

@@ -7,6 +7,7 @@ from typing import Any, Iterable, Mapping
 from confluent_kafka import KafkaException, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from quota_pipeline.core.properties import PUBLISHER_CLIENT_ID
 from quota_pipeline.kafka.settings import to_librdkafka
 
 log = logging.getLogger(__name__)
@@ -48,6 +49,9 @@ class Publisher:
 
     def __init__(self, settings: Mapping[str, str], topic: str, flush_timeout: float = 30.0) -> None:
         conf = librdkafka_settings(settings)
+        # A client id of its own, exempt from every throttle (quota.pipeline.excluded.client.ids), so that a
+        # throttled cluster still receives the decision that releases it.
+        conf.setdefault("client.id", PUBLISHER_CLIENT_ID)
         conf.update({"enable.idempotence": True, "acks": "all", "linger.ms": 5,
                      "max.in.flight.requests.per.connection": 5,
                      "log_level": 4})  # librdkafka logs every idle disconnect at info level

@@ -11,6 +11,7 @@ COMMANDS = (
     "simulate",
     "observe",
     "replay",
+    "journal",
     "quotas",
     "enforce",
     "run",

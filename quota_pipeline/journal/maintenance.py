@@ -59,15 +59,12 @@ class ClusterJournal:
         return cls(d["root"], d["name"], *(dt.timedelta(seconds=d[k]) for k in ("interval", "period", "retention")))
 
 
-def config_problem(conf: cfg.Config) -> str | None:
-    """Why maintenance cannot run with `conf`, as one line naming the property; None when it can."""
+def period_problem(conf: cfg.Config) -> str | None:
+    """Why `conf`'s journal period cannot cut the journal into periods, as one line naming the property."""
     period = conf.journal_period
     if period < dt.timedelta(seconds=1) or period.microseconds:
         return (f"error: {conf.path}: {cfg.JOURNAL_PERIOD} must be a whole number of seconds, at least PT1S "
                 f"(got {isodate.duration_isoformat(period)})")
-    if conf.check_interval <= dt.timedelta(0):
-        return (f"error: {conf.path}: the storage check interval is 0, so journal ticks have no time; set "
-                f"{cfg.CHECK_INTERVAL_SECONDS} or {cfg.CHECK_INTERVAL_ISO}")
     return None
 
 
@@ -136,7 +133,8 @@ def run_pass(cj: ClusterJournal, now: dt.datetime, options: Options | None = Non
     with locked(cj.dir, options.wait_s):
         listing = scan(cj.dir, cj.interval, cj.period, footers)
         # Temporary files are aged by their mtime, which the file system's clock wrote: compared with it.
-        plan = compaction.plan(listing, now, cj.interval, cj.period, cj.retention,
+        retention = cj.retention if options.prune else dt.timedelta(0)  # compact only: whatever its age
+        plan = compaction.plan(listing, now, cj.interval, cj.period, retention,
                                time.time() if wall_seconds is None else wall_seconds)
         plan = Plan(plan.prune if options.prune else (), plan.compact if options.compact else (), plan.stale,
                     plan.problems)

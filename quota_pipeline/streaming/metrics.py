@@ -42,6 +42,10 @@ class Metrics:
         self.total = Gauge("quota_pipeline_volume_total_bytes", "Total bytes of a log dir", v, registry=r)
         self.ratio = Gauge("quota_pipeline_volume_available_ratio", "Available / total of a log dir", v, registry=r)
         self.snapshots = Counter("quota_pipeline_snapshots_total", "Snapshots by status", c + ["status"], registry=r)
+        self.journal_bytes = Gauge("quota_pipeline_journal_bytes", "Bytes of the cluster's snapshot journal", c,
+                                   registry=r)
+        self.journal_files = Gauge("quota_pipeline_journal_files", "Files of the cluster's snapshot journal", c,
+                                   registry=r)
         self.batch_seconds = Histogram("quota_pipeline_micro_batch_duration_seconds", "Micro-batch duration",
                                        registry=r, buckets=(0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60))
         self._volumes: dict[str, set[tuple[str, str]]] = {}
@@ -72,6 +76,13 @@ class Metrics:
             self.snapshots.labels(key, row.status).inc()
             if row.status == "SUCCESS":
                 self._set_volumes(key, json.loads(row.volumes))
+
+    def record_journal(self, report: dict) -> None:
+        """Update from one journal maintenance report (journal/maintenance.py PassReport.to_json)."""
+        usage = report.get("usage")
+        if usage:
+            self.journal_bytes.labels(report["cluster"]).set(usage["bytes"])
+            self.journal_files.labels(report["cluster"]).set(usage["files"])
 
     def _set_volumes(self, key: str, volumes: list[list]) -> None:
         seen = set()

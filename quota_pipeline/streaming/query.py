@@ -19,6 +19,8 @@ from quota_pipeline.core.settings import Settings
 from quota_pipeline.streaming.metrics import Metrics
 from quota_pipeline.streaming.processor import OUTPUT_SCHEMA, DecisionProcessor
 from quota_pipeline.kafka.publisher import Publisher, ensure_topic
+from quota_pipeline.journal.background import Maintenance, log_report
+from quota_pipeline.journal.maintenance import ClusterJournal, period_problem
 from quota_pipeline.streaming.source import KafkaVolumesSource, clusters_option, config_name
 
 log = logging.getLogger("quota_pipeline")
@@ -35,6 +37,8 @@ def check_runnable(configs: list[cfg.Config]) -> None:
         if c.check_interval.total_seconds() <= 0:
             problems.append(f"error: {c.path}: the storage check interval is 0, which disables the check; set "
                             f"{cfg.CHECK_INTERVAL_SECONDS} (seconds) or {cfg.CHECK_INTERVAL_ISO} (ISO-8601) to run")
+        if period_problem(c):
+            problems.append(period_problem(c))
         if names.count(name) > 1:
             problems.append(f"error: {c.path}: another config also names its cluster {name!r}; set "
                             f"{cfg.CLUSTER_NAME} to tell them apart")
@@ -133,6 +137,9 @@ class StreamJob:
 
     def run(self, max_restarts: int | None = None) -> int:
         """Run until request_stop(); restart from the checkpoint after failures, with backoff."""
+        maintenance = Maintenance([ClusterJournal.of(c, config_name(c)) for c in self.configs],
+                                  lambda report: (self.metrics.record_journal(report), log_report(report)))
+        maintenance.start()  # off the decision path: a niced child process compacts and prunes the journal
         try:
             return self._run(max_restarts)
         except Exception as exc:  # noqa: BLE001
@@ -142,6 +149,8 @@ class StreamJob:
             # micro-batch is re-run from the journal and the checkpoint on the next start.
             log.warning("Spark stopped before the running micro-batch finished; it is re-run on restart")
             return 0
+        finally:
+            maintenance.stop()
 
     def _run(self, max_restarts: int | None) -> int:
         backoff, restarts = 2.0, 0

@@ -153,6 +153,33 @@ def test_fenced_brokers_must_be_covered_for_a_release():
     assert out[2][1].factor == 1.0 and out[2][1].source is DecisionSource.OBSERVATION
 
 
+def full_broker_stops(fenced_policy: str):
+    """Strimzi #40 as measured on Kafka 4.1: broker 3 at 5% free, then stopped cleanly and reported fenced."""
+    s = settings(validity_s=20, fenced=fenced_policy)
+    snaps = [ok(0, vol(1, 50 * GB), vol(2, 50 * GB), vol(3, 5 * GB))]
+    snaps += [ok(t, vol(1, 50 * GB), vol(2, 50 * GB), brokers=(1, 2), fenced=(3,)) for t in range(10, 70, 10)]
+    return factors(snaps, s)
+
+
+def test_a_full_broker_that_stops_keeps_the_throttle_while_fenced():
+    assert full_broker_stops("pin") == [(0.0, DecisionSource.OBSERVATION)] * 7
+
+
+def test_fenced_expire_lets_a_stopped_full_broker_release_the_throttle():
+    # Strimzi's behaviour: the reading expires; the snapshot is then incomplete, so the decision is retained
+    # until the validity runs out and the fallback (0.5 here) applies with broker 3 still full.
+    assert full_broker_stops("expire")[-1] == (0.5, DecisionSource.FALLBACK)
+
+
+def test_a_fenced_brokers_pinned_reading_is_replaced_by_its_next_reading():
+    s = settings(validity_s=20)
+    snaps = [ok(0, vol(1, 50 * GB), vol(3, 5 * GB)),
+             ok(10, vol(1, 50 * GB), brokers=(1,), fenced=(3,)),
+             ok(50, vol(1, 50 * GB), brokers=(1,), fenced=(3,)),
+             ok(60, vol(1, 50 * GB), vol(3, 50 * GB), brokers=(1, 3))]   # back, its disk cleaned up
+    assert [f for f, _ in factors(snaps, s)] == [0.0, 0.0, 0.0, 1.0]
+
+
 def test_failed_snapshot_still_evicts():
     s = settings(validity_s=60)
     snaps = [ok(0, vol(1, 5 * GB)), failed(60)]

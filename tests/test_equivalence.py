@@ -25,7 +25,8 @@ def cluster_journal(draw, cluster: str):
             snaps.append(failed(t, draw(st.sampled_from(list(Status)[1:])), cluster=cluster))
             continue
         brokers = draw(st.sets(st.integers(1, 3), min_size=1))
-        fenced = draw(st.sets(st.integers(4, 5), max_size=1))
+        # brokers 2 and 3 are active in some snapshots and fenced in others (a stop, a restart)
+        fenced = draw(st.sets(st.integers(2, 5), max_size=2)) - brokers
         reporting = draw(st.sets(st.sampled_from(sorted(brokers | fenced))))
         vols = []
         for b in sorted(reporting):
@@ -65,11 +66,12 @@ def python_frame(spark, snaps, s):
     return spark.createDataFrame(rows, schema)
 
 
-@hsettings(max_examples=12, deadline=None, suppress_health_check=list(HealthCheck))
+@hsettings(max_examples=16, deadline=None, suppress_health_check=list(HealthCheck))
 @given(fleets(), st.sampled_from(["pin", "last-known", "violate"]), st.sampled_from([None, 15 * GB]),
-       st.sampled_from([30, 60]))
-def test_spark_replay_equals_streaming_decisions(spark, tmp_path_factory, snaps, offline, soft, validity):
-    s = settings(hard_bytes=5 * GB, soft_bytes=soft, validity_s=validity, offline=offline, fallback=0.3)
+       st.sampled_from([0, 30, 60]), st.sampled_from(["pin", "expire"]))
+def test_spark_replay_equals_streaming_decisions(spark, tmp_path_factory, snaps, offline, soft, validity, fenced):
+    s = settings(hard_bytes=5 * GB, soft_bytes=soft, validity_s=validity, offline=offline, fallback=0.3,
+                 fenced=fenced)
     path = tmp_path_factory.mktemp("eq") / "journal.jsonl"
     path.write_text("".join(json.dumps(x.to_json()) + "\n" for x in snaps))
     valid, rejected = journal.read(spark, str(path))

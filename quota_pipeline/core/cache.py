@@ -60,6 +60,13 @@ def apply_snapshot(state: CacheState, snap: VolumeSnapshot, settings: Settings) 
                 entries[key] = replace(existing, pinned=True) if existing else Entry(
                     v.broker_id, v.log_dir, t, None, None, pinned=True)
             # last-known: the cached reading stays and expires like any other.
+        if settings.fenced_policy == "pin":
+            # A fenced broker takes no writes: its last readings are its current state (Strimzi #40), so a
+            # full broker that stops or restarts must not release the throttle by letting them expire.
+            fenced = frozenset(snap.fenced_brokers) - frozenset(snap.brokers)
+            for key, e in entries.items():
+                if e.broker_id in fenced and not e.pinned:
+                    entries[key] = replace(e, pinned=True)
     new_state = CacheState(entries, registered)
     in_force = [e for e in entries.values() if not e.pinned or e.broker_id in registered]
     return new_state, summarize(snap, in_force, settings.limits)

@@ -28,6 +28,7 @@ HARD_RATIO = P + "storage.per.volume.limit.min.available.ratio"
 SOFT_BYTES = P + "storage.per.volume.soft.limit.min.available.bytes"
 SOFT_RATIO = P + "storage.per.volume.soft.limit.min.available.ratio"
 OFFLINE_POLICY = P + "storage.offline.log.dir.policy"
+FENCED_POLICY = P + "storage.fenced.broker.policy"
 FALLBACK = P + "throttle.factor.fallback"
 VALIDITY = P + "throttle.factor.validity.duration"
 BOOTSTRAP = ADMIN_PREFIX + "bootstrap.servers"
@@ -36,6 +37,9 @@ OUTPUT_TOPIC = Q + "output.topic"
 EXCLUDED_CLIENT_IDS = Q + "excluded.client.ids"
 PRODUCE_FLOOR = Q + "produce.quota.floor"
 JOURNAL_PATH = Q + "journal.path"
+JOURNAL_PERIOD = Q + "journal.period"
+JOURNAL_RETENTION = Q + "journal.retention"
+CLOSEST_VOLUMES = Q + "record.closest.volumes"
 CHECKPOINT_PATH = Q + "checkpoint.path"
 METRICS_PORT = Q + "metrics.port"
 METRICS_HOST = Q + "metrics.host"
@@ -116,6 +120,7 @@ class Config:
     validity: dt.timedelta = dt.timedelta(minutes=5)
     fallback_factor: float = 1.0
     offline_policy: str = "pin"
+    fenced_policy: str = "pin"
     produce: float | None = None
     fetch: float | None = None
     request: float | None = None
@@ -127,6 +132,9 @@ class Config:
     output_topic: str = DEFAULT_OUTPUT_TOPIC
     output_kafka: Mapping[str, str] = field(default_factory=dict)
     journal_path: str | None = None
+    journal_period: dt.timedelta = dt.timedelta(hours=1)
+    journal_retention: dt.timedelta = dt.timedelta(days=30)
+    closest_volumes: int = 5
     checkpoint_path: str = "./checkpoints"
     metrics_host: str = "127.0.0.1"
     metrics_port: int = 9404
@@ -165,10 +173,11 @@ class Config:
 # Config attribute of each property whose typed value is kept as it is (limits and intervals are combined).
 FIELDS = {
     PRODUCE: "produce", FETCH: "fetch", REQUEST: "request", EXCLUDED: "excluded_principals",
-    OFFLINE_POLICY: "offline_policy", FALLBACK: "fallback_factor", VALIDITY: "validity",
+    OFFLINE_POLICY: "offline_policy", FENCED_POLICY: "fenced_policy", FALLBACK: "fallback_factor", VALIDITY: "validity",
     OUTPUT_TOPIC: "output_topic", EXCLUDED_CLIENT_IDS: "excluded_client_ids", PRODUCE_FLOOR: "produce_floor",
     CHECKPOINT_PATH: "checkpoint_path", METRICS_HOST: "metrics_host", METRICS_PORT: "metrics_port",
-    CLUSTER_NAME: "cluster_name", JOURNAL_PATH: "journal_path",
+    CLUSTER_NAME: "cluster_name", JOURNAL_PATH: "journal_path", JOURNAL_PERIOD: "journal_period",
+    JOURNAL_RETENTION: "journal_retention", CLOSEST_VOLUMES: "closest_volumes",
 }
 _LIMIT_KEYS = {("hard", "bytes"): HARD_BYTES, ("hard", "ratio"): HARD_RATIO,
                ("soft", "bytes"): SOFT_BYTES, ("soft", "ratio"): SOFT_RATIO}

@@ -163,6 +163,10 @@ TABLE: tuple[Property, ...] = (
              "the admin client", "required", strimzi=True),
     Property(P + "kafka.clientIdPrefix", "string", None, text, "accepted for Strimzi compatibility; unused",
              strimzi=True),
+    Property(P + "storage.fenced.broker.policy", "choice", "pin", choice(*FENCED_POLICIES),
+             "a registered but fenced broker (stopped, restarting): `pin` keeps its cached readings in force "
+             "while it stays registered (a full broker that stops cannot release the throttle); `expire` lets "
+             "them expire (Strimzi)"),
     Property(Q + "cluster.name", "string", None, text, "the record key on the output topic", "cluster id"),
     Property(Q + "excluded.client.ids", "list", (PUBLISHER_CLIENT_ID,), names,
              "`,`-separated client ids never throttled, whatever their principal: the pipeline's own "
@@ -171,6 +175,12 @@ TABLE: tuple[Property, ...] = (
              "bytes/s: the least produce quota a throttle sets (Strimzi: 1.0)"),
     Property(Q + "journal.path", "string", None, text,
              "durable snapshot journal (local path or pyarrow.fs URI)", "`<checkpoint>/journal`"),
+    Property(Q + "journal.period", "duration", _PT(hours=1), duration,
+             "closed periods of this length are compacted to one Parquet file per cluster", "PT1H"),
+    Property(Q + "journal.retention", "duration", _PT(days=30), duration,
+             "whole periods older than this are deleted; PT0S keeps everything", "P30D"),
+    Property(Q + "record.closest.volumes", "int", 5, integer(minimum=0, maximum=100),
+             "how many log dirs closest to the hard limit each decision record lists"),
     Property(Q + "checkpoint.path", "string", "./checkpoints", text, "Spark checkpoint (offsets and decision state)"),
     Property(Q + "metrics.host", "string", "127.0.0.1", text, "Prometheus endpoint of the driver"),
     Property(Q + "metrics.port", "int", 9404, integer(minimum=0, maximum=65535), "Prometheus endpoint port"),

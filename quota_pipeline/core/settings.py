@@ -15,7 +15,8 @@ class Settings:
     validity: dt.timedelta
     fallback_factor: float = 1.0
     offline_policy: str = "pin"
+    fenced_policy: str = "pin"
 
     @classmethod
     def of(cls, conf: Config) -> "Settings":
-        return cls(conf.limits, conf.validity, conf.fallback_factor, conf.offline_policy)
+        return cls(conf.limits, conf.validity, conf.fallback_factor, conf.offline_policy, conf.fenced_policy)

@@ -6,7 +6,9 @@ first; under `pin`, an offline report before then pins it until the next reading
 each cluster's snapshots numbered 0..n-1, an interval is a range of snapshot numbers: exploding it
 and aggregating on (cluster, number) gives every snapshot's cache without a time-range join
 (DESIGN.md measured that join as quadratic). Windows run per key (parallel), and per cluster only
-over the one-row-per-snapshot table. decide.observe is the streaming form; the tests hold them equal.
+over the one-row-per-snapshot table. Under `storage.fenced.broker.policy=pin`, a reading still cached when
+its broker is first seen fenced is pinned from that snapshot on, as an offline report pins it.
+core/cache.py is the streaming form; the tests hold them equal.
 """
 from __future__ import annotations
 
@@ -67,6 +69,21 @@ def _events(snaps: DataFrame, numbered: DataFrame, settings: Settings) -> DataFr
     )
 
 
+def _first_fenced(ev: DataFrame, numbered: DataFrame, until: Column) -> DataFrame:
+    """`fenced_at`: the first snapshot number in [seq, until) at which a SUCCESS snapshot lists the event's broker
+    as fenced and not active, or null. One window per (cluster, broker) over the events and those markers:
+    walking back from the end, the smallest marker seen so far is the next one at or after each event."""
+    markers = numbered.where(F.col("status") == "SUCCESS").select(
+        "cluster_id", F.explode(F.array_except("fenced_brokers", "brokers")).alias("broker_id"), "seq",
+        F.lit(True).alias("marker"))
+    rows = ev.withColumn("marker", F.lit(False)).unionByName(markers, allowMissingColumns=True)
+    # At equal numbers the marker comes first: a broker fenced in the event's own snapshot pins it at once.
+    back = Window.partitionBy("cluster_id", "broker_id").orderBy(F.desc("seq"), F.desc("marker")) \
+        .rowsBetween(Window.unboundedPreceding, 0)
+    nxt = F.min(F.when(F.col("marker"), F.col("seq"))).over(back)
+    return rows.withColumn("fenced_at", F.when(nxt < until, nxt)).where(~F.col("marker")).drop("marker")
+
+
 def intervals(snaps: DataFrame, numbered: DataFrame, settings: Settings) -> DataFrame:
     """(key, reading, pinned, start, end): the snapshot numbers [start, end) whose cache holds the reading."""
     ev = _events(snaps, numbered, settings)
@@ -90,6 +107,8 @@ def intervals(snaps: DataFrame, numbered: DataFrame, settings: Settings) -> Data
         return F.struct(F.lit(pinned).alias("pinned"), start.cast("bigint").alias("start"),
                         end.cast("bigint").alias("end"))
 
+    if settings.fenced_policy == "pin":
+        return _pin_fenced(ev, numbered, settings, seg, unpinned_end)
     if settings.offline_policy != "pin":
         segments = F.array(seg(False, seq, unpinned_end))
     else:
@@ -106,11 +125,47 @@ def intervals(snaps: DataFrame, numbered: DataFrame, settings: Settings) -> Data
                     .when(reading, F.array(seg(False, seq, unpinned_end)))
                     .when(first_offline, F.array(seg(True, seq, pinned_end)))
                     .otherwise(F.array().cast("array<struct<pinned:boolean,start:bigint,end:bigint>>")))
-    # One pass over the window's output: every event yields its segments (0, 1 or 2).
+    return _explode(ev, segments)
+
+
+def _explode(ev: DataFrame, segments: Column) -> DataFrame:
+    """One pass over the window's output: every event yields its segments (0, 1 or 2; empty ones dropped)."""
     return ev.select("cluster_id", "broker_id", "log_dir", "total_bytes", "available_bytes",
                      F.explode(segments).alias("s")) \
         .select("cluster_id", "broker_id", "log_dir", "total_bytes", "available_bytes",
-                F.col("s.pinned").alias("pinned"), F.col("s.start").alias("start"), F.col("s.end").alias("end"))
+                F.col("s.pinned").alias("pinned"), F.col("s.start").alias("start"), F.col("s.end").alias("end")) \
+        .where(F.col("start") < F.col("end"))
+
+
+def _pin_fenced(ev: DataFrame, numbered: DataFrame, settings: Settings, seg, unpinned_end: Column) -> DataFrame:
+    """The segments when fenced brokers' readings are pinned: an unpinned stretch ends at the first snapshot
+    that sees its broker fenced, and the rest is pinned until a reading replaces it (any event under
+    `violate`, the next reading with bytes otherwise: an offline report leaves a pinned entry pinned)."""
+    n, seq = F.col("n_snapshots"), F.col("seq")
+    pin_offline = settings.offline_policy == "pin"
+    pinned_end = F.coalesce("next_reading" if pin_offline else "next_seq", n)
+    reading = ~F.col("offline")
+    pinned_by_next = (reading & F.coalesce(F.col("next_offline"), F.lit(False))
+                      & (F.col("next_seq") < F.col("expires_at"))) if pin_offline else F.lit(False)
+    # Under `violate` every event is a reading (an offline report upserts); `last-known` dropped them.
+    unpinned_until = F.when(pinned_by_next, F.col("next_seq")).when(reading | F.lit(not pin_offline), unpinned_end)
+    ev = _first_fenced(ev, numbered, unpinned_until)
+    fenced_at = F.col("fenced_at")
+    first_offline = F.lit(False)
+    if pin_offline:
+        # A report that finds nothing cached adds a pinned violating entry: the previous reading expired and was
+        # not pinned by its broker being fenced. Later reports of the same run change nothing.
+        ev = ev.withColumn("prev_pinned", F.lag("fenced_at").over(Window.partitionBy(*KEY).orderBy("seq")).isNotNull())
+        prev_pinned = F.col("prev_pinned")
+        first_offline = F.col("offline") & (F.col("prev_offline").isNull() | (
+            ~F.col("prev_offline") & (seq >= F.col("prev_expires_at")) & ~prev_pinned))
+    segments = (
+        F.when(fenced_at.isNotNull(), F.array(seg(False, seq, fenced_at), seg(True, fenced_at, pinned_end)))
+        .when(pinned_by_next, F.array(seg(False, seq, F.col("next_seq")), seg(True, F.col("next_seq"), pinned_end)))
+        .when(unpinned_until.isNotNull(), F.array(seg(False, seq, unpinned_until)))
+        .when(first_offline, F.array(seg(True, seq, pinned_end)))
+        .otherwise(F.array().cast("array<struct<pinned:boolean,start:bigint,end:bigint>>")))
+    return _explode(ev, segments)
 
 
 def summaries(snaps: DataFrame, settings: Settings) -> DataFrame:

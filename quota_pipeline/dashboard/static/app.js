@@ -59,6 +59,7 @@ function renderFeed() {
   node.className = "feed" + (feed.state === "following" && !S.lost ? "" : " bad");
   let text = null, warn = false;
   if (S.lost) text = "Lost the connection to the dashboard server; retrying. What you see may be out of date.";
+  else if (feed.state === "connecting") { text = `Connecting to ${feed.bootstrap} ...`; warn = true; }
   else if (feed.state !== "following") text = `Decision topic unavailable since ${fmtTime(feed.since)}: ${feed.message}`;
   else if (page.counts.unreadable_records > 0) {
     const last = page.last_unreadable;
@@ -189,8 +190,9 @@ function renderCharts(timeline) {
     [timeline.t, timeline.factor], fmtFactor, [0, 1.05]));
   const series = [{ label: "min available", stroke: "#3466c2", width: 2, value: (u, v) => fmtPct(v) }];
   const data = [timeline.t, timeline.min_ratio];
-  if (timeline.hard) { series.push({ label: "hard limit", stroke: "#b3261e", dash: [6, 4], value: (u, v) => fmtPct(v) }); data.push(timeline.hard); }
-  if (timeline.soft) { series.push({ label: "soft limit", stroke: "#d98c00", dash: [6, 4], value: (u, v) => fmtPct(v) }); data.push(timeline.soft); }
+  const line = (label, stroke) => ({ label, stroke, dash: [6, 4], points: { show: false }, value: (u, v) => fmtPct(v) });
+  if (timeline.hard) { series.push(line("hard limit", "#b3261e")); data.push(timeline.hard); }
+  if (timeline.soft) { series.push(line("soft limit", "#d98c00")); data.push(timeline.soft); }
   const top = Math.max(0.01, ...timeline.min_ratio.filter((r) => r !== null), ...(timeline.soft || timeline.hard || [0]));
   S.charts.push(make("chart-ratio", series, data, fmtPct, [0, Math.min(1, top * 1.15)]));
 }

@@ -1,0 +1,227 @@
+"""The dashboard without Kafka: reading v1 and v2 records, the bounded history, the view model's facts and risk
+order, and the server's JSON and event stream. The page in Chromium: tests/test_dashboard_browser.py."""
+from __future__ import annotations
+
+import datetime as dt
+import json
+
+import pytest
+
+from quota_pipeline.core.clock import ManualClock
+from quota_pipeline.dashboard import view
+from quota_pipeline.dashboard.history import History
+from quota_pipeline.dashboard.records import parse_record
+from tests.dashboard_records import GIB, encode, filling_story, record, steady_story, volume
+
+T0 = dt.datetime(2026, 11, 21, 10, 0, tzinfo=dt.timezone.utc)
+MINUTE = dt.timedelta(minutes=1)
+SETTINGS = view.Settings(check_interval=MINUTE, fallback=0.5)
+
+
+def history_of(*records: dict, clock: ManualClock | None = None, **kw) -> History:
+    h = History(clock=clock or ManualClock(T0), **kw)
+    for r in records:
+        assert h.apply(r["cluster_id"].encode(), encode(r), "at t/0@0")
+    return h
+
+
+def summaries(h: History, now: dt.datetime) -> list[view.ClusterSummary]:
+    return view.overview(h.records(), now, SETTINGS)
+
+
+# ---- records ------------------------------------------------------------------------------------------------
+
+def test_v2_record_gives_its_closest_volumes_and_throttled_since():
+    vol = volume(3, "/data/1", 0.04, fill_rate=1024.0, partitions=(("orders", 3, 50 * GIB),))
+    d, _ = parse_record(encode({**record("c1", T0, 0.0, [vol], throttled_since=T0 - MINUTE), "future_field": 1}))
+    assert d.volumes_listed and d.throttled_since == T0 - MINUTE and d.note is None
+    (v,) = d.volumes
+    assert (v.broker_id, v.log_dir, v.total_bytes, v.top_partitions[0].topic) == (3, "/data/1", 100 * GIB, "orders")
+    assert v.headroom_bytes < 0 and v.eta_seconds == 0.0
+
+
+def test_v1_record_shows_its_worst_volume():
+    d, _ = parse_record(encode(record("c1", T0, 0.0, [volume(2, "/data/0", 0.03)], version=1)))
+    assert not d.volumes_listed and d.throttled_since is None
+    assert [(v.broker_id, v.log_dir, v.available_ratio) for v in d.volumes] == [(2, "/data/0", 0.03)]
+
+
+def test_a_bad_v2_field_leaves_the_decision_readable_with_a_note():
+    d, _ = parse_record(encode({**record("c1", T0, 0.0), "closest_volumes": [{"log_dir": "/x"}]}))
+    assert d.throttle_factor == 0.0 and "closest_volumes" in d.note
+    assert d.volumes[0].log_dir == "/data/0"  # the worst volume instead
+
+
+@pytest.mark.parametrize("value", [
+    b"{not json", b"[]", json.dumps({**record("c1", T0, 0.0), "schema_version": 3}).encode(),
+    json.dumps({**record("c1", T0, 0.0), "throttle_factor": 2}).encode(),
+    json.dumps({k: v for k, v in record("c1", T0, 0.0).items() if k != "observed_at"}).encode(),
+    json.dumps({**record("c1", T0, 0.0), "min_available_ratio": "low"}).encode(),
+])
+def test_records_brokers_skip_are_unreadable(value):
+    with pytest.raises(ValueError):
+        parse_record(value)
+
+
+# ---- history ------------------------------------------------------------------------------------------------
+
+def test_history_is_bounded_by_the_window_and_the_point_count():
+    h = history_of(*steady_story("c1", T0, 100, MINUTE), window=dt.timedelta(minutes=30))
+    (rec,) = h.records(with_points=True)
+    assert len(rec.points) == 31 and rec.points[-1].t == (T0 + 99 * MINUTE).timestamp()
+    h = history_of(*steady_story("c1", T0, 100, MINUTE), max_points=10)
+    assert len(h.records(with_points=True)[0].points) == 10
+
+
+def test_late_and_repeated_records_keep_the_timeline_ordered_and_the_latest_wins():
+    h = history_of(record("c1", T0, 1.0), record("c1", T0 + 2 * MINUTE, 0.0))
+    h.apply(b"c1", encode(record("c1", T0 + MINUTE, 0.5)))  # late
+    h.apply(b"c1", encode(record("c1", T0 + 2 * MINUTE, 0.0)))  # published again
+    (rec,) = h.records(with_points=True)
+    assert [p.factor for p in rec.points] == [1.0, 0.5, 0.0] and rec.latest.throttle_factor == 0.0
+
+
+def test_unreadable_records_are_counted_per_cluster_and_a_tombstone_retires_a_cluster():
+    h = history_of(record("c1", T0, 1.0))
+    assert not h.apply(b"c1", b"{oops", "at t/0@7") and not h.apply(b"c2", b"\xff", "at t/0@8")
+    assert h.unreadable_total == 2 and h.last_unreadable.where == "at t/0@8"
+    by_key = {r.key: r for r in h.records()}
+    assert by_key["c1"].unreadable == 1 and by_key["c2"].latest is None
+    h.apply(b"c1", None)
+    assert [r.key for r in h.records()] == ["c2"]
+
+
+# ---- view ---------------------------------------------------------------------------------------------------
+
+def test_risk_order_factor_then_stale_or_fallback_then_eta_then_ratio():
+    now = T0 + 10 * MINUTE
+    h = history_of(
+        record("ok-roomy", now, 1.0, [volume(1, "/d", 0.6)]),
+        record("ok-tight", now, 1.0, [volume(1, "/d", 0.2)]),
+        record("ok-filling", now, 1.0, [volume(1, "/d", 0.4, fill_rate=GIB / 100)]),
+        record("stale", now - 5 * MINUTE, 1.0, validity=dt.timedelta(hours=1)),
+        record("graded", now, 0.5, [volume(1, "/d", 0.075)]),
+        record("stopped", now, 0.0, [volume(3, "/data/1", 0.01)]),
+        record("fallback", now, 1.0, source="FALLBACK", status="TIMEOUT"),
+    )
+    h.apply(b"unreadable-only", b"{")
+    order = [s.key for s in summaries(h, now)]
+    # The fallback applies 0.5 (SETTINGS): it sorts with the factor brokers apply. A cluster without a readable
+    # decision is flagged like a stale one and, knowing no ratio, comes after it.
+    assert order == ["stopped", "fallback", "graded", "stale", "unreadable-only", "ok-filling", "ok-tight",
+                     "ok-roomy"]
+
+
+def test_a_decision_older_than_two_check_intervals_is_stale():
+    h = history_of(record("c1", T0, 1.0, validity=dt.timedelta(hours=1)))
+    decided = T0 + dt.timedelta(milliseconds=300)
+    assert not summaries(h, decided + 2 * MINUTE)[0].stale
+    assert summaries(h, decided + 2 * MINUTE + dt.timedelta(seconds=1))[0].stale
+
+
+def test_past_valid_until_brokers_apply_the_fallback_and_the_page_says_why():
+    h = history_of(record("c1", T0, 0.0, [volume(3, "/data/1", 0.01)], validity=5 * MINUTE))
+    (s,) = summaries(h, T0 + 6 * MINUTE)
+    assert (s.factor, s.basis, s.state) == (0.5, "fallback", "THROTTLED")
+    assert "expired" in s.reason and "said factor 0" in s.reason and "broker 3 /data/1" in s.reason
+
+
+def test_the_reason_names_the_closest_log_dir_and_the_limit():
+    h = history_of(*filling_story("prod", T0, 20, MINUTE))
+    (s,) = summaries(h, T0 + 19 * MINUTE + dt.timedelta(seconds=1))
+    assert s.factor == 0.0 and s.basis == "record"
+    assert s.reason.startswith("1 log dir(s) at or below the hard limit; closest broker 3 /data/1: 1.0% available")
+    assert s.throttled_since is not None and s.eta_seconds == 0.0
+
+
+def test_v1_throttled_since_comes_from_the_timeline():
+    stories = [record("c1", T0 + i * MINUTE, f, version=1) for i, f in enumerate([1.0, 0.5, 0.0, 0.0])]
+    (s,) = summaries(history_of(*stories), T0 + 4 * MINUTE)
+    assert (s.throttled_since, s.since_approx) == (T0 + MINUTE, False)
+    (s,) = summaries(history_of(*stories[1:]), T0 + 4 * MINUTE)
+    assert (s.throttled_since, s.since_approx) == (T0 + MINUTE, True)  # the oldest record seen: maybe earlier
+
+
+def test_timeline_has_the_ratio_limit_lines():
+    h = history_of(*filling_story("prod", T0, 5, MINUTE))
+    line = view.timeline(h.records(with_points=True)[0])
+    assert len(line["t"]) == len(line["factor"]) == len(line["min_ratio"]) == 5
+    assert line["hard"] == [0.05] * 5 and line["soft"] == [0.10] * 5
+    assert line["min_ratio"][0] == pytest.approx(0.30)
+
+
+# ---- server -------------------------------------------------------------------------------------------------
+
+class StubFollower:
+    """The follower's face for the server: a status, no Kafka."""
+
+    bootstrap, topic = "127.0.0.1:1", "__quota_throttle_factors"
+
+    def __init__(self, state: str = "following", message: str = "following") -> None:
+        self.state, self.message = state, message
+
+    def status(self) -> view.FeedStatus:
+        return view.FeedStatus(self.state, self.message, T0, self.topic, self.bootstrap, caught_up=True)
+
+    def close(self) -> None:
+        pass
+
+
+@pytest.fixture
+def served():
+    from quota_pipeline.dashboard.feed import Feed
+    from quota_pipeline.dashboard.server import DashboardServer, bind
+
+    clock = ManualClock(T0 + 20 * MINUTE)
+    feed = Feed(history_of(*filling_story("prod", T0, 20, MINUTE), record("idle", T0 + 19 * MINUTE, 1.0),
+                           clock=clock), StubFollower(), SETTINGS, clock)
+    server = DashboardServer(feed, bind("127.0.0.1", 0)).start()
+    yield feed, server.url
+    server.stop()
+
+
+def get(url: str) -> tuple[int, bytes]:
+    import urllib.error
+    import urllib.request
+    try:
+        with urllib.request.urlopen(url, timeout=5) as response:
+            return response.status, response.read()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read()
+
+
+def test_server_serves_the_page_its_assets_and_the_overview(served):
+    feed, url = served
+    status, page = get(url)
+    assert status == 200 and b"/static/app.js" in page and b"/static/uPlot.iife.min.js" in page
+    for asset in ("app.js", "style.css", "uPlot.iife.min.js", "uPlot.min.css"):
+        assert get(url + "static/" + asset)[0] == 200
+    overview = json.loads(get(url + "api/overview")[1])
+    assert [c["key"] for c in overview["clusters"]] == ["prod", "idle"]
+    assert overview["clusters"][0]["factor_text"] == "0" and overview["feed"]["state"] == "following"
+    detail = json.loads(get(url + "api/cluster/prod")[1])
+    assert len(detail["timeline"]["t"]) == 20 and detail["cluster"]["volumes"][0]["log_dir"] == "/data/1"
+    assert get(url + "api/cluster/nope")[0] == 404
+
+
+def test_server_pushes_a_new_decision_to_the_page(served):
+    import time
+    import urllib.request
+
+    feed, url = served
+    with urllib.request.urlopen(url + "api/events", timeout=5) as stream:
+        first = next_event(stream)
+        assert [c["key"] for c in first["clusters"]] == ["prod", "idle"]
+        sent = time.monotonic()
+        feed.history.apply(b"idle", encode(record("idle", T0 + 20 * MINUTE, 0.0, [volume(7, "/data/9", 0.0, fill_rate=1.0)])))
+        pushed = next_event(stream)
+        assert time.monotonic() - sent < 2.0
+    assert [c["key"] for c in pushed["clusters"]] == ["idle", "prod"]  # same factor and ETA, smaller ratio
+
+
+def next_event(stream) -> dict:
+    while True:
+        line = stream.readline()
+        assert line, "the event stream ended"
+        if line.startswith(b"data: "):
+            return json.loads(line[6:])

@@ -133,7 +133,7 @@ class TopicFollower:
                     assigned = frozenset()
                 next_probe = self._clock.monotonic() + (self._probe_seconds if assigned else self._retry_seconds)
             if not assigned:
-                self._stop.wait(min(self._retry_seconds, 0.5))
+                consumer.poll(min(self._retry_seconds, 0.5))  # serves error_cb: all brokers down, authentication
                 continue
             self._consume(consumer)
 
@@ -155,7 +155,7 @@ class TopicFollower:
     def _probe(self, consumer: Any) -> frozenset[int] | None:
         """The topic's partitions; an empty set when the topic is missing, None when the cluster did not answer."""
         try:
-            metadata = consumer.list_topics(self.topic, timeout=max(1.0, min(5.0, self._retry_seconds * 2)))
+            metadata = consumer.list_topics(self.topic, timeout=max(1.0, min(5.0, self._retry_seconds)))
         except Exception as exc:  # KafkaException: transport, timeout, authentication
             reason = exc.args[0].str() if exc.args and hasattr(exc.args[0], "str") else str(exc)
             self._set("unreachable", self._unreachable(reason))

@@ -26,6 +26,8 @@ def feed_line(feed: FeedStatus, now: dt.datetime, unreadable_total: int) -> Text
     if feed.state == "following":
         line = Text(f"{feed.topic} on {feed.bootstrap}: " + ("live" if feed.caught_up else "reading history ..."),
                     style="green")
+    elif feed.state == "connecting":
+        line = Text(f"{feed.message} ({text.duration((now - feed.since).total_seconds())}) ...", style="yellow")
     else:
         line = Text(f"decision topic unavailable for {text.duration((now - feed.since).total_seconds())}: "
                     f"{feed.message}", style="bold red")
@@ -36,7 +38,7 @@ def feed_line(feed: FeedStatus, now: dt.datetime, unreadable_total: int) -> Text
 
 def overview_table(summaries: list[ClusterSummary], now: dt.datetime, settings: Settings) -> Table:
     table = Table(title=f"clusters, riskiest first ({now:%H:%M:%S} UTC)", title_justify="left",
-                  box=box.SIMPLE_HEAD, pad_edge=False)
+                  box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False)
     widest = max((len(s.key) for s in summaries), default=7)
     table.add_column("cluster", no_wrap=True, min_width=min(30, widest))
     table.add_column("factor", no_wrap=True, min_width=6)

@@ -35,6 +35,7 @@ VALID = [
     snap(volumes=[vol(total_bytes=None, available_bytes=None, error="KAFKA_STORAGE_ERROR")]),
     snap(fenced_brokers=[2], brokers=[1], message="extension field"),
     snap(volumes=[vol(), vol(broker_id=2)]),
+    snap(volumes=[vol(top_partitions=[{"topic": "orders", "partition": 3, "size_bytes": 40}])]),
     snap(observed_at="2026-11-21T10:00:00+01:00"),
 ]
 # (line, the reason both readers must give)
@@ -50,8 +51,11 @@ BAD = [
     (snap(brokers=...), "brokers must be a list of broker ids"),
     (snap(brokers=[1, None]), "brokers must be a list of broker ids"),
     (snap(fenced_brokers=[None]), "fenced_brokers must be a list of broker ids"),
-    (snap(volumes=[vol(), 7]), "volumes must be a list of objects"),
-    (snap(volumes={"broker_id": 1}), "volumes must be a list of objects"),
+    (snap(volumes=[vol(), 7]), rules.SNAPSHOT_RULES[-1].reason),
+    (snap(volumes={"broker_id": 1}), rules.SNAPSHOT_RULES[-1].reason),
+    (snap(volumes=[vol(top_partitions=["orders-3"])]), rules.SNAPSHOT_RULES[-1].reason),
+    (snap(volumes=[vol(top_partitions=[{"topic": "orders", "partition": "x", "size_bytes": 1}])]),
+     rules.SNAPSHOT_RULES[-1].reason),
     (snap(status="TIMEOUT", brokers=["a"]), "brokers must be a list of broker ids"),
     (snap(fenced_brokers=[1.5]), "fenced_brokers must be a list of broker ids"),
     (snap(volumes=[vol(broker_id="x")]), "volumes[].broker_id must be an integer"),

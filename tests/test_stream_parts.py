@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+from dataclasses import replace
 from types import SimpleNamespace
 
 import pandas as pd
@@ -13,7 +14,7 @@ from quota_pipeline.core import config as cfg
 from quota_pipeline.streaming import source
 from quota_pipeline.core.decision import DecisionState, step
 from quota_pipeline.streaming.metrics import Metrics
-from quota_pipeline.core.model import Status, VolumeSnapshot
+from quota_pipeline.core.model import PartitionSize, Status, VolumeSnapshot
 from quota_pipeline.streaming.processor import decode_state, encode_state, snapshots_from_rows
 from quota_pipeline.journal.store import Journal
 
@@ -85,13 +86,18 @@ def test_state_survives_encoding(tmp_path):
     s = settings(offline="pin")
     state = DecisionState()
     step(state, ok(0, vol(1, 5 * GB), vol(2, None)), s)
+    step(state, ok(10, vol(1, 4 * GB), vol(2, None)), s)   # filling: a fill rate and a history to keep
+    step(state, ok(20, replace(vol(1, 3 * GB), top_partitions=(PartitionSize("t", 0, GB),)), vol(2, None)), s)
+    assert state.cache.entries[(1, "/d0")].fill_rate == pytest.approx(GB / 10)
+    assert state.decision.throttled_since is not None
     back = decode_state(encode_state(state))
     assert back.cache == state.cache and back.decision == state.decision
     assert decode_state(None) == DecisionState()
 
 
 def test_source_rows_rebuild_the_snapshot():
-    snap = ok(3, vol(1, 5 * GB, log_dir="/a"), vol(2, None, log_dir="/b"), fenced=(3,))
+    full = replace(vol(1, 5 * GB, log_dir="/a"), top_partitions=(PartitionSize("orders", 3, 4 * GB),))
+    snap = ok(3, full, vol(2, None, log_dir="/b"), fenced=(3,))
     frame = pd.DataFrame(list(source.snapshot_rows("a", 9, snap)), columns=[
         f.split()[0] for f in source.ROW_SCHEMA.split(", ")])
     [(name, tick, rebuilt)] = snapshots_from_rows(frame)

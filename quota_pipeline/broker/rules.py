@@ -6,7 +6,6 @@ tests/vectors/broker_quota_vectors.json holds both to them.
 """
 from __future__ import annotations
 
-import dataclasses
 import json
 import sys
 import threading
@@ -15,12 +14,11 @@ from enum import Enum
 
 from quota_pipeline.core.config import Config
 from quota_pipeline.core.model import RecordError
-from quota_pipeline.core.record import SCHEMA_VERSION, ThrottleDecision
+from quota_pipeline.core.record import READABLE_VERSIONS, ThrottleDecision
 
 UNLIMITED = sys.float_info.max  # Strimzi's Quota.upperBound(Double.MAX_VALUE)
 MIN_QUOTA = 1.0  # Strimzi: "returning zero would cause a divide by zero in Kafka"
 USER_PREFIX = "User:"
-SCHEMA_VERSIONS = (1, 2)  # version 2 only adds fields
 
 
 def parse_decision(value: bytes) -> ThrottleDecision:
@@ -32,14 +30,12 @@ def parse_decision(value: bytes) -> ThrottleDecision:
     if not isinstance(raw, dict):
         raise RecordError("the value is not a JSON object")
     version = raw.get("schema_version")
-    if type(version) is not int or version not in SCHEMA_VERSIONS:  # type(): True == 1 in Python
+    if type(version) is not int or version not in READABLE_VERSIONS:  # type(): True == 1 in Python
         raise RecordError(f"unknown schema_version {version!r}")
     factor = raw.get("throttle_factor")
     if type(factor) not in (int, float) or not 0.0 <= factor <= 1.0:
         raise RecordError(f"throttle_factor must be a number from 0 to 1, got {factor!r}")
-    # ThrottleDecision reads version 1's fields; a later version only adds fields, which it ignores.
-    decision = ThrottleDecision.from_json({**raw, "schema_version": SCHEMA_VERSION})
-    return dataclasses.replace(decision, schema_version=version)
+    return ThrottleDecision.from_json(raw)
 
 
 class QuotaType(str, Enum):

@@ -2,15 +2,19 @@
 
 `apply_snapshot` evicts, upserts and pins, then summarises the entries in force; replay/intervals.py is the
 set-based Spark form of the same steps. Both yield a SnapshotSummary, the input of step 4 (decision.py).
+Each reading also carries its log dir's fill rate, fitted over the key's recent readings (core/trend.py), and
+its largest partitions, so that the record can say which log dirs come next and what fills them.
 """
 from __future__ import annotations
 
 import datetime as dt
 from dataclasses import dataclass, field, replace
 
-from quota_pipeline.core import policy
-from quota_pipeline.core.config import Limits
-from quota_pipeline.core.model import SnapshotSummary, Status, VolumeSnapshot, WorstVolume, sorted_unique
+from quota_pipeline.core import policy, trend
+from quota_pipeline.core.model import (
+    ClosestVolume, PartitionSize, SnapshotSummary, Status, Volume, VolumeSnapshot, WorstVolume, epoch_micros,
+    sorted_unique,
+)
 from quota_pipeline.core.settings import Settings
 
 Key = tuple[int, str]
@@ -26,6 +30,8 @@ class Entry:
     total_bytes: int | None
     available_bytes: int | None
     pinned: bool = False
+    fill_rate: float | None = None  # bytes/s lost, fitted when the reading was taken; None unless filling
+    top_partitions: tuple[PartitionSize, ...] = ()
 
     @property
     def available_ratio(self) -> float | None:
@@ -40,6 +46,9 @@ class CacheState:
 
     entries: dict[Key, Entry] = field(default_factory=dict)
     registered: frozenset[int] = frozenset()
+    # The last few (observed_at µs, available bytes) readings per key, for fill rates; kept apart from the
+    # entries because a reading that expired still tells how fast its log dir was filling.
+    history: dict[Key, tuple[tuple[int, int], ...]] = field(default_factory=dict)
 
 
 def apply_snapshot(state: CacheState, snap: VolumeSnapshot, settings: Settings) -> tuple[CacheState, SnapshotSummary]:
@@ -47,12 +56,15 @@ def apply_snapshot(state: CacheState, snap: VolumeSnapshot, settings: Settings) 
     t = snap.observed_at
     entries = {k: e for k, e in state.entries.items() if e.pinned or t < e.observed_at + settings.validity}
     registered = state.registered
+    t_us = epoch_micros(t)
+    history = {k: h for k, h in state.history.items() if trend.recent(h, t_us, settings.validity)}
     if snap.status is Status.SUCCESS:
         registered = snap.registered_brokers
         for v in snap.volumes:
             key = (v.broker_id, v.log_dir)
             if not v.offline:
-                entries[key] = Entry(v.broker_id, v.log_dir, t, v.total_bytes, v.available_bytes)
+                history[key] = (history.get(key, ()) + ((t_us, v.available_bytes),))[-trend.FILL_READINGS:]
+                entries[key] = _reading(v, t, trend.fill_rate(trend.recent(history[key], t_us, settings.validity)))
             elif settings.offline_policy == "violate":
                 entries[key] = Entry(v.broker_id, v.log_dir, t, None, None)
             elif settings.offline_policy == "pin":
@@ -67,9 +79,33 @@ def apply_snapshot(state: CacheState, snap: VolumeSnapshot, settings: Settings) 
             for key, e in entries.items():
                 if e.broker_id in fenced and not e.pinned:
                     entries[key] = replace(e, pinned=True)
-    new_state = CacheState(entries, registered)
+    new_state = CacheState(entries, registered, history)
     in_force = [e for e in entries.values() if not e.pinned or e.broker_id in registered]
-    return new_state, summarize(snap, in_force, settings.limits)
+    return new_state, summarize(snap, in_force, settings)
+
+
+def _reading(v: Volume, t: dt.datetime, fill_rate: float | None) -> Entry:
+    return Entry(v.broker_id, v.log_dir, t, v.total_bytes, v.available_bytes, fill_rate=fill_rate,
+                 top_partitions=v.top_partitions)
+
+
+def closest_key(headroom: float | None, entry: Entry) -> tuple:
+    """Order of 'closest to the hard limit': offline first, then least headroom, broker, log dir (as replay's
+    array_sort over the same struct)."""
+    return (headroom is not None, headroom if headroom is not None else 0.0, entry.broker_id, entry.log_dir)
+
+
+def closest_volumes(in_force: list[Entry], settings: Settings) -> tuple[ClosestVolume, ...]:
+    """The settings.closest_volumes entries in force nearest the hard limit, nearest first."""
+    def headroom(e: Entry) -> float | None:
+        if e.available_bytes is None or e.total_bytes is None:
+            return None
+        return e.available_bytes - policy.limit_bytes(settings.limits.hard, e.total_bytes, policy.PY)
+
+    ranked = sorted(((headroom(e), e) for e in in_force), key=lambda he: closest_key(*he))
+    return tuple(ClosestVolume(e.broker_id, e.log_dir, e.available_bytes, e.total_bytes, e.available_ratio, h,
+                               e.fill_rate, trend.eta_seconds(h, e.fill_rate), e.top_partitions)
+                 for h, e in ranked[:settings.closest_volumes])
 
 
 def worst_key(factor: float, entry: Entry) -> tuple:
@@ -82,7 +118,8 @@ def worst_key(factor: float, entry: Entry) -> tuple:
             entry.available_bytes or 0, entry.broker_id, entry.log_dir)
 
 
-def summarize(snap: VolumeSnapshot, in_force: list[Entry], limits: Limits) -> SnapshotSummary:
+def summarize(snap: VolumeSnapshot, in_force: list[Entry], settings: Settings) -> SnapshotSummary:
+    limits = settings.limits
     factors = [(policy.volume_factor_py(e.available_bytes, e.total_bytes, limits), e) for e in in_force]
     violations = sum(1 for e in in_force if policy.violates_py(e.available_bytes, e.total_bytes, limits))
     worst = min(factors, key=lambda fe: worst_key(*fe), default=None)
@@ -103,4 +140,5 @@ def summarize(snap: VolumeSnapshot, in_force: list[Entry], limits: Limits) -> Sn
         worst_volume=None if worst is None else WorstVolume(
             worst[1].broker_id, worst[1].log_dir, worst[1].available_bytes, worst[1].available_ratio),
         min_available_ratio=min(ratios, default=None),
+        closest_volumes=closest_volumes(in_force, settings),
     )

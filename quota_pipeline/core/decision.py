@@ -23,10 +23,19 @@ def advance(current: Decision | None, s: SnapshotSummary, settings: Settings) ->
     if current is None:
         current = initial_decision(s.observed_at)
     if s.status is Status.SUCCESS and (s.violating or s.complete):
-        return Decision(s.policy_factor, DecisionSource.OBSERVATION, s.observed_at)
-    if current.source is DecisionSource.FALLBACK or s.observed_at > current.valid_from + settings.validity:
-        return Decision(settings.fallback_factor, DecisionSource.FALLBACK, current.valid_from)
-    return Decision(current.factor, DecisionSource.RETAINED, current.valid_from)
+        factor, source, valid_from = s.policy_factor, DecisionSource.OBSERVATION, s.observed_at
+    elif current.source is DecisionSource.FALLBACK or s.observed_at > current.valid_from + settings.validity:
+        factor, source, valid_from = settings.fallback_factor, DecisionSource.FALLBACK, current.valid_from
+    else:
+        factor, source, valid_from = current.factor, DecisionSource.RETAINED, current.valid_from
+    return Decision(factor, source, valid_from, throttled_since(current, factor, s.observed_at))
+
+
+def throttled_since(current: Decision, factor: float, t: dt.datetime) -> dt.datetime | None:
+    """When the run of factors below 1 that `factor` belongs to began; None when it is 1 (not throttled)."""
+    if factor >= 1.0:
+        return None
+    return current.throttled_since if current.factor < 1.0 and current.throttled_since else t
 
 
 @dataclass

@@ -76,6 +76,21 @@ def from_epoch_micros(us: int) -> dt.datetime:
 
 
 
+TOP_PARTITIONS = 5  # largest partitions kept per log dir, in the journal and the record
+
+
+@dataclass(frozen=True)
+class PartitionSize:
+    """One partition's size on one log dir, as DescribeLogDirs reports it: what is filling a disk."""
+
+    topic: str
+    partition: int
+    size_bytes: int
+
+    def to_json(self) -> dict[str, Any]:
+        return {"topic": self.topic, "partition": self.partition, "size_bytes": self.size_bytes}
+
+
 @dataclass(frozen=True)
 class Volume:
     """One log dir of one broker as DescribeLogDirs reported it; error set means offline, no bytes."""
@@ -85,6 +100,7 @@ class Volume:
     total_bytes: int | None
     available_bytes: int | None
     error: str | None = None
+    top_partitions: tuple[PartitionSize, ...] = ()
 
     @property
     def offline(self) -> bool:
@@ -109,6 +125,7 @@ class Volume:
             "used_bytes": self.used_bytes,
             "available_ratio": self.available_ratio,
             "error": self.error,
+            **({"top_partitions": [p.to_json() for p in self.top_partitions]} if self.top_partitions else {}),
         }
 
 
@@ -161,6 +178,29 @@ class WorstVolume:
 
 
 @dataclass(frozen=True)
+class ClosestVolume:
+    """A log dir in force near the hard limit: its headroom, how fast it fills, when it gets there, and why."""
+
+    broker_id: int
+    log_dir: str
+    available_bytes: int | None
+    total_bytes: int | None
+    available_ratio: float | None
+    headroom_bytes: float | None  # available minus the hard limit in bytes; None when offline
+    fill_rate_bytes_per_second: float | None  # None unless filling
+    eta_seconds: float | None
+    top_partitions: tuple[PartitionSize, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "broker_id": self.broker_id, "log_dir": self.log_dir, "available_bytes": self.available_bytes,
+            "total_bytes": self.total_bytes, "available_ratio": self.available_ratio,
+            "headroom_bytes": self.headroom_bytes, "fill_rate_bytes_per_second": self.fill_rate_bytes_per_second,
+            "eta_seconds": self.eta_seconds, "top_partitions": [p.to_json() for p in self.top_partitions],
+        }
+
+
+@dataclass(frozen=True)
 class SnapshotSummary:
     """What steps 1-3 of the decision semantics yield for one snapshot: the input of step 4."""
 
@@ -175,6 +215,7 @@ class SnapshotSummary:
     complete: bool
     worst_volume: WorstVolume | None = None
     min_available_ratio: float | None = None
+    closest_volumes: tuple[ClosestVolume, ...] = ()
 
     @property
     def violating(self) -> bool:
@@ -188,6 +229,7 @@ class Decision:
     factor: float
     source: DecisionSource
     valid_from: dt.datetime
+    throttled_since: dt.datetime | None = None  # when the current run of factors below 1 began
 
     def valid_until(self, validity: dt.timedelta) -> dt.datetime | None:
         return None if self.source is DecisionSource.FALLBACK else self.valid_from + validity

@@ -1,4 +1,8 @@
-"""The published record: one ThrottleDecision per snapshot, and how step 4's result becomes one."""
+"""The published record: one ThrottleDecision per snapshot, and how step 4's result becomes one.
+
+Version 2 adds fields only (`throttled_since`, `closest_volumes`); readers take versions 1 and 2 and ignore
+fields they do not know.
+"""
 from __future__ import annotations
 
 import datetime as dt
@@ -7,10 +11,12 @@ from typing import Any
 
 from quota_pipeline.core.settings import Settings
 from quota_pipeline.core.model import (
-    Decision, DecisionSource, RecordError, SnapshotSummary, Status, WorstVolume, format_time, parse_time,
+    ClosestVolume, Decision, DecisionSource, PartitionSize, RecordError, SnapshotSummary, Status, WorstVolume,
+    format_time, parse_time,
 )
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+READABLE_VERSIONS = (1, 2)
 
 
 @dataclass(frozen=True)
@@ -31,6 +37,8 @@ class ThrottleDecision:
     violations: int
     worst_volume: WorstVolume | None
     min_available_ratio: float | None
+    throttled_since: dt.datetime | None = None
+    closest_volumes: tuple[ClosestVolume, ...] = ()
     schema_version: int = field(default=SCHEMA_VERSION)
 
     def to_json(self) -> dict[str, Any]:
@@ -50,13 +58,15 @@ class ThrottleDecision:
             "violations": self.violations,
             "worst_volume": None if self.worst_volume is None else self.worst_volume.to_json(),
             "min_available_ratio": self.min_available_ratio,
+            "throttled_since": format_time(self.throttled_since),
+            "closest_volumes": [v.to_json() for v in self.closest_volumes],
         }
 
     @classmethod
     def from_json(cls, raw: dict[str, Any]) -> "ThrottleDecision":
         """Inverse of to_json; raises RecordError (reader side: counted and skipped)."""
         try:
-            if raw.get("schema_version") != SCHEMA_VERSION:
+            if raw.get("schema_version") not in READABLE_VERSIONS:
                 raise RecordError(f"unknown schema_version {raw.get('schema_version')!r}")
             worst = raw.get("worst_volume")
             return cls(
@@ -74,6 +84,9 @@ class ThrottleDecision:
                 violations=int(raw["violations"]),
                 worst_volume=None if worst is None else WorstVolume(**worst),
                 min_available_ratio=raw.get("min_available_ratio"),
+                throttled_since=None if raw.get("throttled_since") is None else parse_time(raw["throttled_since"]),
+                closest_volumes=_closest_volumes(raw.get("closest_volumes")),
+                schema_version=int(raw["schema_version"]),
             )
         except (KeyError, TypeError, ValueError) as exc:
             if isinstance(exc, RecordError):
@@ -99,4 +112,23 @@ def build_record(s: SnapshotSummary, d: Decision, settings: Settings, decided_at
         violations=s.violations,
         worst_volume=s.worst_volume,
         min_available_ratio=s.min_available_ratio,
+        throttled_since=d.throttled_since,
+        closest_volumes=s.closest_volumes,
     )
+
+
+def _closest_volumes(raw: Any) -> tuple[ClosestVolume, ...]:
+    """Diagnostics only: a reader must act on a record whose diagnostics it cannot read (as the Java callback,
+    which reads none of them), so malformed ones read as none."""
+    try:
+        return tuple(_closest(v) for v in raw or ())
+    except (KeyError, TypeError, ValueError):
+        return ()
+
+
+def _closest(raw: dict[str, Any]) -> ClosestVolume:
+    return ClosestVolume(
+        int(raw["broker_id"]), str(raw["log_dir"]), raw.get("available_bytes"), raw.get("total_bytes"),
+        raw.get("available_ratio"), raw.get("headroom_bytes"), raw.get("fill_rate_bytes_per_second"),
+        raw.get("eta_seconds"), tuple(PartitionSize(str(p["topic"]), int(p["partition"]), int(p["size_bytes"]))
+                                      for p in raw.get("top_partitions") or ()))

@@ -16,7 +16,9 @@ class Settings:
     fallback_factor: float = 1.0
     offline_policy: str = "pin"
     fenced_policy: str = "pin"
+    closest_volumes: int = 5
 
     @classmethod
     def of(cls, conf: Config) -> "Settings":
-        return cls(conf.limits, conf.validity, conf.fallback_factor, conf.offline_policy, conf.fenced_policy)
+        return cls(conf.limits, conf.validity, conf.fallback_factor, conf.offline_policy, conf.fenced_policy,
+                   conf.closest_volumes)

@@ -13,7 +13,7 @@ from typing import Any, Callable
 
 import isodate
 
-from quota_pipeline.core.model import RecordError, Status, Volume, VolumeSnapshot, parse_time
+from quota_pipeline.core.model import PartitionSize, RecordError, Status, Volume, VolumeSnapshot, parse_time
 
 STATUSES = tuple(s.value for s in Status)
 
@@ -55,6 +55,13 @@ def _bytes_negative(v: dict) -> bool:
     return any(_is_int(v.get(k)) and v[k] < 0 for k in ("total_bytes", "available_bytes"))
 
 
+def _partitions_ok(v: dict) -> bool:
+    parts = v.get("top_partitions") or []
+    return isinstance(parts, list) and all(
+        isinstance(p, dict) and isinstance(p.get("topic"), str) and _is_int(p.get("partition"))
+        and _is_int(p.get("size_bytes")) for p in parts)
+
+
 def _duplicate_keys(r: dict) -> bool:
     keys = [(v.get("broker_id"), v.get("log_dir")) for v in _volumes(r)]
     return len(set(keys)) != len(keys)
@@ -71,8 +78,9 @@ SNAPSHOT_RULES = (
          lambda r: not _broker_list(r.get("brokers") if r.get("brokers") is not None or r.get("status") == "SUCCESS"
                                     else [])),
     Rule("fenced_brokers must be a list of broker ids", lambda r: not _broker_list(r.get("fenced_brokers") or [])),
-    Rule("volumes must be a list of objects",
-         lambda r: not isinstance(_volumes(r), list) or not all(isinstance(v, dict) for v in _volumes(r))),
+    Rule("volumes must be a list of objects (top_partitions a list of {topic, partition, size_bytes})",
+         lambda r: not isinstance(_volumes(r), list) or not all(isinstance(v, dict) and _partitions_ok(v)
+                                                                for v in _volumes(r))),
 )
 VOLUME_RULES = (
     Rule("volumes[].broker_id must be an integer", lambda v: not _is_int(v.get("broker_id"))),
@@ -102,7 +110,9 @@ def parse_snapshot(raw: Any) -> VolumeSnapshot:
     if problem is not None:
         raise RecordError(problem)
     volumes = tuple(Volume(v["broker_id"], v["log_dir"], None, None, v["error"]) if v.get("error") is not None
-                    else Volume(v["broker_id"], v["log_dir"], v["total_bytes"], v["available_bytes"])
+                    else Volume(v["broker_id"], v["log_dir"], v["total_bytes"], v["available_bytes"],
+                                top_partitions=tuple(PartitionSize(p["topic"], p["partition"], p["size_bytes"])
+                                                     for p in v.get("top_partitions") or ()))
                     for v in _volumes(raw))
     message = raw.get("message")
     return VolumeSnapshot(

@@ -14,12 +14,18 @@ from quota_pipeline.journal import rules
 from quota_pipeline.journal.inputs import JournalInputError, find_inputs  # noqa: F401 - callers use these names
 from quota_pipeline.journal.lines import SPLIT_BYTES, JournalLines
 
+PARTITION_TYPE = T.StructType([
+    T.StructField("topic", T.StringType()),
+    T.StructField("partition", T.IntegerType()),
+    T.StructField("size_bytes", T.LongType()),
+])
 VOLUME_TYPE = T.StructType([
     T.StructField("broker_id", T.LongType()),
     T.StructField("log_dir", T.StringType()),
     T.StructField("total_bytes", T.LongType()),
     T.StructField("available_bytes", T.LongType()),
     T.StructField("error", T.StringType()),
+    T.StructField("top_partitions", T.ArrayType(PARTITION_TYPE)),
 ])
 SNAPSHOT_JSON_TYPE = T.StructType([
     T.StructField("cluster_id", T.StringType()),
@@ -85,11 +91,26 @@ def _snapshot_checks(s: Column) -> list[tuple[Column, str]]:
         ((s.status == "SUCCESS") & s.brokers.isNull()) | mistyped("brokers")
         | F.exists(F.coalesce(s.brokers, no_ids), lambda b: b.isNull()),
         mistyped("fenced_brokers") | F.exists(F.coalesce(s.fenced_brokers, no_ids), lambda b: b.isNull()),
-        mistyped("volumes") | F.exists(F.coalesce(s.volumes, F.array().cast(T.ArrayType(VOLUME_TYPE))),
-                                       lambda v: v.isNull()),
+        mistyped("volumes") | _mistyped_partitions(s.volumes)
+        | F.exists(F.coalesce(s.volumes, F.array().cast(T.ArrayType(VOLUME_TYPE))),
+                   lambda v: v.isNull() | _bad_partitions(v)),
     )
     assert len(broken) == len(rules.SNAPSHOT_RULES)
     return [(cond, rule.reason) for cond, rule in zip(broken, rules.SNAPSHOT_RULES)]
+
+
+def _mistyped_partitions(volumes: Column) -> Column:
+    """A top_partitions list that from_json read as null (an element of the wrong type): fewer parsed lists than
+    the text holds. Only lines that mention top_partitions pay for the count."""
+    in_text = F.size(F.split(F.col("text"), r'"top_partitions"\s*:\s*\[')) - 1
+    parsed = F.size(F.filter(F.coalesce(volumes, F.array().cast(T.ArrayType(VOLUME_TYPE))),
+                             lambda v: v.top_partitions.isNotNull()))
+    return F.col("text").contains('"top_partitions"') & (in_text != parsed)
+
+
+def _bad_partitions(v: Column) -> Column:
+    return F.exists(F.coalesce(v.top_partitions, F.array().cast(T.ArrayType(PARTITION_TYPE))),
+                    lambda p: p.isNull() | p.topic.isNull() | p.partition.isNull() | p.size_bytes.isNull())
 
 
 def _check(df: DataFrame) -> DataFrame:
@@ -172,7 +193,9 @@ def read_parquet(spark: SparkSession, paths: tuple[str, ...]) -> DataFrame:
             col("broker_id", "bigint").alias("broker_id"), col("log_dir", "string").alias("log_dir"),
             col("total_bytes", "bigint").alias("total_bytes"),
             col("available_bytes", "bigint").alias("available_bytes"),
-            col("error", "string").alias("error"))).alias("volume"),
+            col("error", "string").alias("error"),
+            col("top_partitions", "array<struct<topic:string,partition:int,size_bytes:bigint>>")
+            .alias("top_partitions"))).alias("volume"),
     )
     # One snapshot per (file, cluster, observed_at); its location is its first row. The same snapshot in two
     # files is two snapshots, the second rejected as a duplicate, never one with its volumes twice.

@@ -1,6 +1,7 @@
 """Observe one Kafka cluster: DescribeCluster, then DescribeLogDirs on every active broker at once -> VolumeSnapshot."""
 from __future__ import annotations
 
+import heapq
 import logging
 from dataclasses import dataclass, field
 from typing import Any, Callable
@@ -13,7 +14,7 @@ from kafka.protocol.metadata import MetadataRequest
 from quota_pipeline.core.clock import SYSTEM, Clock
 from quota_pipeline.kafka.admin import AdminConnection
 from quota_pipeline.core.config import Config
-from quota_pipeline.core.model import Status, Volume, VolumeSnapshot
+from quota_pipeline.core.model import TOP_PARTITIONS, PartitionSize, Status, Volume, VolumeSnapshot
 
 log = logging.getLogger(__name__)
 
@@ -127,7 +128,8 @@ class Observer(AdminConnection):
         futures = {}
         for b in brokers:
             try:
-                futures[b] = manager.send(DescribeLogDirsRequest(topics=[]), node_id=b,
+                # topics=None: every partition's size, of which each log dir keeps its largest (what fills it)
+                futures[b] = manager.send(DescribeLogDirsRequest(topics=None), node_id=b,
                                           request_timeout_ms=remaining_ms())
             except Errors.KafkaError as exc:
                 futures[b] = exc
@@ -237,8 +239,17 @@ def _volumes(broker_id: int, response: Any, problems: _BrokerProblems) -> list[V
         if r.error_code:
             volumes.append(Volume(broker_id, r.log_dir, None, None, error=Errors.for_code(r.error_code).message))
         else:
-            volumes.append(Volume(broker_id, r.log_dir, int(r.total_bytes), int(r.usable_bytes)))
+            volumes.append(Volume(broker_id, r.log_dir, int(r.total_bytes), int(r.usable_bytes),
+                                  top_partitions=_largest_partitions(r)))
     return volumes
+
+
+def _largest_partitions(result: Any) -> tuple[PartitionSize, ...]:
+    """The log dir's largest partitions, biggest first: the record names what fills a disk, not every partition."""
+    sizes = ((p.partition_size, t.name, p.partition_index) for t in (result.topics or [])
+             for p in t.partitions if not p.is_future_key)
+    return tuple(PartitionSize(topic, partition, int(size))
+                 for size, topic, partition in heapq.nlargest(TOP_PARTITIONS, sizes, key=lambda s: (s[0], s[1], -s[2])))
 
 
 def poll_once(cluster_config: Config) -> VolumeSnapshot:

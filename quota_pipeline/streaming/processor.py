@@ -19,7 +19,7 @@ from quota_pipeline.core.decision import DecisionState, step
 from quota_pipeline.core.record import build_record
 from quota_pipeline.core.settings import Settings
 from quota_pipeline.core.model import (
-    Decision, DecisionSource, Status, Volume, VolumeSnapshot, epoch_micros, from_epoch_micros,
+    Decision, DecisionSource, PartitionSize, Status, Volume, VolumeSnapshot, epoch_micros, from_epoch_micros,
 )
 
 OUTPUT_SCHEMA = (
@@ -32,20 +32,31 @@ def encode_state(state: DecisionState) -> str:
     d = state.decision
     return json.dumps({
         "registered": sorted(state.cache.registered),
-        "entries": [[e.broker_id, e.log_dir, epoch_micros(e.observed_at), e.total_bytes, e.available_bytes, e.pinned]
+        "entries": [[e.broker_id, e.log_dir, epoch_micros(e.observed_at), e.total_bytes, e.available_bytes, e.pinned,
+                     e.fill_rate, [[p.topic, p.partition, p.size_bytes] for p in e.top_partitions]]
                     for e in state.cache.entries.values()],
-        "decision": None if d is None else [d.factor, d.source.value, epoch_micros(d.valid_from)],
+        "history": [[b, ld, [list(h) for h in hist]] for (b, ld), hist in state.cache.history.items()],
+        "decision": None if d is None else [d.factor, d.source.value, epoch_micros(d.valid_from),
+                                            None if d.throttled_since is None else epoch_micros(d.throttled_since)],
     }, separators=(",", ":"))
 
 
 def decode_state(text: str | None) -> DecisionState:
+    """The inverse of encode_state; a state written before fill rates and throttle episodes reads as without them."""
     if not text:
         return DecisionState()
     raw = json.loads(text)
-    entries = {(b, ld): Entry(b, ld, from_epoch_micros(t), total, avail, pinned) for b, ld, t, total, avail, pinned in raw["entries"]}
+    entries = {}
+    for b, ld, t, total, avail, pinned, *extra in raw["entries"]:
+        fill, parts = (extra + [None, []])[:2]
+        entries[(b, ld)] = Entry(b, ld, from_epoch_micros(t), total, avail, pinned, fill,
+                                 tuple(PartitionSize(*p) for p in parts))
+    history = {(b, ld): tuple(tuple(h) for h in hist) for b, ld, hist in raw.get("history", [])}
     d = raw["decision"]
-    decision = None if d is None else Decision(d[0], DecisionSource(d[1]), from_epoch_micros(d[2]))
-    return DecisionState(CacheState(entries, frozenset(raw["registered"])), decision)
+    decision = None if d is None else Decision(
+        d[0], DecisionSource(d[1]), from_epoch_micros(d[2]),
+        from_epoch_micros(d[3]) if len(d) > 3 and d[3] is not None else None)
+    return DecisionState(CacheState(entries, frozenset(raw["registered"]), history), decision)
 
 
 def snapshots_from_rows(frame: pd.DataFrame) -> list[tuple[str, int, VolumeSnapshot]]:
@@ -57,7 +68,8 @@ def snapshots_from_rows(frame: pd.DataFrame) -> list[tuple[str, int, VolumeSnaps
         volumes = tuple(
             Volume(int(v.broker_id), str(v.log_dir), None if pd.isna(v.total_bytes) else int(v.total_bytes),
                    None if pd.isna(v.available_bytes) else int(v.available_bytes),
-                   None if v.error is None or (isinstance(v.error, float) and pd.isna(v.error)) else str(v.error))
+                   None if v.error is None or (isinstance(v.error, float) and pd.isna(v.error)) else str(v.error),
+                   tuple(_partition(p) for p in _list(v.top_partitions)))
             for v in vols.itertuples(index=False))
         observed = pd.Timestamp(status_row.observed_at)
         observed = (observed.tz_localize("UTC") if observed.tzinfo is None else observed.tz_convert("UTC"))
@@ -70,6 +82,12 @@ def snapshots_from_rows(frame: pd.DataFrame) -> list[tuple[str, int, VolumeSnaps
         out.append((str(config_name), int(tick), snap))
     out.sort(key=lambda x: x[2].observed_at)
     return out
+
+
+def _partition(p: Any) -> PartitionSize:
+    """A top_partitions element: a dict from Arrow, a tuple from plain rows."""
+    topic, partition, size = (p["topic"], p["partition"], p["size_bytes"]) if isinstance(p, dict) else p
+    return PartitionSize(str(topic), int(partition), int(size))
 
 
 def _list(value: Any) -> list:

@@ -128,6 +128,22 @@ def test_metrics_follow_decisions_and_drop_vanished_volumes():
     assert sample(m, "quota_pipeline_throttle_factor", cluster="c") == 1.0
 
 
+def test_metrics_export_the_closest_volumes_eta_the_interval_and_the_last_decision():
+    m = Metrics()
+    m.intervals = {"east": 10.0}
+    near = {"broker_id": 3, "log_dir": "/d1", "eta_seconds": 1800.0}
+    value = json.dumps({"decided_at": "2026-11-21T10:00:00.500Z", "closest_volumes": [near, {**near, "log_dir": "/d2",
+                                                                                          "eta_seconds": None}]})
+    m.record([row(config_name="east", value=value)])
+    assert sample(m, "quota_pipeline_volume_eta_seconds", cluster="c", broker_id="3", log_dir="/d1") == 1800.0
+    assert sample(m, "quota_pipeline_volume_eta_seconds", cluster="c", broker_id="3", log_dir="/d2") is None
+    assert sample(m, "quota_pipeline_check_interval_seconds", cluster="c") == 10.0
+    assert sample(m, "quota_pipeline_last_decision_timestamp_seconds", cluster="c") == 1795255200.5
+    m.record([row(config_name="east", value=json.dumps({"closest_volumes": []}))])   # no longer filling
+    assert sample(m, "quota_pipeline_volume_eta_seconds", cluster="c", broker_id="3", log_dir="/d1") is None
+    assert sample(m, "process_start_time_seconds") is not None
+
+
 def test_publisher_fails_the_batch_when_the_output_cluster_does_not_acknowledge():
     from quota_pipeline.kafka.publisher import DeliveryFailed, Publisher
     from quota_pipeline.demo.local_broker import free_port

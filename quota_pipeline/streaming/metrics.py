@@ -8,7 +8,9 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, ProcessCollector, start_http_server
+
+from quota_pipeline.core.model import parse_time
 
 SOURCES = ("OBSERVATION", "RETAINED", "FALLBACK")
 
@@ -48,7 +50,16 @@ class Metrics:
                                    registry=r)
         self.batch_seconds = Histogram("quota_pipeline_micro_batch_duration_seconds", "Micro-batch duration",
                                        registry=r, buckets=(0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60))
+        self.eta = Gauge("quota_pipeline_volume_eta_seconds", "Seconds until a log dir among the closest to the hard "
+                         "limit reaches it at its fill rate; absent when not filling", v, registry=r)
+        self.check_interval = Gauge("quota_pipeline_check_interval_seconds", "Configured check interval", c,
+                                    registry=r)
+        self.last_decision = Gauge("quota_pipeline_last_decision_timestamp_seconds",
+                                   "decided_at of the last record published", c, registry=r)
+        ProcessCollector(registry=r)  # process_start_time_seconds: a job that never published is stale too
+        self.intervals: dict[str, float] = {}  # check interval per config_name, set by the job
         self._volumes: dict[str, set[tuple[str, str]]] = {}
+        self._etas: dict[str, set[tuple[str, str]]] = {}
         self._source: dict[str, str] = {}
 
     def serve(self, host: str, port: int) -> Any:
@@ -76,6 +87,12 @@ class Metrics:
             self.snapshots.labels(key, row.status).inc()
             if row.status == "SUCCESS":
                 self._set_volumes(key, json.loads(row.volumes))
+            if getattr(row, "config_name", None) in self.intervals:
+                self.check_interval.labels(key).set(self.intervals[row.config_name])
+            record = json.loads(row.value) if getattr(row, "value", None) else {}
+            if record.get("decided_at"):
+                self.last_decision.labels(key).set(parse_time(record["decided_at"]).timestamp())
+            self._set_etas(key, record.get("closest_volumes") or [])
 
     def record_journal(self, report: dict) -> None:
         """Update from one journal maintenance report (journal/maintenance.py PassReport.to_json)."""
@@ -83,6 +100,17 @@ class Metrics:
         if usage:
             self.journal_bytes.labels(report["cluster"]).set(usage["bytes"])
             self.journal_files.labels(report["cluster"]).set(usage["files"])
+
+    def _set_etas(self, key: str, closest: list[dict]) -> None:
+        seen = set()
+        for v in closest:
+            if v.get("eta_seconds") is not None:
+                labels = (str(v["broker_id"]), v["log_dir"])
+                seen.add(labels)
+                self.eta.labels(key, *labels).set(v["eta_seconds"])
+        for gone in self._etas.get(key, set()) - seen:  # no longer filling or no longer among the closest
+            _remove(self.eta, (key, *gone))
+        self._etas[key] = seen
 
     def _set_volumes(self, key: str, volumes: list[list]) -> None:
         seen = set()

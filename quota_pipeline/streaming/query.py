@@ -66,6 +66,7 @@ class StreamJob:
         self.first = self.configs[0]
         self.settings = {config_name(c): Settings.of(c) for c in self.configs}
         self.output_keys = {config_name(c): c.cluster_name for c in self.configs}
+        self.metrics.intervals = {config_name(c): c.check_interval.total_seconds() for c in self.configs}
         self._stop = threading.Event()
         self._query: Any = None
         self._publisher: Publisher | None = None

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 
-from quota_pipeline.core.model import UTC, Status, Volume, VolumeSnapshot
+from quota_pipeline.core.model import UTC, PartitionSize, Status, Volume, VolumeSnapshot
 from quota_pipeline.journal import layout
 from quota_pipeline.journal.inputs import find_inputs
 from quota_pipeline.journal.maintenance import ClusterJournal
@@ -29,8 +29,9 @@ def snapshot(tick: int, interval_s: float, cluster: str = "c1", brokers: int = 2
     observed = layout.tick_start(tick, interval_s) + dt.timedelta(milliseconds=tick % 700)
     if tick % 13 == 0:
         return VolumeSnapshot(cluster, observed, Status.TIMEOUT, message="DescribeLogDirs timed out")
-    volumes = tuple(Volume(b, f"/d{d}", 100 * GB, (tick * 7919 + b * 31 + d) % (100 * GB)) if (tick + b) % 17
-                    else Volume(b, f"/d{d}", None, None, "KAFKA_STORAGE_ERROR")
+    volumes = tuple(Volume(b, f"/d{d}", 100 * GB, (tick * 7919 + b * 31 + d) % (100 * GB),
+                           top_partitions=tuple(PartitionSize(f"t{b}", p, GB * (p + 1) + tick) for p in range(d)))
+                    if (tick + b) % 17 else Volume(b, f"/d{d}", None, None, "KAFKA_STORAGE_ERROR")
                     for b in range(1, brokers + 1) for d in range(dirs))
     return VolumeSnapshot(cluster, observed, Status.SUCCESS, tuple(range(1, brokers + 1)), (), volumes)
 

@@ -50,12 +50,11 @@ def pack(sizes: list[tuple[str, int]], split_bytes: int = SPLIT_BYTES, paralleli
         else:
             pieces = [_Split(path, a, min(a + split_bytes, size)) for a in range(0, size, split_bytes)]
         for piece in pieces:
-            w = (size if piece.end < 0 else piece.end - piece.start) + OPEN_COST
-            if current and weight + w > target:
+            current.append(piece)
+            weight += (size if piece.end < 0 else piece.end - piece.start) + OPEN_COST
+            if weight >= target:  # every pack but the last weighs at least `target`: at most `parallelism`
                 packs.append(_Pack(tuple(current)))
                 current, weight = [], 0
-            current.append(piece)
-            weight += w
     if current:
         packs.append(_Pack(tuple(current)))
     return packs

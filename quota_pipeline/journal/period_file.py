@@ -18,12 +18,13 @@ from quota_pipeline.core.model import epoch_micros, parse_time
 from quota_pipeline.journal.layout import Sources
 
 SNAPSHOT_FIELDS = ("cluster_id", "observed_at", "status", "message", "brokers", "fenced_brokers")
-VOLUME_FIELDS = ("broker_id", "log_dir", "total_bytes", "available_bytes", "error")
+VOLUME_FIELDS = ("broker_id", "log_dir", "total_bytes", "available_bytes", "error", "top_partitions")
+PARTITION = pa.struct([("topic", pa.string()), ("partition", pa.int32()), ("size_bytes", pa.int64())])
 SCHEMA = pa.schema([
     ("cluster_id", pa.string()), ("observed_at", pa.string()), ("status", pa.string()), ("message", pa.string()),
     ("brokers", pa.list_(pa.int64())), ("fenced_brokers", pa.list_(pa.int64())),
     ("broker_id", pa.int64()), ("log_dir", pa.string()), ("total_bytes", pa.int64()),
-    ("available_bytes", pa.int64()), ("error", pa.string()),
+    ("available_bytes", pa.int64()), ("error", pa.string()), ("top_partitions", pa.list_(PARTITION)),
     ("tick", pa.int64()), ("journal_file", pa.string()), ("observed_us", pa.int64()),
 ])
 META_SOURCES = "quota_pipeline.journal.sources"
@@ -36,6 +37,7 @@ ROW_GROUP_ROWS = 128 * 1024
 COMPRESSION = "zstd"
 COMPRESSION_LEVEL = 9  # cold data written once, off the decision path: a smaller file is worth the CPU
 INT64 = range(-2 ** 63, 2 ** 63)
+INT32 = range(-2 ** 31, 2 ** 31)
 
 
 @dataclass(frozen=True)
@@ -71,8 +73,12 @@ def representable(record: dict) -> bool:
     if not (opt_str(record.get("message")) and all(opt_int(b) for b in (record.get("brokers") or ()))
             and all(opt_int(b) for b in (record.get("fenced_brokers") or ()))):
         return False
+    def partition_fits(p: dict) -> bool:
+        return p["partition"] in INT32 and p["size_bytes"] in INT64
+
     return all(opt_str(v.get("error")) and all(opt_int(v.get(k)) for k in ("broker_id", "total_bytes",
                                                                          "available_bytes"))
+               and all(partition_fits(p) for p in v.get("top_partitions") or ())
                for v in record.get("volumes") or ())
 
 

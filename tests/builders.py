@@ -32,6 +32,7 @@ def failed(seconds: float, status: Status = Status.TIMEOUT, cluster="c1") -> Vol
 
 
 def settings(hard_bytes: int = 10 * GB, soft_bytes: int | None = None, validity_s: float = 300,
-             fallback: float = 0.5, offline: str = "pin", fenced: str = "pin") -> Settings:
+             fallback: float = 0.5, offline: str = "pin", fenced: str = "pin", closest: int = 5) -> Settings:
     soft = None if soft_bytes is None else Limit("bytes", soft_bytes)
-    return Settings(Limits(Limit("bytes", hard_bytes), soft), dt.timedelta(seconds=validity_s), fallback, offline, fenced)
+    return Settings(Limits(Limit("bytes", hard_bytes), soft), dt.timedelta(seconds=validity_s), fallback, offline, fenced,
+                    closest)

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+from dataclasses import replace
 
 from chispa import assert_df_equality
 from hypothesis import HealthCheck, given, settings as hsettings, strategies as st
@@ -10,10 +11,11 @@ from pyspark.sql import functions as F
 
 from builders import GB, failed, ok, settings, vol
 from quota_pipeline.replay import intervals as aggregate
+from quota_pipeline.replay.intervals import CLOSEST_TYPE
 from quota_pipeline.journal import spark_reader as journal
 from quota_pipeline.replay import job as replay
 from quota_pipeline.core.decision import decide_all
-from quota_pipeline.core.model import Status
+from quota_pipeline.core.model import PartitionSize, Status
 
 
 @st.composite
@@ -33,7 +35,10 @@ def cluster_journal(draw, cluster: str):
             for d in sorted(draw(st.sets(st.sampled_from(["/a", "/b"]), min_size=1))):
                 free = draw(st.one_of(st.none(), st.integers(0, 40).map(lambda g: g * GB // 2)))
                 total = draw(st.sampled_from([100 * GB, 0, 7 * GB + 3]))
-                vols.append(vol(b, None if free is None else min(free, total), total=total, log_dir=d))
+                v = vol(b, None if free is None else min(free, total), total=total, log_dir=d)
+                if free is not None and draw(st.booleans()):
+                    v = replace(v, top_partitions=(PartitionSize("t", b, free // 3), PartitionSize("u", 0, 7)))
+                vols.append(v)
         snaps.append(ok(t, *vols, brokers=sorted(brokers), fenced=sorted(fenced), cluster=cluster))
     return snaps
 
@@ -47,7 +52,8 @@ def fleets(draw):
 
 
 COMPARED = ("cluster_id", "observed_at", "throttle_factor", "source", "valid_until", "violations",
-            "active_log_dirs", "active_brokers", "missing_brokers", "min_available_ratio", "worst_volume")
+            "active_log_dirs", "active_brokers", "missing_brokers", "min_available_ratio", "worst_volume",
+            "throttled_since", "closest_volumes")
 
 
 def python_frame(spark, snaps, s):
@@ -58,20 +64,26 @@ def python_frame(spark, snaps, s):
         rows.append((sm.cluster_id, _naive(sm.observed_at), d.factor, d.source.value, _naive(d.valid_until(s.validity)),
                      sm.violations, sm.active_log_dirs, sm.active_brokers, list(sm.missing_brokers),
                      sm.min_available_ratio,
-                     None if w is None else (w.broker_id, w.log_dir, w.available_bytes, w.available_ratio)))
+                     None if w is None else (w.broker_id, w.log_dir, w.available_bytes, w.available_ratio),
+                     _naive(d.throttled_since),
+                     [(c.broker_id, c.log_dir, c.available_bytes, c.total_bytes, c.available_ratio, c.headroom_bytes,
+                       c.fill_rate_bytes_per_second, c.eta_seconds,
+                       [(p.topic, p.partition, p.size_bytes) for p in c.top_partitions]) for c in sm.closest_volumes]))
     schema = ("cluster_id string, observed_at timestamp, throttle_factor double, source string, "
               "valid_until timestamp, violations long, active_log_dirs long, active_brokers long, "
               "missing_brokers array<long>, min_available_ratio double, worst_volume struct<broker_id: long, "
-              "log_dir: string, available_bytes: long, available_ratio: double>")
+              "log_dir: string, available_bytes: long, available_ratio: double>, throttled_since timestamp, "
+              f"closest_volumes {CLOSEST_TYPE}")
     return spark.createDataFrame(rows, schema)
 
 
-@hsettings(max_examples=16, deadline=None, suppress_health_check=list(HealthCheck))
+@hsettings(max_examples=12, deadline=None, suppress_health_check=list(HealthCheck))
 @given(fleets(), st.sampled_from(["pin", "last-known", "violate"]), st.sampled_from([None, 15 * GB]),
-       st.sampled_from([0, 30, 60]), st.sampled_from(["pin", "expire"]))
-def test_spark_replay_equals_streaming_decisions(spark, tmp_path_factory, snaps, offline, soft, validity, fenced):
+       st.sampled_from([0, 30, 60]), st.sampled_from(["pin", "expire"]), st.sampled_from([0, 2, 5]))
+def test_spark_replay_equals_streaming_decisions(spark, tmp_path_factory, snaps, offline, soft, validity, fenced,
+                                                 closest):
     s = settings(hard_bytes=5 * GB, soft_bytes=soft, validity_s=validity, offline=offline, fallback=0.3,
-                 fenced=fenced)
+                 fenced=fenced, closest=closest)
     path = tmp_path_factory.mktemp("eq") / "journal.jsonl"
     path.write_text("".join(json.dumps(x.to_json()) + "\n" for x in snaps))
     valid, rejected = journal.read(spark, str(path))

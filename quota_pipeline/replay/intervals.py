@@ -15,14 +15,14 @@ from __future__ import annotations
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
-from quota_pipeline.core import policy
+from quota_pipeline.core import policy, trend
 from quota_pipeline.core.settings import Settings
 from quota_pipeline.core.model import micros
 
 KEY = ("cluster_id", "broker_id", "log_dir")
 SUMMARY_COLUMNS = (
     "cluster_id", "seq", "observed_at", "status", "active_brokers", "active_log_dirs", "missing_brokers",
-    "violations", "policy_factor", "complete", "worst_volume", "min_available_ratio",
+    "violations", "policy_factor", "complete", "worst_volume", "min_available_ratio", "closest_volumes",
 )
 
 
@@ -56,17 +56,38 @@ def _events(snaps: DataFrame, numbered: DataFrame, settings: Settings) -> DataFr
     events = volumes.select(
         "cluster_id", "observed_at", F.col("v.broker_id").alias("broker_id"), F.col("v.log_dir").alias("log_dir"),
         F.col("v.total_bytes").alias("total_bytes"), F.col("v.available_bytes").alias("available_bytes"),
-        F.col("v.error").isNotNull().alias("offline"),
+        F.col("v.error").isNotNull().alias("offline"), F.col("v.top_partitions").alias("top_partitions"),
     )
     if settings.offline_policy == "last-known":
         events = events.where(~F.col("offline"))  # an offline report leaves the cache as it is
-    events = events.join(numbered.select("cluster_id", "observed_at", "seq", "expires_at", "n_snapshots"),
+    events = events.join(numbered.select("cluster_id", "observed_at", "seq", "t_us", "expires_at", "n_snapshots"),
                          ["cluster_id", "observed_at"])
+    # The key's last readings (offline reports aside, as the streaming history keeps only readings).
+    recent = Window.partitionBy(*KEY, "offline").orderBy("seq").rowsBetween(-(trend.FILL_READINGS - 1), 0)
+    history = F.filter(F.collect_list(F.struct("t_us", "available_bytes")).over(recent),
+                       lambda h: h.t_us >= F.col("t_us") - micros(settings.validity))
+    events = events.withColumn("fill_rate", F.when(~F.col("offline"), _fill_rate(history)))
     return events.select(
-        *KEY, "seq", "expires_at", "n_snapshots", "offline",
+        *KEY, "seq", "expires_at", "n_snapshots", "offline", "fill_rate",
         F.when(~F.col("offline"), F.col("total_bytes")).alias("total_bytes"),
         F.when(~F.col("offline"), F.col("available_bytes")).alias("available_bytes"),
+        F.when(~F.col("offline"), F.col("top_partitions")).alias("top_partitions"),
     )
+
+
+def _fill_rate(history: Column) -> Column:
+    """core.trend.fill_rate as an array expression, term by term in the same order (so the same doubles)."""
+    n = F.size(history)
+    last = F.element_at(history, -1).t_us
+    ts = F.transform(history, lambda h: (h.t_us - last) / F.lit(1e6))
+    avail = F.transform(history, lambda h: h.available_bytes.cast("double"))
+    mean_t = F.aggregate(ts, F.lit(0.0), lambda acc, x: acc + x) / n
+    mean_a = F.aggregate(avail, F.lit(0.0), lambda acc, x: acc + x) / n
+    var = F.aggregate(ts, F.lit(0.0), lambda acc, x: acc + (x - mean_t) * (x - mean_t))
+    cov = F.aggregate(F.arrays_zip(ts, avail), F.lit(0.0),
+                      lambda acc, z: acc + (z["0"] - mean_t) * (z["1"] - mean_a))
+    rate = -cov / var
+    return F.when((n >= 2) & (var != 0.0) & (rate > 0.0), rate)
 
 
 def _first_fenced(ev: DataFrame, numbered: DataFrame, until: Column) -> DataFrame:
@@ -130,9 +151,9 @@ def intervals(snaps: DataFrame, numbered: DataFrame, settings: Settings) -> Data
 
 def _explode(ev: DataFrame, segments: Column) -> DataFrame:
     """One pass over the window's output: every event yields its segments (0, 1 or 2; empty ones dropped)."""
-    return ev.select("cluster_id", "broker_id", "log_dir", "total_bytes", "available_bytes",
-                     F.explode(segments).alias("s")) \
-        .select("cluster_id", "broker_id", "log_dir", "total_bytes", "available_bytes",
+    reading = ("total_bytes", "available_bytes", "fill_rate", "top_partitions")
+    return ev.select("cluster_id", "broker_id", "log_dir", *reading, F.explode(segments).alias("s")) \
+        .select("cluster_id", "broker_id", "log_dir", *reading,
                 F.col("s.pinned").alias("pinned"), F.col("s.start").alias("start"), F.col("s.end").alias("end")) \
         .where(F.col("start") < F.col("end"))
 
@@ -168,12 +189,42 @@ def _pin_fenced(ev: DataFrame, numbered: DataFrame, settings: Settings, seg, unp
     return _explode(ev, segments)
 
 
+def _closest_candidate(settings: Settings) -> Column:
+    """An entry in force as a sortable struct: its first fields are core.cache.closest_key (offline first, then
+    least headroom, broker, log dir), the rest what the record shows."""
+    avail, total, rate = F.col("available_bytes"), F.col("total_bytes"), F.col("fill_rate")
+    headroom = avail.cast("double") - policy.limit_bytes(settings.limits.hard, total, policy.spark_ops())
+    eta = F.when(headroom.isNull() | rate.isNull(), F.lit(None).cast("double")) \
+        .when(headroom <= 0, F.lit(0.0)).otherwise(headroom / rate)
+    return F.struct(
+        headroom.isNotNull().alias("has_headroom"), F.coalesce(headroom, F.lit(0.0)).alias("order"),
+        F.col("broker_id"), F.col("log_dir"), avail.alias("available_bytes"), total.alias("total_bytes"),
+        policy.available_ratio_col(avail, total).alias("available_ratio"), headroom.alias("headroom_bytes"),
+        rate.alias("fill_rate_bytes_per_second"), eta.alias("eta_seconds"),
+        F.coalesce("top_partitions", F.array().cast("array<struct<topic:string,partition:int,size_bytes:bigint>>"))
+        .alias("top_partitions"))
+
+
+def _closest(n: int) -> Column:
+    """The n candidates nearest the hard limit, as the record lists them."""
+    ranked = F.slice(F.array_sort(F.collect_list("candidate")), 1, n) if n else \
+        F.slice(F.collect_list("candidate"), 1, 0)
+    return F.transform(ranked, lambda c: F.struct(*[c[f].alias(f) for f in CLOSEST_FIELDS])).cast(CLOSEST_TYPE)
+
+
+CLOSEST_FIELDS = ("broker_id", "log_dir", "available_bytes", "total_bytes", "available_ratio", "headroom_bytes",
+                  "fill_rate_bytes_per_second", "eta_seconds", "top_partitions")
+CLOSEST_TYPE = ("array<struct<broker_id:bigint,log_dir:string,available_bytes:bigint,total_bytes:bigint,"
+                "available_ratio:double,headroom_bytes:double,fill_rate_bytes_per_second:double,eta_seconds:double,"
+                "top_partitions:array<struct<topic:string,partition:int,size_bytes:bigint>>>>")
+
+
 def summaries(snaps: DataFrame, settings: Settings) -> DataFrame:
     """One SnapshotSummary row per snapshot (SUMMARY_COLUMNS), the input of decide.advance."""
     numbered = number_snapshots(snaps, settings).cache()
     spans = intervals(snaps, numbered, settings)
     cached = spans.select(
-        "cluster_id", "broker_id", "log_dir", "total_bytes", "available_bytes", "pinned",
+        "cluster_id", "broker_id", "log_dir", "total_bytes", "available_bytes", "fill_rate", "top_partitions", "pinned",
         F.explode(F.sequence("start", F.col("end") - 1)).alias("seq"),
     )
     # Pinned entries count only while their broker is registered as of the latest SUCCESS snapshot.
@@ -189,7 +240,9 @@ def summaries(snaps: DataFrame, settings: Settings) -> DataFrame:
         "cluster_id", "seq", "broker_id", "log_dir", avail.alias("available_bytes"),
         factor.alias("factor"), ratio.alias("available_ratio"),
         policy.violates_col(avail, total, settings.limits).cast("int").alias("violates"),
+        _closest_candidate(settings).alias("candidate"),
     ).groupBy("cluster_id", "seq").agg(
+        _closest(settings.closest_volumes).alias("closest_volumes"),
         F.count("*").alias("active_log_dirs"),
         F.sum("violates").alias("violations"),
         F.min("factor").alias("policy_factor"),
@@ -213,4 +266,5 @@ def summaries(snaps: DataFrame, settings: Settings) -> DataFrame:
             F.col("worst.available_bytes").alias("available_bytes"),
             F.col("worst.available_ratio").alias("available_ratio"))).alias("worst_volume"),
         "min_available_ratio",
+        F.coalesce("closest_volumes", F.array().cast(CLOSEST_TYPE)).alias("closest_volumes"),
     )

@@ -23,6 +23,7 @@ from quota_pipeline.journal import spark_reader as journal
 from quota_pipeline.core.config import Limit
 from quota_pipeline.core.clock import SYSTEM
 from quota_pipeline.core.decision import advance
+from quota_pipeline.core.record import SCHEMA_VERSION
 from quota_pipeline.core.settings import Settings
 from quota_pipeline.core.model import (
     Decision, DecisionSource, SnapshotSummary, Status, epoch_micros, from_epoch_micros, micros,
@@ -35,6 +36,7 @@ DECISION_SCHEMA = T.StructType([
     T.StructField("throttle_factor", T.DoubleType()),
     T.StructField("source", T.StringType()),
     T.StructField("valid_from_us", T.LongType()),
+    T.StructField("throttled_since_us", T.LongType()),
 ])
 
 
@@ -43,7 +45,7 @@ def _decide_cluster(settings: Settings):
     def run(frame: pd.DataFrame) -> pd.DataFrame:
         frame = frame.sort_values("seq")
         current: Decision | None = None
-        factors, sources, valid_from = [], [], []
+        factors, sources, valid_from, since = [], [], [], []
         for row in frame.itertuples(index=False):
             observed_at = from_epoch_micros(int(row.t_us))
             current = advance(current, SnapshotSummary(
@@ -56,8 +58,10 @@ def _decide_cluster(settings: Settings):
             factors.append(current.factor)
             sources.append(current.source.value)
             valid_from.append(epoch_micros(current.valid_from))
+            since.append(None if current.throttled_since is None else epoch_micros(current.throttled_since))
         return pd.DataFrame({"cluster_id": frame["cluster_id"].values, "seq": frame["seq"].values,
-                             "throttle_factor": factors, "source": sources, "valid_from_us": valid_from})
+                             "throttle_factor": factors, "source": sources, "valid_from_us": valid_from,
+                             "throttled_since_us": pd.array(since, dtype="Int64")})
     return run
 
 
@@ -73,7 +77,7 @@ def decisions(summaries: DataFrame, settings: Settings, cluster_name: str | None
     decided = inputs.groupBy("cluster_id").applyInPandas(_decide_cluster(settings), DECISION_SCHEMA)
     validity_us = micros(settings.validity)
     return summaries.join(decided, ["cluster_id", "seq"]).select(
-        F.lit(1).alias("schema_version"),
+        F.lit(SCHEMA_VERSION).alias("schema_version"),
         (F.lit(cluster_name) if cluster_name else F.col("cluster_id")).alias("cluster_id"),
         "observed_at",
         (F.lit(decided_at).cast("timestamp") if decided_at else F.current_timestamp()).alias("decided_at"),
@@ -84,6 +88,7 @@ def decisions(summaries: DataFrame, settings: Settings, cluster_name: str | None
         F.struct(_limit_col(settings.limits.hard).alias("hard"),
                  _limit_col(settings.limits.soft).alias("soft")).alias("limit"),
         "violations", "worst_volume", "min_available_ratio",
+        F.timestamp_micros("throttled_since_us").alias("throttled_since"), "closest_volumes",
     )
 
 
@@ -98,7 +103,7 @@ def _limit_col(limit: Limit | None):
 def as_json_columns(records: DataFrame) -> DataFrame:
     """Timestamps as the record's ISO-8601 strings (model.format_time)."""
     out = records
-    for name in ("observed_at", "decided_at", "valid_until"):
+    for name in ("observed_at", "decided_at", "valid_until", "throttled_since"):
         out = out.withColumn(name, F.date_format(name, TIME_FORMAT))
     return out
 

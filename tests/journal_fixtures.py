@@ -61,14 +61,22 @@ def _records_of_parquet(path: str) -> list[dict]:
     return out
 
 
-def view(root: Path) -> list[VolumeSnapshot]:
-    """Every snapshot a reader of `root` sees (replay's input discovery, then Python parsing), in time order;
-    fails on a snapshot seen twice or on a file that cannot be read."""
+def view(root: Path, rejects: list | None = None) -> list[VolumeSnapshot]:
+    """Every snapshot a reader of `root` sees (replay's input discovery, then each line parsed, as replay
+    does), in time order; fails on a snapshot seen twice, and on a line that is not a valid snapshot unless
+    `rejects` collects (file, line number) of those."""
     inputs = find_inputs(str(root))
     assert inputs.unreadable == ()
-    records = [json.loads(line) for f in inputs.jsonl for line in Path(f).read_text().splitlines() if line.strip()]
-    records += [r for group in inputs.parquet for f in group for r in _records_of_parquet(f)]
-    snaps = [parse_snapshot(r) for r in records]
+    snaps = []
+    for f in inputs.jsonl:
+        for number, line in enumerate(Path(f).read_text().splitlines(), start=1):
+            try:
+                snaps.append(parse_snapshot(json.loads(line))) if line.strip() else None
+            except ValueError:
+                if rejects is None:
+                    raise
+                rejects.append((f, number))
+    snaps += [parse_snapshot(r) for group in inputs.parquet for f in group for r in _records_of_parquet(f)]
     seen = Counter((s.cluster_id, s.observed_at) for s in snaps)
     assert [k for k, n in seen.items() if n > 1] == []
     return sorted(snaps, key=lambda s: (s.cluster_id, s.observed_at))

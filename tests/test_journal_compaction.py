@@ -207,6 +207,34 @@ def test_a_tick_file_that_is_not_a_valid_snapshot_stays_json_for_replay_to_repor
     assert any(str(bad) in p for p in report.problems)
 
 
+def test_arrow_and_python_flatten_tick_files_alike():
+    from quota_pipeline.journal.period_file import Entry, rows_of, table_of
+
+    entries = []
+    for tick in range(first_tick(IV), first_tick(IV) + 40):  # failed polls, offline dirs, top partitions
+        text = json.dumps(snapshot(tick, IV, brokers=3).to_json()).encode()
+        entries.append(Entry(f"2026-03-01/{tick}.json", tick, json.loads(text), text))
+    table, fits = rows_of(entries)
+    assert fits == entries and table.equals(table_of(entries))
+
+
+def test_tick_files_replay_would_read_otherwise_or_arrow_cannot_hold_are_left_as_json(tmp_path):
+    journal, written = three_hours(tmp_path)
+    start = first_tick(IV)
+    pretty, huge = (tmp_path / "a" / layout.tick_file(t, layout.tick_start(t, IV)) for t in (start + 3, start + 4))
+    pretty.write_text(json.dumps(written[start + 3].to_json(), indent=2))  # replay reads it line by line
+    record = written[start + 4].to_json()
+    record["volumes"][0].update(total_bytes=2 ** 70, available_bytes=2 ** 69)  # valid, but not an int64
+    huge.write_text(json.dumps(record))
+    rejects_before, rejects_after = [], []
+    before = view(tmp_path, rejects_before)
+    report = run_pass(cluster(tmp_path, interval_s=IV), T0 + 3 * HOUR + dt.timedelta(minutes=5))
+    assert files(tmp_path, "*.json") == [pretty, huge]
+    assert view(tmp_path, rejects_after) == before and rejects_after == rejects_before != []
+    assert [why for _, why in report.rewritten[0].kept] == ["not one JSON line", "a value does not fit the "
+                                                            "period file's columns"]
+
+
 def test_a_journal_written_before_the_interval_changed_is_filed_by_observed_at(tmp_path):
     journal = Journal(str(tmp_path))
     start = first_tick(30)

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any, Iterable, Iterator
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from quota_pipeline.core.model import epoch_micros, parse_time
@@ -42,11 +43,12 @@ INT32 = range(-2 ** 31, 2 ** 31)
 
 @dataclass(frozen=True)
 class Entry:
-    """One snapshot on its way into a period file: where it came from and its record as journaled."""
+    """One snapshot on its way into a period file: where it came from, its record and its text as journaled."""
 
     journal_file: str
     tick: int
     record: dict
+    text: bytes = b""
 
     @property
     def key(self) -> tuple[int, str]:
@@ -82,6 +84,51 @@ def representable(record: dict) -> bool:
                for v in record.get("volumes") or ())
 
 
+RECORD_SCHEMA = pa.schema([(name, SCHEMA.field(name).type) for name in SNAPSHOT_FIELDS] + [
+    ("volumes", pa.list_(pa.struct([(name, SCHEMA.field(name).type) for name in VOLUME_FIELDS])))])
+
+
+def rows_of(entries: list[Entry]) -> tuple[pa.Table, list[Entry]]:
+    """Entries (in the order given) flattened to rows, with the entries the rows hold: parsed by Arrow from
+    their text, or by Python when Arrow cannot (a tick file of more than one line, a value out of range), then
+    without the records whose values do not fit the columns."""
+    if entries:
+        try:
+            return _arrow_rows(entries), entries
+        except (pa.ArrowException, ValueError):
+            pass
+    fits = [e for e in entries if representable(e.record)]
+    return table_of(fits), fits
+
+
+def _arrow_rows(entries: list[Entry]) -> pa.Table:
+    import io
+
+    import numpy as np
+    import pyarrow.json as pajson
+
+    text = b"".join(e.text.strip() + b"\n" for e in entries)
+    parsed = pajson.read_json(io.BytesIO(text), read_options=pajson.ReadOptions(block_size=len(text) + 1),
+                              parse_options=pajson.ParseOptions(explicit_schema=RECORD_SCHEMA,
+                                                                unexpected_field_behavior="ignore"))
+    if parsed.num_rows != len(entries):
+        raise ValueError("not one record per tick file")
+    volumes = parsed.column("volumes").combine_chunks()
+    lengths = pc.fill_null(pc.list_value_length(volumes), 0).to_numpy(zero_copy_only=False)
+    per = np.maximum(lengths, 1)  # a snapshot without volumes is one row
+    parent = np.repeat(np.arange(len(entries)), per)
+    within = np.arange(per.sum()) - np.repeat(np.cumsum(per) - per, per)
+    index = pa.array(np.repeat(volumes.offsets.to_numpy()[:-1], per) + within, mask=np.repeat(lengths == 0, per))
+    flat = volumes.values.take(index)
+    head = parsed.select(list(SNAPSHOT_FIELDS)).take(pa.array(parent))
+    columns = {name: head.column(name) for name in SNAPSHOT_FIELDS}
+    columns.update({name: pc.struct_field(flat, name) for name in VOLUME_FIELDS})
+    for name, values in (("tick", [e.tick for e in entries]), ("journal_file", [e.journal_file for e in entries]),
+                         ("observed_us", [e.key[0] for e in entries])):
+        columns[name] = pa.array(values, SCHEMA.field(name).type).take(pa.array(parent))
+    return pa.table(columns, schema=SCHEMA)
+
+
 def table_of(entries: Iterable[Entry]) -> pa.Table:
     """Entries (in the order given) flattened to rows; volume order within a snapshot is kept."""
     cols: dict[str, list] = {name: [] for name in SCHEMA.names}
@@ -104,22 +151,20 @@ def table_of(entries: Iterable[Entry]) -> pa.Table:
 class PeriodWriter:
     """Streams time-ordered tables into one Parquet file; the footer is written by close()."""
 
-    def __init__(self, path: Path, period: str, snapshots: int = 0) -> None:
+    def __init__(self, path: Path, period: str) -> None:
         self.path = path
         self.period = period
         self._writer = pq.ParquetWriter(str(path), SCHEMA, compression=COMPRESSION,
                                         compression_level=COMPRESSION_LEVEL)
         self._pending: list[pa.Table] = []
         self._pending_rows = 0
-        self.snapshots = snapshots  # those already in the rows it will be given from an older period file
         self.first: tuple[int, str] | None = None
         self.last: tuple[int, str] | None = None
         self._last_key: tuple[int, str] | None = None
 
-    def write(self, table: pa.Table, snapshots: int) -> None:
+    def write(self, table: pa.Table) -> None:
         if table.num_rows == 0:
             return
-        self.snapshots += snapshots
         us, text, files = table.column("observed_us"), table.column("observed_at"), table.column("journal_file")
         head, tail = (us[0].as_py(), files[0].as_py()), (us[-1].as_py(), files[-1].as_py())
         if self._last_key is not None and head < self._last_key:
@@ -138,10 +183,10 @@ class PeriodWriter:
             self._writer.write_table(pa.concat_tables(self._pending), row_group_size=ROW_GROUP_ROWS)
         self._pending, self._pending_rows = [], 0
 
-    def close(self, sources: Sources) -> None:
+    def close(self, sources: Sources, snapshots: int) -> None:
         self._flush()
         self._writer.add_key_value_metadata({
-            META_SOURCES: sources.to_json(), META_PERIOD: self.period, META_SNAPSHOTS: str(self.snapshots),
+            META_SOURCES: sources.to_json(), META_PERIOD: self.period, META_SNAPSHOTS: str(snapshots),
             META_FIRST: self.first[1] if self.first else "", META_LAST: self.last[1] if self.last else ""})
         self._writer.close()
 

@@ -18,9 +18,9 @@ from quota_pipeline.journal import layout, rules
 from quota_pipeline.journal.compaction import Compact, Step, _unlink_all, fsync_dir, no_step, record_length
 from quota_pipeline.journal.layout import Sources
 from quota_pipeline.journal.listing import TickFile, observed_at_of
-from quota_pipeline.journal.period_file import Entry, PeriodWriter, representable, row_groups, table_of
+from quota_pipeline.journal.period_file import Entry, PeriodWriter, row_groups, rows_of
 
-CHUNK_FILES = 256  # tick files parsed per table (bounded memory whatever the cluster's size)
+CHUNK_FILES = 64  # tick files parsed per table (bounded memory whatever the cluster's size)
 SORT_KEYS = [("observed_us", "ascending"), ("journal_file", "ascending")]
 
 
@@ -34,61 +34,73 @@ class Rewritten:
     removed: int                          # tick files deleted
 
 
-def _entries(cluster_dir: Path, ticks: list[tuple[int, TickFile]], kept: list, done: Callable[[], None]
-             ) -> Iterator[Entry]:
-    """Valid, representable snapshots of `ticks` (sorted by the time their first bytes show), in that order;
-    the others are added to `kept`."""
-    for key_us, t in ticks:
-        try:
-            record = json.loads((cluster_dir / t.rel).read_text(encoding="utf-8"))
-        except (OSError, ValueError) as exc:
-            kept.append((t.rel, f"unreadable: {exc}"))
+def _entry(cluster_dir: Path, key_us: int, t: TickFile, kept: list) -> Entry | None:
+    """A tick file's snapshot when it is valid (rules.first_problem) and at the time its first bytes show;
+    else None, and why in `kept`."""
+    try:
+        lines = [line for line in (cluster_dir / t.rel).read_bytes().splitlines() if line.strip()]
+        if len(lines) != 1:  # replay reads a file line by line: compacting it whole would change what it reads
+            kept.append((t.rel, "not one JSON line"))
+            return None
+        text = lines[0]
+        record = json.loads(text)
+    except (OSError, ValueError) as exc:
+        kept.append((t.rel, f"unreadable: {exc}"))
+        return None
+    problem = rules.first_problem(record)
+    entry = Entry(t.rel, t.tick, record, text) if problem is None else None
+    if entry is not None and entry.key[0] != key_us:
+        problem, entry = "its first bytes name another observed_at than the record", None
+    if problem is not None:
+        kept.append((t.rel, problem))
+    return entry
+
+
+def _tables(cluster_dir: Path, keyed: list[tuple[int, TickFile]], kept: list, added: list[str],
+            done: Callable[[], None]) -> Iterator[pa.Table]:
+    """Time-sorted tables of up to CHUNK_FILES tick files each (keyed is sorted by time); the tick files they
+    hold are noted in `added`, the others in `kept`."""
+    for i in range(0, len(keyed), CHUNK_FILES):
+        entries = []
+        for key_us, t in keyed[i:i + CHUNK_FILES]:
+            entry = _entry(cluster_dir, key_us, t, kept)
+            entries.extend([entry] if entry else [])
             done()
-            continue
-        problem = rules.first_problem(record)
-        if problem is None and not representable(record):
-            problem = "a value does not fit the period file's columns"
-        entry = Entry(t.rel, t.tick, record) if problem is None else None
-        if entry is not None and entry.key[0] != key_us:
-            problem = "its first bytes name another observed_at than the record"
-        if problem is not None:
-            kept.append((t.rel, problem))
-        else:
-            yield entry  # type: ignore[misc]
-        done()
+        table, fits = rows_of(entries)
+        fitting = {id(e) for e in fits}
+        kept.extend((e.journal_file, "a value does not fit the period file's columns") for e in entries
+                    if id(e) not in fitting)
+        added.extend(e.journal_file for e in fits)
+        if table.num_rows:
+            yield table
 
 
-def _chunks(entries: Iterator[Entry]) -> Iterator[list[Entry]]:
-    chunk: list[Entry] = []
-    for e in entries:
-        chunk.append(e)
-        if len(chunk) >= CHUNK_FILES:
-            yield chunk
-            chunk = []
-    if chunk:
-        yield chunk
+def _before_or_at(table: pa.Table, last: tuple[int, str]) -> int:
+    """How many leading rows of a time-sorted table sort at or before the key `last`."""
+    us, files = table.column("observed_us"), table.column("journal_file")
+    mask = pc.or_(pc.less(us, last[0]), pc.and_(pc.equal(us, last[0]), pc.less_equal(files, last[1])))
+    return pc.sum(mask).as_py() or 0
 
 
-def _merged(old: Iterator[pa.Table], new: Iterator[Entry]) -> Iterator[tuple[pa.Table, int]]:
-    """Old row groups (sorted) and new entries (sorted) as sorted tables with their count of new snapshots."""
-    pending: list[Entry] = []
-    source = iter(new)
-    exhausted = False
+def _merged(old: Iterator[pa.Table], new: Iterator[pa.Table]) -> Iterator[pa.Table]:
+    """Old row groups and new tables (each sorted) as one sorted sequence of tables."""
+    pending: pa.Table | None = None
     for rg in old:
         last = (rg.column("observed_us")[-1].as_py(), rg.column("journal_file")[-1].as_py())
-        while not exhausted and (not pending or pending[-1].key <= last):
-            nxt = next(source, None)
-            exhausted = nxt is None
-            if nxt is not None:
-                pending.append(nxt)
-        take = [e for e in pending if e.key <= last]
-        pending = pending[len(take):]
-        if take:
-            rg = pa.concat_tables([rg, table_of(take)])
+        while pending is None or _before_or_at(pending, last) == pending.num_rows:
+            nxt = next(new, None)
+            if nxt is None:
+                break
+            pending = nxt if pending is None else pa.concat_tables([pending, nxt])
+        n = 0 if pending is None else _before_or_at(pending, last)
+        if n:
+            rg = pa.concat_tables([rg, pending.slice(0, n)])  # type: ignore[union-attr]
             rg = rg.take(pc.sort_indices(rg, SORT_KEYS))
-        yield rg, len(take)
-    for chunk in _chunks(iter([*pending, *source])):
-        yield table_of(chunk), len(chunk)
+            pending = pending.slice(n)  # type: ignore[union-attr]
+        yield rg
+    if pending is not None and pending.num_rows:
+        yield pending
+    yield from new
 
 
 def rewrite(cluster_dir: Path, action: Compact, step: Step = no_step,
@@ -104,9 +116,10 @@ def rewrite(cluster_dir: Path, action: Compact, step: Step = no_step,
             keyed.append((epoch_micros(observed), t))
     keyed.sort(key=lambda kt: (kt[0], kt[1].rel))
     done = (lambda: progress(1)) if progress else (lambda: None)
-    entries = _entries(cluster_dir, keyed, kept, done)
+    added: list[str] = []
+    tables = _tables(cluster_dir, keyed, kept, added, done)
     before = sum(t.size for t in (*action.new, *action.leftovers)) + (action.existing.size if action.existing else 0)
-    first = next(entries, None)
+    first = next(tables, None)
     if first is None:  # nothing new to add: only leftovers (and kept files) to deal with
         removed = _unlink_all(cluster_dir, [t.rel for t in action.leftovers], step, "deleted")
         return Rewritten(str(action.period), 0, tuple(kept), before,
@@ -116,14 +129,13 @@ def rewrite(cluster_dir: Path, action: Compact, step: Step = no_step,
     final.parent.mkdir(parents=True, exist_ok=True)
     tmp = final.parent / f"{layout.COMPACT_TMP_PREFIX}{uuid.uuid4().hex}.parquet"
     footer = action.existing.footer if action.existing else None
-    writer = PeriodWriter(tmp, str(action.period), snapshots=footer.snapshots if footer else 0)
-    added: list[str] = []
+    writer = PeriodWriter(tmp, str(action.period))
     try:
-        old = row_groups(final) if footer else iter(())
-        for table, n in _merged(old, _noted(itertools.chain([first], entries), added)):
-            writer.write(table, n)
+        for table in _merged(row_groups(final) if footer else iter(()), itertools.chain([first], tables)):
+            writer.write(table)
             step("writing")
-        writer.close(Sources.merge([footer.sources, Sources.of(added)] if footer else [Sources.of(added)]))
+        writer.close(Sources.merge([footer.sources, Sources.of(added)] if footer else [Sources.of(added)]),
+                     (footer.snapshots if footer else 0) + len(added))
     except BaseException:
         writer.abort()
         raise
@@ -135,10 +147,3 @@ def rewrite(cluster_dir: Path, action: Compact, step: Step = no_step,
     step("renamed")
     removed = _unlink_all(cluster_dir, [*added, *(t.rel for t in action.leftovers)], step, "deleted")
     return Rewritten(str(action.period), len(added), tuple(kept), before, final.stat().st_size, removed)
-
-
-def _noted(entries: Iterator[Entry], added: list[str]) -> Iterator[Entry]:
-    """The entries, each one's tick file noted in `added` as it is consumed."""
-    for e in entries:
-        added.append(e.journal_file)
-        yield e

@@ -7,7 +7,7 @@ import random
 from pathlib import Path
 from typing import Iterator, TextIO
 
-from quota_pipeline.core.model import Status, Volume, VolumeSnapshot
+from quota_pipeline.core.model import TOP_PARTITIONS, PartitionSize, Status, Volume, VolumeSnapshot
 
 GIB = 1024 ** 3
 
@@ -99,3 +99,32 @@ def large_journal(path: Path, brokers: int, log_dirs: int, snapshots: int, seed:
             if progress:
                 progress(i + 1)
     return rows
+
+
+def cluster_snapshots(brokers: int, log_dirs: int, start: dt.datetime, interval: dt.timedelta, count: int,
+                      seed: int = 1, cluster: str = "bench", top: int = TOP_PARTITIONS) -> Iterator[VolumeSnapshot]:
+    """One cluster's polls as the observer makes them (what the streaming job journals, tick by tick): the
+    statistics of large_journal, and each online log dir with its `top` largest partitions, growing."""
+    rng = random.Random(seed)
+    total = 1000 * GIB
+    free = [[rng.uniform(0.05, 0.6) for _ in range(log_dirs)] for _ in range(brokers)]
+    parts = [[[(f"topic-{rng.randrange(200):03d}", rng.randrange(64), rng.randrange(GIB, 50 * GIB))
+               for _ in range(top)] for _ in range(log_dirs)] for _ in range(brokers)]
+    ids = tuple(range(1, brokers + 1))
+    for i in range(count):
+        t = start + i * interval
+        if rng.random() < 0.01:
+            yield VolumeSnapshot(cluster, t, Status.TIMEOUT, message="DescribeLogDirs timed out")
+            continue
+        skip = rng.randrange(brokers) if rng.random() < 0.02 else -1
+        volumes = []
+        for b in range(brokers):
+            for d in range(log_dirs if b != skip else 0):
+                f = free[b][d] = min(0.95, max(0.0, free[b][d] + rng.uniform(-0.004, 0.0039)))
+                if rng.random() < 0.001:
+                    volumes.append(Volume(b + 1, f"/d{d}", None, None, "KAFKA_STORAGE_ERROR"))
+                    continue
+                top = parts[b][d] = [(topic, p, size + rng.randrange(1 << 20)) for topic, p, size in parts[b][d]]
+                largest = tuple(PartitionSize(*x) for x in sorted(top, key=lambda x: -x[2]))
+                volumes.append(Volume(b + 1, f"/d{d}", total, int(total * f), top_partitions=largest))
+        yield VolumeSnapshot(cluster, t, Status.SUCCESS, ids, (), tuple(volumes))

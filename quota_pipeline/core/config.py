@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import datetime as dt
 import difflib
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
@@ -16,7 +15,7 @@ import javaproperties
 
 from quota_pipeline.core.properties import (
     ADMIN_PREFIX, BY_NAME, DEFAULT_OUTPUT_TOPIC, INDEX, KNOWN, OUTPUT_KAFKA_PREFIX, P, PASS_THROUGH_PREFIXES,
-    PUBLISHER_CLIENT_ID, Q, TABLE, Invalid,
+    PUBLISHER_CLIENT_ID, Q, TABLE, Invalid, shown,
 )
 
 PRODUCE, FETCH, REQUEST = P + "produce", P + "fetch", P + "request"
@@ -46,19 +45,6 @@ METRICS_HOST = Q + "metrics.host"
 # Values shown by `validate` that are no property's typed value (the ones in effect are filled in below).
 _COMPUTED = {CHECK_INTERVAL_SECONDS, HARD_BYTES, HARD_RATIO, SOFT_BYTES, SOFT_RATIO, BOOTSTRAP,
              P + "kafka.clientIdPrefix"}
-
-_SECRET = re.compile(r"password|secret|token|credential|sasl\.jaas\.config|(^|[._])key$", re.IGNORECASE)
-MASK = "******"
-
-
-def is_secret(key: str) -> bool:
-    return bool(_SECRET.search(key))
-
-
-def shown(key: str, value: Any) -> str:
-    """A value as it may be printed or logged: secrets masked."""
-    return MASK if is_secret(key) else str(value)
-
 
 @dataclass(frozen=True)
 class Problem:

@@ -27,6 +27,19 @@ DEFAULT_OUTPUT_TOPIC = "__quota_throttle_factors"
 PUBLISHER_CLIENT_ID = "quota-pipeline-publisher"  # the pipeline's producer; exempt from every throttle
 
 
+_SECRET = re.compile(r"password|secret|token|credential|sasl\.jaas\.config|(^|[._])key$", re.IGNORECASE)
+MASK = "******"
+
+
+def is_secret(key: str) -> bool:
+    return bool(_SECRET.search(key))
+
+
+def shown(key: str, value: Any) -> str:
+    """A value as it may be printed or logged: secrets masked."""
+    return MASK if is_secret(key) else str(value)
+
+
 class Invalid(ValueError):
     """A property value that fails its spec; the message says what a valid value looks like."""
 

@@ -124,11 +124,10 @@ class Observer(AdminConnection):
                 log.debug("metadata refresh failed: %s", exc)
 
         # Send every request before awaiting any: the brokers answer in parallel, one round trip in all.
-        # topics=[] asks for no partitions: the volume byte counts come without the per-partition listing.
+        # topics=None: every partition's size, of which each log dir keeps its largest (what fills it).
         futures = {}
         for b in brokers:
             try:
-                # topics=None: every partition's size, of which each log dir keeps its largest (what fills it)
                 futures[b] = manager.send(DescribeLogDirsRequest(topics=None), node_id=b,
                                           request_timeout_ms=remaining_ms())
             except Errors.KafkaError as exc:

@@ -78,7 +78,8 @@ def test_cleanly_stopped_node_is_reported_fenced_and_comes_back(real_kafka3: Rea
         pytest.skip("DescribeCluster reports fenced brokers from Kafka 4.0 (KIP-1073)")
 
     def fenced() -> dict[int, bool]:
-        return {b["broker_id"]: b["is_fenced"] for b in with_admin(real_kafka3, lambda a: a.describe_cluster())["brokers"]}
+        brokers = with_admin(real_kafka3, lambda a: a.describe_cluster())["brokers"]
+        return {b["broker_id"]: b["is_fenced"] for b in brokers}
 
     assert fenced() == {1: False, 2: False, 3: False}
     real_kafka3.stop_node(3)

@@ -33,7 +33,7 @@ def summaries(h: History, now: dt.datetime) -> list[view.ClusterSummary]:
 
 def test_v2_record_gives_its_closest_volumes_and_throttled_since():
     vol = volume(3, "/data/1", 0.04, fill_rate=1024.0, partitions=(("orders", 3, 50 * GIB),))
-    d, _ = parse_record(encode({**record("c1", T0, 0.0, [vol], throttled_since=T0 - MINUTE), "future_field": 1}))
+    d = parse_record(encode({**record("c1", T0, 0.0, [vol], throttled_since=T0 - MINUTE), "future_field": 1}))
     assert d.volumes_listed and d.throttled_since == T0 - MINUTE and d.note is None
     (v,) = d.volumes
     assert (v.broker_id, v.log_dir, v.total_bytes, v.top_partitions[0].topic) == (3, "/data/1", 100 * GIB, "orders")
@@ -41,13 +41,13 @@ def test_v2_record_gives_its_closest_volumes_and_throttled_since():
 
 
 def test_v1_record_shows_its_worst_volume():
-    d, _ = parse_record(encode(record("c1", T0, 0.0, [volume(2, "/data/0", 0.03)], version=1)))
+    d = parse_record(encode(record("c1", T0, 0.0, [volume(2, "/data/0", 0.03)], version=1)))
     assert not d.volumes_listed and d.throttled_since is None
     assert [(v.broker_id, v.log_dir, v.available_ratio) for v in d.volumes] == [(2, "/data/0", 0.03)]
 
 
 def test_a_bad_v2_field_leaves_the_decision_readable_with_a_note():
-    d, _ = parse_record(encode({**record("c1", T0, 0.0), "closest_volumes": [{"log_dir": "/x"}]}))
+    d = parse_record(encode({**record("c1", T0, 0.0), "closest_volumes": [{"log_dir": "/x"}]}))
     assert d.throttle_factor == 0.0 and "closest_volumes" in d.note
     assert d.volumes[0].log_dir == "/data/0"  # the worst volume instead
 
@@ -68,7 +68,7 @@ def test_records_brokers_skip_are_unreadable(value):
 def test_history_is_bounded_by_the_window_and_the_point_count():
     h = history_of(*steady_story("c1", T0, 100, MINUTE), window=dt.timedelta(minutes=30))
     (rec,) = h.records(with_points=True)
-    assert len(rec.points) == 31 and rec.points[-1].t == (T0 + 99 * MINUTE).timestamp()
+    assert len(rec.points) == 31 and rec.points.t[-1] == (T0 + 99 * MINUTE).timestamp()
     h = history_of(*steady_story("c1", T0, 100, MINUTE), max_points=10)
     assert len(h.records(with_points=True)[0].points) == 10
 
@@ -78,7 +78,7 @@ def test_late_and_repeated_records_keep_the_timeline_ordered_and_the_latest_wins
     h.apply(b"c1", encode(record("c1", T0 + MINUTE, 0.5)))  # late
     h.apply(b"c1", encode(record("c1", T0 + 2 * MINUTE, 0.0)))  # published again
     (rec,) = h.records(with_points=True)
-    assert [p.factor for p in rec.points] == [1.0, 0.5, 0.0] and rec.latest.throttle_factor == 0.0
+    assert rec.points.factor == [1.0, 0.5, 0.0] and rec.latest.throttle_factor == 0.0
 
 
 def test_unreadable_records_are_counted_per_cluster_and_a_tombstone_retires_a_cluster():
@@ -213,7 +213,8 @@ def test_server_pushes_a_new_decision_to_the_page(served):
         first = next_event(stream)
         assert [c["key"] for c in first["clusters"]] == ["prod", "idle"]
         sent = time.monotonic()
-        feed.history.apply(b"idle", encode(record("idle", T0 + 20 * MINUTE, 0.0, [volume(7, "/data/9", 0.0, fill_rate=1.0)])))
+        full = volume(7, "/data/9", 0.0, fill_rate=1.0)
+        feed.history.apply(b"idle", encode(record("idle", T0 + 20 * MINUTE, 0.0, [full])))
         pushed = next_event(stream)
         assert time.monotonic() - sent < 2.0
     assert [c["key"] for c in pushed["clusters"]] == ["idle", "prod"]  # same factor and ETA, smaller ratio
@@ -225,3 +226,11 @@ def next_event(stream) -> dict:
         assert line, "the event stream ended"
         if line.startswith(b"data: "):
             return json.loads(line[6:])
+
+
+def test_the_overview_carries_the_closest_volume_only_and_the_detail_all(served):
+    feed, url = served
+    overview = json.loads(get(url + "api/overview")[1])["clusters"][0]
+    assert "volumes" not in overview and overview["closest"]["log_dir"] == "/data/1"
+    assert [v["log_dir"] for v in json.loads(get(url + "api/cluster/prod")[1])["cluster"]["volumes"]] == [
+        "/data/1", "/data/0"]

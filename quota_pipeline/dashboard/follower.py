@@ -53,6 +53,7 @@ class TopicFollower:
             "enable.auto.commit": False,
             "enable.auto.offset.store": False,
             "auto.offset.reset": "earliest",
+            "queued.max.messages.kbytes": 16384,  # the prefetch buffer (64 MB by default) is most of the memory
             "error_cb": self._on_client_error,
         }
         self._lock = threading.Lock()

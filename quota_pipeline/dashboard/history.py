@@ -3,24 +3,73 @@ from __future__ import annotations
 
 import bisect
 import datetime as dt
+import math
 import threading
-from collections import deque
+from array import array
 from dataclasses import dataclass, field
 
 from quota_pipeline.core.clock import SYSTEM, Clock
-from quota_pipeline.dashboard.records import DecisionView, parse_record
+from quota_pipeline.core.record import ThrottleDecision
+from quota_pipeline.dashboard.records import DecisionView, read_decision, view_of
 
 DEFAULT_WINDOW = dt.timedelta(hours=6)
 DEFAULT_MAX_POINTS = 3600
 
 
 @dataclass(frozen=True)
-class Point:
-    """One decision on the timeline: observed_at in epoch seconds, its factor and minimum available ratio."""
+class Points:
+    """A copy of one cluster's timeline: observed_at in epoch seconds, factor, minimum available ratio (None: none)."""
 
-    t: float
-    factor: float
-    min_ratio: float | None
+    t: list[float]
+    factor: list[float]
+    min_ratio: list[float | None]
+
+    def __len__(self) -> int:
+        return len(self.t)
+
+
+class Timeline:
+    """One cluster's decisions in observed_at order, as three float arrays (24 bytes a point; NaN: no ratio)."""
+
+    def __init__(self) -> None:
+        self.t, self.factor, self.ratio = array("d"), array("d"), array("d")
+
+    def __len__(self) -> int:
+        return len(self.t)
+
+    def add(self, t: float, factor: float, ratio: float | None) -> bool:
+        """Insert in time order (the same observed_at replaces: a re-run micro-batch); True when appended."""
+        r = math.nan if ratio is None else ratio
+        if not self.t or t > self.t[-1]:
+            self.t.append(t)
+            self.factor.append(factor)
+            self.ratio.append(r)
+            return True
+        i = bisect.bisect_left(self.t, t)
+        if self.t[i] == t:
+            self.factor[i], self.ratio[i] = factor, r
+        else:  # a late record
+            self.t.insert(i, t)
+            self.factor.insert(i, factor)
+            self.ratio.insert(i, r)
+        return False
+
+    def trim(self, oldest: float, max_points: int) -> None:
+        n = max(bisect.bisect_left(self.t, oldest), len(self.t) - max_points)
+        if n > 0:
+            del self.t[:n], self.factor[:n], self.ratio[:n]
+
+    def run_start(self) -> float | None:
+        """Where the trailing run of factor < 1 begins; None when the last factor is 1."""
+        start = None
+        for i in range(len(self.t) - 1, -1, -1):
+            if self.factor[i] >= 1.0:
+                break
+            start = self.t[i]
+        return start
+
+    def copy(self) -> Points:
+        return Points(self.t.tolist(), self.factor.tolist(), [None if math.isnan(r) else r for r in self.ratio])
 
 
 @dataclass(frozen=True)
@@ -35,55 +84,41 @@ class Unreadable:
 
 @dataclass
 class ClusterHistory:
-    """One record key's timeline; `run_start` is where its current run of factor < 1 begins (None: not throttled)."""
+    """One record key's timeline and latest record; `run_start` is where its current run of factor < 1 began."""
 
     key: str
-    points: deque[Point]
-    latest: DecisionView | None = None
+    timeline: Timeline = field(default_factory=Timeline)
+    latest: ThrottleDecision | None = None
+    latest_value: bytes = b""
+    view: DecisionView | None = None  # of `latest`, built when first asked for
     received_at: dt.datetime | None = None
     unreadable: int = 0
     last_error: Unreadable | None = None
     run_start: float | None = None
     first_t: float | None = None  # the oldest observed_at ever seen: a run starting there may have started earlier
 
-    def add(self, view: DecisionView, window_seconds: float) -> bool:
-        """Insert in observed_at order; False for a record older than the window. The latest observed_at wins."""
-        point = Point(view.observed_at.timestamp(), view.throttle_factor, view.min_available_ratio)
-        newest = max(point.t, self.points[-1].t if self.points else point.t)
-        if point.t < newest - window_seconds:
+    def add(self, d: ThrottleDecision, value: bytes, window_seconds: float, max_points: int) -> bool:
+        """Take a readable record; False for one older than the window. The latest observed_at wins."""
+        t, line = d.observed_at.timestamp(), self.timeline
+        newest = max(t, line.t[-1]) if len(line) else t
+        if t < newest - window_seconds:
             return False
-        self.first_t = point.t if self.first_t is None else min(self.first_t, point.t)
-        if not self.points or point.t > self.points[-1].t:
-            continuing = bool(self.points) and self.points[-1].factor < 1.0 and self.run_start is not None
-            self.points.append(point)
-            self.run_start = None if point.factor >= 1.0 else (self.run_start if continuing else point.t)
-        else:  # the same snapshot published again (a re-run micro-batch), or a late record: rare
-            self._insert(point)
-            self.run_start = _run_start(self.points)
-        while self.points and self.points[0].t < newest - window_seconds:
-            self.points.popleft()
-        if self.latest is None or view.observed_at >= self.latest.observed_at:
-            self.latest = view
+        self.first_t = t if self.first_t is None else min(self.first_t, t)
+        continuing = len(line) > 0 and line.factor[-1] < 1.0 and self.run_start is not None
+        ratio = None if d.min_available_ratio is None else float(d.min_available_ratio)
+        if line.add(t, d.throttle_factor, ratio):
+            self.run_start = None if d.throttle_factor >= 1.0 else (self.run_start if continuing else t)
+        else:
+            self.run_start = line.run_start()
+        line.trim(newest - window_seconds, max_points)
+        if self.latest is None or d.observed_at >= self.latest.observed_at:
+            self.latest, self.latest_value, self.view = d, value, None
         return True
 
-    def _insert(self, point: Point) -> None:
-        ordered = list(self.points)
-        index = bisect.bisect_left([p.t for p in ordered], point.t)
-        if index < len(ordered) and ordered[index].t == point.t:
-            ordered[index] = point
-        else:
-            ordered.insert(index, point)
-        self.points = deque(ordered[-self.points.maxlen:] if self.points.maxlen else ordered,
-                            maxlen=self.points.maxlen)
-
-
-def _run_start(points: deque[Point]) -> float | None:
-    start = None
-    for p in reversed(points):
-        if p.factor >= 1.0:
-            break
-        start = p.t
-    return start
+    def latest_view(self) -> DecisionView | None:
+        if self.view is None and self.latest is not None:
+            self.view = view_of(self.latest, self.latest_value)
+        return self.view
 
 
 @dataclass(frozen=True)
@@ -97,7 +132,7 @@ class ClusterRecord:
     last_error: Unreadable | None
     run_start: float | None
     first_t: float | None
-    points: tuple[Point, ...] = ()
+    points: Points = Points([], [], [])
 
 
 @dataclass
@@ -122,13 +157,13 @@ class History:
                     self.version += 1  # a tombstone retires the cluster
             return False
         try:
-            view, _ = parse_record(value)
+            decision = read_decision(value)
         except (ValueError, RecursionError) as exc:  # JSON, rules, unicode; deep nesting
             self._unreadable(name, where, str(exc))
             return False
         with self._lock:
-            cluster = self._cluster(name or view.cluster_id)
-            if not cluster.add(view, self.window.total_seconds()):
+            cluster = self._cluster(name or decision.cluster_id)
+            if not cluster.add(decision, value, self.window.total_seconds(), self.max_points):
                 return False
             cluster.received_at = self.clock.now()
             self.version += 1
@@ -148,17 +183,17 @@ class History:
     def _cluster(self, name: str) -> ClusterHistory:
         cluster = self._clusters.get(name)
         if cluster is None:
-            cluster = self._clusters[name] = ClusterHistory(name, deque(maxlen=self.max_points))
+            cluster = self._clusters[name] = ClusterHistory(name)
         return cluster
 
     def records(self, with_points: bool = False, only: str | None = None) -> list[ClusterRecord]:
         """Copies of every cluster's history (or of `only`), with the timeline points when asked."""
         with self._lock:
             chosen = [self._clusters[only]] if only in self._clusters else [] if only else self._clusters.values()
-            return [ClusterRecord(c.key, c.latest, c.received_at, c.unreadable, c.last_error, c.run_start,
-                                  c.first_t, tuple(c.points) if with_points else ())
+            return [ClusterRecord(c.key, c.latest_view(), c.received_at, c.unreadable, c.last_error, c.run_start,
+                                  c.first_t, c.timeline.copy() if with_points else Points([], [], []))
                     for c in chosen]
 
     def point_count(self) -> int:
         with self._lock:
-            return sum(len(c.points) for c in self._clusters.values())
+            return sum(len(c.timeline) for c in self._clusters.values())

@@ -8,6 +8,7 @@ from typing import Any
 
 from quota_pipeline.broker.rules import parse_decision
 from quota_pipeline.core.model import parse_time
+from quota_pipeline.core.record import ThrottleDecision
 
 
 @dataclass(frozen=True)
@@ -69,28 +70,38 @@ class DecisionView:
     note: str | None = None
 
 
-def parse_record(value: bytes) -> tuple[DecisionView, dict[str, Any]]:
-    """A record value to its view and its JSON object; raises ValueError when brokers would skip it too."""
-    decision = parse_decision(value)  # the brokers' acceptance rules: what they skip, the page calls unreadable
-    raw = json.loads(value)
+def read_decision(value: bytes) -> ThrottleDecision:
+    """A record value by the brokers' acceptance rules (what they skip, the page calls unreadable); raises ValueError."""
+    decision = parse_decision(value)
     try:
-        min_ratio = _number(decision.min_available_ratio)
+        _number(decision.min_available_ratio)
     except TypeError as exc:
         raise ValueError(f"min_available_ratio: {exc}") from exc
+    return decision
+
+
+def view_of(decision: ThrottleDecision, value: bytes) -> DecisionView:
+    """The facts the page shows of a record read by read_decision: v2's fields are taken from the JSON itself,
+    so that one it cannot read is shown as such (`note`) instead of silently missing."""
+    raw = json.loads(value)
     volumes, note = _v2_volumes(raw)
     since, since_note = _optional_time(raw, "throttled_since")
     listed = volumes is not None
     if volumes is None and decision.worst_volume is not None:
         w = decision.worst_volume
         volumes = (VolumeView(w.broker_id, w.log_dir, w.available_bytes, w.available_ratio),)
-    view = DecisionView(
+    return DecisionView(
         cluster_id=decision.cluster_id, schema_version=decision.schema_version, observed_at=decision.observed_at,
         decided_at=decision.decided_at, throttle_factor=decision.throttle_factor, source=decision.source.value,
         valid_until=decision.valid_until, status=decision.status.value, active_brokers=decision.active_brokers,
         missing_brokers=decision.missing_brokers, limit=decision.limit, violations=decision.violations,
-        min_available_ratio=min_ratio, throttled_since=since,
+        min_available_ratio=_number(decision.min_available_ratio), throttled_since=since,
         volumes=volumes or (), volumes_listed=listed, note=note or since_note)
-    return view, raw
+
+
+def parse_record(value: bytes) -> DecisionView:
+    """read_decision and view_of in one; raises ValueError."""
+    return view_of(read_decision(value), value)
 
 
 def _v2_volumes(raw: dict[str, Any]) -> tuple[tuple[VolumeView, ...] | None, str | None]:

@@ -9,6 +9,7 @@ from rich.table import Table
 from rich.text import Text
 
 from quota_pipeline.dashboard import text
+from quota_pipeline.dashboard.records import DecisionView, VolumeView
 from quota_pipeline.dashboard.view import ClusterSummary, FeedStatus, Settings
 
 DETAILS = 3  # clusters shown in detail: the riskiest, when throttled, stale or on the fallback
@@ -77,20 +78,27 @@ def detail(s: ClusterSummary, now: dt.datetime, settings: Settings) -> Group:
         lines.append(Text(f"missing brokers: {text.brokers(d.missing_brokers)}", style="yellow"))
     if d.note:
         lines.append(Text(d.note, style="yellow"))
-    volumes = Table(box=None, pad_edge=False, title_justify="left",
-                    title=f"log dirs closest to the hard limit ({text.limits(d.limit)})")
-    for column in ("broker", "log dir", "available", "of total", "headroom", "filling at", "ETA", "largest partitions"):
-        volumes.add_column(column)
-    for v in d.volumes:
-        volumes.add_row(str(v.broker_id), v.log_dir,
-                        "offline" if v.offline else f"{text.size(v.available_bytes)} ({text.percent(v.available_ratio)})",
-                        text.size(v.total_bytes), text.size(v.headroom_bytes),
-                        text.rate(v.fill_rate_bytes_per_second) if v.fill_rate_bytes_per_second else _idle(d.volumes_listed),
-                        _volume_eta(v.eta_seconds, d.volumes_listed),
-                        ", ".join(f"{p.topic}-{p.partition} {text.size(p.size_bytes)}" for p in v.top_partitions)
-                        or ("none listed" if d.volumes_listed else "not in a version 1 record"))
-    lines.append(volumes)
+    lines.append(volumes_table(d))
     return Group(*lines)
+
+
+def volumes_table(d: DecisionView) -> Table:
+    table = Table(box=None, pad_edge=False, title_justify="left",
+                  title=f"log dirs closest to the hard limit ({text.limits(d.limit)})")
+    for column in ("broker", "log dir", "available", "of total", "headroom", "filling at", "ETA", "largest partitions"):
+        table.add_column(column)
+    for v in d.volumes:
+        table.add_row(*_volume_row(v, d.volumes_listed))
+    return table
+
+
+def _volume_row(v: VolumeView, listed: bool) -> list[str]:
+    available = "offline" if v.offline else f"{text.size(v.available_bytes)} ({text.percent(v.available_ratio)})"
+    partitions = ", ".join(f"{p.topic}-{p.partition} {text.size(p.size_bytes)}" for p in v.top_partitions)
+    return [str(v.broker_id), v.log_dir, available, text.size(v.total_bytes), text.size(v.headroom_bytes),
+            text.rate(v.fill_rate_bytes_per_second) if v.fill_rate_bytes_per_second else _idle(listed),
+            _volume_eta(v.eta_seconds, listed),
+            partitions or ("none listed" if listed else "not in a version 1 record")]
 
 
 def _state(s: ClusterSummary) -> Text:

@@ -151,7 +151,7 @@ def page_json(summaries: list[ClusterSummary], feed: FeedStatus, now: dt.datetim
             "feed": feed_json(feed), "counts": {**counts(summaries), "unreadable_records": total},
             "last_unreadable": None if last is None else {
                 "key": last.key, "where": last.where, "error": last.error, "at": last.at.timestamp()},
-            "clusters": [summary_json(s) for s in summaries]}
+            "clusters": [summary_json(s, all_volumes=False) for s in summaries]}
 
 
 def counts(summaries: list[ClusterSummary]) -> dict[str, int]:
@@ -159,7 +159,8 @@ def counts(summaries: list[ClusterSummary]) -> dict[str, int]:
             "stale": sum(s.stale for s in summaries), "fallback": sum(s.basis == "fallback" for s in summaries)}
 
 
-def summary_json(s: ClusterSummary) -> dict[str, Any]:
+def summary_json(s: ClusterSummary, all_volumes: bool = True) -> dict[str, Any]:
+    """The summary for the page; the overview lists only the closest volume (`closest`), the detail all of them."""
     d = s.latest
     base: dict[str, Any] = {
         "key": s.key, "state": s.state, "factor": s.factor, "factor_text": text.factor(s.factor), "basis": s.basis,
@@ -176,7 +177,12 @@ def summary_json(s: ClusterSummary) -> dict[str, Any]:
             "limit": d.limit, "limit_text": text.limits(d.limit), "violations": d.violations,
             "active_brokers": d.active_brokers, "missing_brokers": list(d.missing_brokers),
             "volumes_listed": d.volumes_listed, "note": d.note,
-            "volumes": [{**v.to_json(), "state": volume_state(v, d.limit)} for v in d.volumes]}
+            "closest": _volume_json(d.volumes[0], d.limit) if d.volumes else None,
+            **({"volumes": [_volume_json(v, d.limit) for v in d.volumes]} if all_volumes else {})}
+
+
+def _volume_json(v: VolumeView, limit: dict[str, Any]) -> dict[str, Any]:
+    return {**v.to_json(), "state": volume_state(v, limit)}
 
 
 def feed_json(feed: FeedStatus) -> dict[str, Any]:
@@ -188,8 +194,7 @@ def timeline(rec: ClusterRecord) -> dict[str, Any]:
     """Column arrays for the charts: time, factor, minimum available ratio, and the ratio limit lines."""
     hard, soft = ratio_limits(rec.latest)
     n = len(rec.points)
-    return {"t": [p.t for p in rec.points], "factor": [p.factor for p in rec.points],
-            "min_ratio": [p.min_ratio for p in rec.points],
+    return {"t": rec.points.t, "factor": rec.points.factor, "min_ratio": rec.points.min_ratio,
             "hard": [hard] * n if hard is not None else None, "soft": [soft] * n if soft is not None else None}
 
 

@@ -7,7 +7,6 @@ import re
 import shutil
 import socket
 import tempfile
-import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path

@@ -6,6 +6,7 @@ candidate policy, and print how fast each stops and comes back (markdown table).
 from __future__ import annotations
 
 import argparse
+import shutil
 import sys
 import time
 from itertools import count
@@ -139,6 +140,7 @@ def main(argv: list[str] | None = None) -> int:
                 print(table_row(policy, client, o), flush=True)
     finally:
         cluster.stop()
+        shutil.rmtree(classes, ignore_errors=True)
     print("\n" + "\n".join(f"- {p.name}: {p.summary}" for p in chosen))
     return 0
 

@@ -234,3 +234,26 @@ def test_the_overview_carries_the_closest_volume_only_and_the_detail_all(served)
     assert "volumes" not in overview and overview["closest"]["log_dir"] == "/data/1"
     assert [v["log_dir"] for v in json.loads(get(url + "api/cluster/prod")[1])["cluster"]["volumes"]] == [
         "/data/1", "/data/0"]
+
+
+def test_the_records_these_tests_publish_follow_the_decision_schema():
+    from quota_pipeline import resources
+    stopped = list(filling_story("prod", T0, 12, MINUTE))[-1]
+    offline = record("c2", T0, 0.0, [volume(4, "/data/2", None), volume(1, "/data/0", 0.5)])
+    for rec in (stopped, offline, record("c3", T0, 1.0, version=1)):
+        assert resources.errors("throttle_decision", rec) == []
+
+
+def test_the_page_reads_the_record_the_pipeline_publishes():
+    import dataclasses
+
+    from quota_pipeline.core.model import ClosestVolume, PartitionSize
+    from tests.kafka_fixtures import decision
+
+    closest = ClosestVolume(3, "/data/1", 4 * GIB, 100 * GIB, 0.04, -GIB, 1048576.0, 0.0,
+                            (PartitionSize("orders", 3, 50 * GIB),))
+    published = dataclasses.replace(decision("prod", 0.0, T0), throttled_since=T0 - MINUTE,
+                                    closest_volumes=(closest,))
+    d = parse_record(json.dumps(published.to_json()).encode())
+    assert d.schema_version == 2 and d.throttled_since == T0 - MINUTE and d.volumes_listed
+    assert d.volumes[0].to_json() == {**closest.to_json(), "offline": False}

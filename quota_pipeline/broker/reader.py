@@ -10,6 +10,7 @@ from typing import Any, Callable, Mapping
 from quota_pipeline.core import model
 from quota_pipeline.core.clock import SYSTEM, Clock
 from quota_pipeline.core.config import Config
+from quota_pipeline.kafka.refusal import ADMIN_SETTINGS, OUTPUT_SETTINGS, RefusalWatch
 from quota_pipeline.kafka.settings import to_librdkafka
 from quota_pipeline.core.model import DecisionSource
 from quota_pipeline.core.record import ThrottleDecision
@@ -67,12 +68,15 @@ class Reader:
         self._resets = ResetTracker()
         self._clock = clock
         self._poll_seconds = poll_seconds
-        settings, parsed = to_librdkafka(consumer_settings if consumer_settings is not None
-                                         else config.output_settings)
+        raw = dict(consumer_settings if consumer_settings is not None else config.output_settings)
+        where = OUTPUT_SETTINGS if consumer_settings is not None or config.output_kafka else ADMIN_SETTINGS
+        self._refusal = RefusalWatch(raw, where, log)  # output settings default to the admin ones
+        settings, parsed = to_librdkafka(raw)
         for key in parsed.ignored:
             log.warning("%s is not used by the reader's consumer; ignored", key)
         self._consumer_conf: dict[str, Any] = {
             **settings,
+            "error_cb": self._refusal,
             "group.id": "quota-pipeline-reader",  # librdkafka requires one; never joined (assign, no commits)
             "enable.auto.commit": False,
             "enable.auto.offset.store": False,
@@ -119,8 +123,13 @@ class Reader:
 
     def wait_caught_up(self, timeout: float) -> bool:
         """True once the reader has read everything the topic held when it was assigned (a poll came back
-        empty): its answers then reflect the latest published decisions."""
-        return self._caught_up.wait(timeout)
+        empty): its answers then reflect the latest published decisions. False at the timeout, or as soon as
+        the cluster refuses the reader (see refusal())."""
+        return self._refusal.wait_for(self._caught_up, timeout)
+
+    def refusal(self) -> str | None:
+        """Why the cluster refuses this reader (login or certificate), as one line; it keeps retrying."""
+        return self._refusal.message
 
     # ---- answers --------------------------------------------------------------------------------
 
@@ -245,6 +254,7 @@ class Reader:
         try:
             consumer = self._new_consumer()
             while not self._stop.is_set() and not self._assign(consumer):
+                consumer.poll(0)  # serves error_cb: a refused login says so
                 self.refresh()
                 self._stop.wait(METADATA_RETRY_SECONDS)
             while not self._stop.is_set():

@@ -73,7 +73,8 @@ def run(args: argparse.Namespace, stop: threading.Event | None = None) -> int:
             signal.signal(sig, lambda *_: stop.set())
     try:
         with QuotaAdmin(conf.admin) as admin:
-            cluster = args.cluster or conf.cluster_name or admin.cluster_id()
+            found = admin.cluster_id()  # connects first: a refused login or certificate ends the command here
+            cluster = args.cluster or conf.cluster_name or found
             if not cluster:
                 print("error: cannot tell which decisions to follow: set quota.pipeline.cluster.name or --cluster",
                       file=sys.stderr)
@@ -83,6 +84,9 @@ def run(args: argparse.Namespace, stop: threading.Event | None = None) -> int:
                 wake = threading.Event()
                 reader.on_change(lambda *_: wake.set())
                 if not reader.wait_caught_up(args.catch_up_timeout):
+                    if reader.refusal():
+                        print(f"error: {reader.refusal()}", file=sys.stderr)
+                        return EXIT_FAILED
                     logging.warning("the reader has not caught up with %s within %.0f s; going on with its current "
                                     "answer (%s)", conf.output_topic, args.catch_up_timeout, reader.answer().reason)
                 enforcer = Enforcer(cluster, reader, admin, store,

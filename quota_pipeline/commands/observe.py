@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 
 from quota_pipeline.commands.common import add_bootstrap_override, configure_logging, load_with_override
 from quota_pipeline.core.model import Status
@@ -18,7 +19,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         description="Observe the cluster named by kafka.admin.bootstrap.servers once and print one snapshot "
                     "journal record (DESIGN.md) with every volume's total, available and used bytes and ratio. "
                     "Exit code 0 when the status is SUCCESS, 3 for any other status (the record is printed "
-                    "either way), 2 for an invalid configuration.",
+                    "either way, and one `error:` line on stderr says why), 2 for an invalid configuration.",
     )
     p.add_argument("config", metavar="CONFIG", nargs="?",
                    help="the .properties file; optional with --bootstrap-server")
@@ -34,4 +35,8 @@ def run(args: argparse.Namespace) -> int:
     with Observer(conf) as observer:
         snapshot = observer.poll()
     print(json.dumps(snapshot.to_json(), indent=2 if args.pretty else None))
-    return 0 if snapshot.status is Status.SUCCESS else EXIT_NOT_SUCCESS
+    if snapshot.status is Status.SUCCESS:
+        return 0
+    # The record is for machines; a person running the command reads why on stderr, in one line.
+    print(f"error: {snapshot.status.value}: {snapshot.message or 'no detail'}", file=sys.stderr)
+    return EXIT_NOT_SUCCESS

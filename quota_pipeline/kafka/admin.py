@@ -2,13 +2,34 @@
 from __future__ import annotations
 
 import logging
-from typing import Callable, Mapping
+import time
+from typing import Any, Callable, Mapping
 
+import kafka.errors as Errors
 from kafka.admin import KafkaAdminClient
 
+from quota_pipeline.kafka.refusal import ADMIN_SETTINGS, PROBE_SECONDS, ClusterRefused, probe
 from quota_pipeline.kafka.settings import to_kafka_python
 
 log = logging.getLogger(__name__)
+
+# A cluster that lets us in bootstraps well within this; past it, a probe asks whether it refused us.
+PROBE_AFTER_MS = 2000
+MIN_BOOTSTRAP_MS = 100
+
+
+class ClosingAdminClient(KafkaAdminClient):
+    """KafkaAdminClient that stops its IO thread when bootstrapping fails (kafka-python leaves it running, so
+    an observer polling an unreachable cluster would gain a thread per poll)."""
+
+    def __init__(self, **configs: Any) -> None:
+        try:
+            super().__init__(**configs)
+        except BaseException:
+            client = getattr(self, "_client", None)
+            if client is not None:
+                client.close()
+            raise
 
 
 class AdminConnection:
@@ -22,9 +43,27 @@ class AdminConnection:
         for warning in settings.warnings:
             log.warning("kafka.admin.%s", warning)
         self.timeout_ms = timeout_ms
+        self._settings = dict(admin)
         self._kwargs = {**settings.kwargs, "request_timeout_ms": timeout_ms}
-        self._factory = client_factory or KafkaAdminClient
+        self._factory = client_factory or ClosingAdminClient
         self._client: KafkaAdminClient | None = None
+
+    def _bootstrap(self, timeout_ms: int) -> KafkaAdminClient:
+        """A bootstrapped client within `timeout_ms`. kafka-python retries a refused login or certificate until
+        the timeout and then only says it could not bootstrap, so a bootstrap that stalls is followed by a
+        short probe: a refusal raises ClusterRefused at once, anything else gets the rest of the time."""
+        started = time.monotonic()
+        try:
+            return self._factory(**self._kwargs, bootstrap_timeout_ms=min(timeout_ms, PROBE_AFTER_MS))
+        except Errors.KafkaTimeoutError:
+            left = timeout_ms / 1000 - (time.monotonic() - started)
+            refused = probe(self._settings, ADMIN_SETTINGS, timeout=min(PROBE_SECONDS, max(0.5, left)))
+            if refused:
+                raise ClusterRefused(refused) from None
+            left_ms = int((timeout_ms / 1000 - (time.monotonic() - started)) * 1000)
+            if left_ms < MIN_BOOTSTRAP_MS:
+                raise
+            return self._factory(**self._kwargs, bootstrap_timeout_ms=left_ms)
 
     def __enter__(self):
         return self

@@ -13,6 +13,7 @@ from kafka.protocol.metadata import MetadataRequest
 
 from quota_pipeline.core.clock import SYSTEM, Clock
 from quota_pipeline.kafka.admin import AdminConnection
+from quota_pipeline.kafka.refusal import ClusterRefused
 from quota_pipeline.core.config import Config
 from quota_pipeline.core.model import TOP_PARTITIONS, PartitionSize, Status, Volume, VolumeSnapshot
 
@@ -97,7 +98,9 @@ class Observer(AdminConnection):
             return self._client
         remaining = max(MIN_TIMEOUT_MS, int((deadline - self.clock.monotonic()) * 1000))
         try:
-            self._client = self._factory(**self._kwargs, bootstrap_timeout_ms=remaining)
+            self._client = self._bootstrap(remaining)
+        except ClusterRefused as exc:
+            raise _Outcome(Status.DESCRIBE_CLUSTER_ERROR, str(exc)) from None
         except Errors.KafkaTimeoutError as exc:
             raise _Outcome(Status.DESCRIBE_CLUSTER_ERROR,
                            f"cannot reach any of {self.config.bootstrap_servers} within {remaining} ms ({exc}); "

@@ -10,6 +10,7 @@ from kafka.admin import KafkaAdminClient
 from kafka.protocol.admin import AlterClientQuotasRequest, DescribeClientQuotasRequest
 
 from quota_pipeline.kafka.admin import AdminConnection
+from quota_pipeline.kafka.refusal import ClusterRefused
 from quota_pipeline.kafka.client_quotas import Entity, Quotas
 
 log = logging.getLogger(__name__)
@@ -54,7 +55,9 @@ class QuotaAdmin(AdminConnection):
     def _connect(self) -> KafkaAdminClient:
         if self._client is None:
             try:
-                self._client = self._factory(**self._kwargs, bootstrap_timeout_ms=self.timeout_ms)
+                self._client = self._bootstrap(self.timeout_ms)
+            except ClusterRefused as exc:
+                raise QuotaAdminError(str(exc)) from None
             except Errors.KafkaError as exc:
                 raise QuotaAdminError(f"cannot reach {self.bootstrap} ({exc}); check kafka.admin.bootstrap.servers "
                                       "(or --bootstrap-server), the network and the security settings") from None

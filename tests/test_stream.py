@@ -36,11 +36,21 @@ class TopicWatcher:
         self._stop = threading.Event()
         self._consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "test-watcher",
                                    "enable.auto.commit": False, "auto.offset.reset": "earliest"})
-        self._consumer.assign([TopicPartition(topic, 0, 0)])
+        self._topic = topic
         self._thread = threading.Thread(target=self._run, daemon=True)
         self._thread.start()
 
+    def _assign(self) -> bool:
+        """Every partition, from the beginning, once the topic exists (a broker may create it with several)."""
+        metadata = self._consumer.list_topics(self._topic, timeout=2).topics.get(self._topic)
+        if metadata is None or metadata.error is not None or not metadata.partitions:
+            return False
+        self._consumer.assign([TopicPartition(self._topic, p, 0) for p in sorted(metadata.partitions)])
+        return True
+
     def _run(self) -> None:
+        while not self._stop.is_set() and not self._assign():
+            time.sleep(0.5)
         while not self._stop.is_set():
             msg = self._consumer.poll(0.2)
             if msg is not None and not msg.error():
@@ -84,6 +94,7 @@ def story(tmp_path_factory):
         f"{cfg.BOOTSTRAP}={sim.bootstrap_servers}",
         f"{cfg.ADMIN_PREFIX}request.timeout.ms=700",
         f"{cfg.OUTPUT_KAFKA_PREFIX}bootstrap.servers={broker.bootstrap_servers}",
+        f"{cfg.OUTPUT_KAFKA_PREFIX}delivery.timeout.ms=3000",
         f"{cfg.CHECKPOINT_PATH}={work / 'checkpoint'}",
         f"{cfg.METRICS_PORT}={free_port()}",
     ]) + "\n")
@@ -130,11 +141,35 @@ def story(tmp_path_factory):
         n = len(watcher.records)
         sim.state.set_available(2, 0, TOTAL * 0.5)
         watcher.wait_for(lambda r: r["throttle_factor"] == 1.0, 10, since=n)
+
+        # The output cluster goes away: deliveries fail, so do micro-batches, and the job restarts them (it used
+        # to exit). A new broker on the same port, empty: the job re-creates the topic and publishes again.
+        earlier = list(watcher.records)
+        watcher.close()
+        watcher = None
+        log_size = log.stat().st_size
+        broker.stop()
+        deadline = time.time() + 60
+        while b"micro-batch failed, restarting" not in log.read_bytes()[log_size:] and time.time() < deadline:
+            time.sleep(0.5)
+        events["failed_batch_log"] = log.read_bytes()[log_size:].decode(errors="replace")
+        events["alive_after_failure"] = job.poll() is None
+        broker = LocalBroker(port=broker.port, log_path=work / "tansu-2.log").start()
+        deadline = time.time() + 60
+        while watcher is None and time.time() < deadline:
+            time.sleep(1)
+            try:
+                watcher = TopicWatcher(broker.bootstrap_servers, "__quota_throttle_factors")
+            except Exception:  # noqa: BLE001 - the topic is not there until the job re-creates it
+                watcher = None
+        assert watcher, "the job did not re-create the topic on the new broker"
+        events["after_restart"] = watcher.wait_for(lambda r: r["source"] == "OBSERVATION", 60)[1]
+
         # Stop gracefully and let the last batch land.
         os.kill(job.pid, signal.SIGTERM)  # as an orchestrator would: the job, not its JVM
         job.wait(60)
         time.sleep(1)
-        events["published"] = [r for _, r in watcher.records]
+        events["published"] = [r for _, r in earlier + watcher.records]
         yield events
     finally:
         if job.poll() is None:
@@ -143,6 +178,12 @@ def story(tmp_path_factory):
             watcher.close()
         broker.stop()
         sim.stop()
+
+
+def test_a_failed_delivery_restarts_the_query_instead_of_ending_the_job(story):
+    assert "micro-batch failed, restarting from the checkpoint" in story["failed_batch_log"]
+    assert story["alive_after_failure"], story["failed_batch_log"][-2000:]
+    assert story["after_restart"]["throttle_factor"] == 1.0
 
 
 def test_crossing_the_limit_throttles_within_one_interval_plus_two_seconds(story):

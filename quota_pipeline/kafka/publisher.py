@@ -47,7 +47,7 @@ def ensure_topic(settings: Mapping[str, str], topic: str, timeout: float = 15.0)
 class Publisher:
     """Publishes decision records in order; `publish` returns only when every record is acknowledged."""
 
-    def __init__(self, settings: Mapping[str, str], topic: str, flush_timeout: float = 30.0) -> None:
+    def __init__(self, settings: Mapping[str, str], topic: str, flush_timeout: float | None = None) -> None:
         conf = librdkafka_settings(settings)
         # A client id of its own, exempt from every throttle (quota.pipeline.excluded.client.ids), so that a
         # throttled cluster still receives the decision that releases it.
@@ -57,7 +57,9 @@ class Publisher:
                      "log_level": 4})  # librdkafka logs every idle disconnect at info level
         self.producer = Producer(conf)
         self.topic = topic
-        self.flush_timeout = flush_timeout
+        # A micro-batch waits for its acknowledgements as long as a delivery may take (delivery.timeout.ms).
+        self.flush_timeout = flush_timeout if flush_timeout is not None else \
+            int(conf.get("delivery.timeout.ms", "30000")) / 1000 + 2
 
     def publish(self, records: Iterable[tuple[str, str]]) -> int:
         errors: list[str] = []
@@ -77,9 +79,18 @@ class Publisher:
             n += 1
         remaining = self.producer.flush(self.flush_timeout)
         if remaining or errors:
+            # The batch is re-run from the checkpoint and publishes these again, in order: drop what is still
+            # queued so that a late delivery cannot land after the re-run's newer records.
+            self.producer.purge(in_queue=True, in_flight=False)
+            self.producer.poll(0)
             raise DeliveryFailed(f"{remaining} decision(s) unacknowledged after {self.flush_timeout:.0f}s, "
                                  f"{len(errors)} failed ({'; '.join(errors[:3])}); the batch will be retried")
         return n
+
+    def abandon(self) -> None:
+        """Drop whatever is still queued (the batch is re-run from the checkpoint) without waiting."""
+        self.producer.purge(in_queue=True, in_flight=True)
+        self.producer.flush(0)
 
     def close(self) -> None:
         self.producer.flush(self.flush_timeout)

@@ -127,6 +127,11 @@ _RENAMES = {
 }
 
 
+# Java client settings librdkafka reads under the same name and meaning (timeouts of the publisher and readers).
+_LIBRDKAFKA_SAME = ("delivery.timeout.ms", "request.timeout.ms", "retry.backoff.ms", "reconnect.backoff.ms",
+                    "reconnect.backoff.max.ms", "socket.connection.setup.timeout.ms", "linger.ms")
+
+
 def to_librdkafka(settings: Mapping[str, str]) -> tuple[dict[str, str], AdminSettings]:
     """librdkafka settings from Java-style ones; the AdminSettings carry what could not be used (names only)."""
     parsed = to_kafka_python(settings)
@@ -139,4 +144,9 @@ def to_librdkafka(settings: Mapping[str, str]) -> tuple[dict[str, str], AdminSet
             out[_RENAMES[key]] = str(value)
     if parsed.kwargs.get("ssl_check_hostname") is False:
         out["ssl.endpoint.identification.algorithm"] = "none"
+    for key in _LIBRDKAFKA_SAME:
+        if key in settings:
+            out[key] = settings[key].strip()
+            if key in parsed.ignored:
+                parsed.ignored.remove(key)
     return out, parsed

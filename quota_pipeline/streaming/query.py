@@ -156,27 +156,60 @@ class StreamJob:
     def _run(self, max_restarts: int | None) -> int:
         backoff, restarts = 2.0, 0
         while not self._stop.is_set():
-            query = self.start()
-            while not self._stop.is_set() and query.isActive:
-                query.awaitTermination(0.5)
-            if self._stop.is_set():
-                self._graceful_stop(query)
+            error = self._run_query()
+            if error is None:
                 break
-            error = query.exception()
             restarts += 1
             if max_restarts is not None and restarts > max_restarts:
                 log.error("stream failed %d times, giving up: %s", restarts, error)
                 return 1
-            log.warning("micro-batch failed, restarting from the checkpoint in %.0fs: %s", backoff,
-                        str(error).splitlines()[0] if error else "query stopped")
+            log.warning("micro-batch failed, restarting from the checkpoint in %.0fs: %s", backoff, error)
+            self._drop_publisher()
             self._stop.wait(backoff)
             backoff = min(60.0, backoff * 2)
+            self._ensure_output()
         if self._publisher:
             self._publisher.close()
         return 0
+
+    def _run_query(self) -> str | None:
+        """Run the query until a stop is requested (None) or it fails (the failure's first line)."""
+        from pyspark.errors import StreamingQueryException
+
+        query = self.start()
+        try:
+            while not self._stop.is_set() and query.isActive:
+                # Raises when a micro-batch failed (a delivery failure, a task error): a restart, not an exit.
+                query.awaitTermination(0.5)
+        except StreamingQueryException as exc:
+            return _first_line(exc)
+        if self._stop.is_set():
+            self._graceful_stop(query)
+            return None
+        error = query.exception()
+        return _first_line(error) if error else "the query stopped"
+
+    def _drop_publisher(self) -> None:
+        """A failed delivery may leave the idempotent producer fenced (a new broker, a deleted topic knows nothing
+        of its producer id): the restarted query gets a new one, made after the topic is ensured."""
+        if self._publisher is not None:
+            self._publisher.abandon()
+            self._publisher = None
+
+    def _ensure_output(self) -> None:
+        """Before a restart: the topic may have been deleted, or the output cluster may still be down."""
+        try:
+            self.prepare_output()
+        except Exception as exc:  # noqa: BLE001 - the restarted batch reports a lasting problem itself
+            log.warning("output topic %s not ready: %s", self.first.output_topic, _first_line(exc))
 
     def _graceful_stop(self, query: Any, timeout: float = 60.0) -> None:
         deadline = self.clock.monotonic() + timeout
         while query.isActive and query.status.get("isTriggerActive") and self.clock.monotonic() < deadline:
             time.sleep(0.1)  # let the running micro-batch publish and commit
         query.stop()
+
+
+def _first_line(error: object) -> str:
+    text = str(error).strip()
+    return text.splitlines()[0] if text else type(error).__name__

@@ -128,7 +128,7 @@ class LiveView:
 
 
 def stderr_to(path: Path) -> Callable[[], None]:
-    """Point file descriptor 2 at `path` until the returned function is called: Spark's JVM, its Python workers and
+    """Point file descriptor 2 at `path`; the returned function points it back. Spark's JVM, its Python workers and
     librdkafka write there, and the live view on stdout stays clean."""
     sys.stderr.flush()
     saved = os.dup(2)
@@ -190,7 +190,7 @@ def run_demo(console: Console, duration: float | None = None, metrics_port: int 
             console.print(f"metrics not served ({exc}); pass --metrics-port to choose another port")
         with Live(view.render(), console=console, refresh_per_second=2, transient=False) as live:
             def refresh(decisions: list[Any]) -> None:
-                if not view.history:
+                if decisions and not view.history:  # the first decision starts the story (a batch may be empty)
                     services.sim.clock.set_speed(1.0)
                     timer.start()
                 view.add(decisions)
@@ -198,10 +198,14 @@ def run_demo(console: Console, duration: float | None = None, metrics_port: int 
             job.on_decisions = refresh
             job.run(max_restarts=3)
         timer.cancel()
+    except BaseException:
+        restore_stderr()  # a failure or Ctrl-C must reach the terminal
+        raise
     finally:
         dashboard.stop()
         services.stop()
-        restore_stderr()
+    # On success stderr stays in the log until the process ends, right after the summary: the job's Kafka clients
+    # outlive its run (Spark holds the job) and would report the stopped broker here.
     console.print(view.summary())
     throttled = [h for h in view.history if h[1] < 1.0]
     console.print(f"{len(view.history)} decisions published; throttled (factor < 1) in {len(throttled)} of them. "

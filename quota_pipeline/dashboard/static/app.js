@@ -186,7 +186,7 @@ function renderCharts(timeline) {
     node.replaceChildren();
     return new uPlot({ width: Math.max(300, node.clientWidth), height: 220, tzDate: utc,
       scales: { x: { time: true }, y: { range } },
-      axes: [{ values: timeTicks }, { size: 60, values: (u, vals) => vals.map(yValues) }],
+      axes: [{ space: 90, values: timeTicks }, { size: 60, values: (u, vals) => vals.map(yValues) }],
       series: [{ label: "UTC" }, ...series] }, data, node);
   };
   const stepped = uPlot.paths.stepped({ align: 1 });

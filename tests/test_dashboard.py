@@ -257,3 +257,28 @@ def test_the_page_reads_the_record_the_pipeline_publishes():
     d = parse_record(json.dumps(published.to_json()).encode())
     assert d.schema_version == 2 and d.throttled_since == T0 - MINUTE and d.volumes_listed
     assert d.volumes[0].to_json() == {**closest.to_json(), "offline": False}
+
+
+@pytest.mark.parametrize("args, error", [
+    (["--window", "P1M"], "error: --window: must be a positive duration in days, hours, minutes or seconds (got P1M)"),
+    (["--window", "soon"], "error: --window: not an ISO-8601 duration (got soon); for example PT6H"),
+    (["--max-points", "0"], "error: --max-points: must be at least 1 (got 0)"),
+    (["--port", "{taken}"], "error: cannot listen on 127.0.0.1:{taken} (Address already in use); choose another "
+                            "port with --port"),
+])
+def test_dashboard_says_what_to_fix_in_one_line(tmp_path, capsys, args, error):
+    import socket
+
+    from quota_pipeline.cli import main
+
+    conf = tmp_path / "c.properties"
+    conf.write_text("client.quota.callback.static.storage.per.volume.limit.min.available.ratio=0.05\n"
+                    "quota.pipeline.output.kafka.bootstrap.servers=127.0.0.1:1\n")
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = str(taken.getsockname()[1])
+        with pytest.raises(SystemExit) as exit_:
+            main(["dashboard", "--config", str(conf), *[a.format(taken=port) for a in args]])
+    assert exit_.value.code == 2
+    assert capsys.readouterr().err.strip().splitlines() == [error.format(taken=port)]

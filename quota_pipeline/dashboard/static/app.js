@@ -94,7 +94,7 @@ function renderOverview() {
     badges.forEach((b, i) => state.append(...(i ? [" ", b] : [b])));
     cell(tr, c.factor_text, factorClass(c.factor) + " num");
     cell(tr, c.throttled_since ? `${c.since_approx ? "at least " : ""}${fmtTime(c.throttled_since)} (${fmtDur(serverNow() - c.throttled_since)})` : "-");
-    cell(tr, c.decided_at === undefined ? (c.last_error || "-") : `${c.source} ${c.status === "SUCCESS" ? "" : c.status + " "}${fmtDur(age(c))} ago`);
+    cell(tr, c.decided_at === undefined ? "none readable" : `${c.source} ${c.status === "SUCCESS" ? "" : c.status + " "}${fmtDur(age(c))} ago`);
     const v = c.closest;
     cell(tr, where(v));
     cell(tr, available(v), "num");
@@ -134,6 +134,7 @@ function renderDetail() {
   $("detail-warnings").replaceChildren(...warnings);
   renderFacts(c);
   renderVolumes(c);
+  $("detail-data").hidden = c.decided_at === undefined;  // no readable decision: nothing to list or draw
 }
 
 function renderFacts(c) {
@@ -142,7 +143,7 @@ function renderFacts(c) {
     ["decision", c.source ? `${c.source}, poll ${c.status}, factor ${fmtFactor(c.record_factor)}` : "-"],
     ["decided", c.decided_at !== undefined ? `${fmtTime(c.decided_at)} (${fmtDur(age(c))} ago)` : "-"],
     ["valid until", c.valid_until ? fmtTime(c.valid_until) : c.source ? "no expiry (fallback)" : "-"],
-    ["throttled since", c.throttled_since ? `${c.since_approx ? "at least " : ""}${fmtTime(c.throttled_since)} (${fmtDur(serverNow() - c.throttled_since)})` : "not throttled"],
+    ["throttled since", c.throttled_since ? `${c.since_approx ? "at least " : ""}${fmtTime(c.throttled_since)} (${fmtDur(serverNow() - c.throttled_since)})` : c.factor === null ? "-" : "not throttled"],
     ["limits", c.limit_text || "-"],
     ["minimum available", fmtPct(c.min_available_ratio)],
     ["log dirs at the hard limit", c.violations ?? "-"],

@@ -140,3 +140,31 @@ def test_page_says_when_the_cluster_is_unreachable(browser, tmp_path):
     finally:
         server.stop()
         feed.close()
+
+
+def test_page_says_when_the_dashboard_goes_away_and_reconnects(browser):
+    from quota_pipeline.core.clock import SYSTEM
+    from quota_pipeline.dashboard import view
+    from quota_pipeline.dashboard.feed import Feed
+    from quota_pipeline.dashboard.history import History
+    from quota_pipeline.dashboard.server import DashboardServer, bind
+    from tests.test_dashboard import StubFollower
+
+    history = History()
+    history.apply(b"c1", encode(record("c1", dt.datetime.now(dt.timezone.utc), 0.0, [volume(3, "/data/1", 0.01)])))
+    feed = Feed(history, StubFollower(), view.Settings(MINUTE, 1.0), SYSTEM)
+    server = DashboardServer(feed, bind("127.0.0.1", 0)).start()
+    port = server.sock.getsockname()[1]
+    browser.open(server.url)
+    browser.wait_for(f"{ROWS}.length == 1 && document.getElementById('banner').hidden")
+    server.stop()
+    banner = browser.wait_for("!document.getElementById('banner').hidden && "
+                              "document.getElementById('banner').innerText", timeout=10)
+    assert "Lost the connection to the dashboard server; retrying" in banner
+    # What it last knew stays on the page.
+    assert browser.evaluate(f"[{FIRST_ROW}.cells[0].innerText, {FIRST_ROW}.cells[2].innerText]") == ["c1", "0"]
+    server = DashboardServer(feed, bind("127.0.0.1", port)).start()
+    try:
+        browser.wait_for("document.getElementById('banner').hidden", timeout=15)
+    finally:
+        server.stop()

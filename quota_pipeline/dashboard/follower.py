@@ -105,19 +105,22 @@ class TopicFollower:
         return Consumer(dict(self._conf), logger=LIBRDKAFKA_LOG)
 
     def _run(self) -> None:
-        consumer = None
-        try:
-            consumer = self._new_consumer()
-            self._follow(consumer)
-        except Exception as exc:  # the status must say why following ended; the page keeps serving
-            log.exception("the dashboard stopped following %s", self.topic)
-            self._set("unreachable", f"stopped following {self.topic}: {exc}; restart the dashboard")
-        finally:
-            if consumer is not None:
-                try:
-                    consumer.close()
-                except Exception:
-                    log.debug("closing the consumer failed", exc_info=True)
+        while not self._stop.is_set():
+            consumer = None
+            try:
+                consumer = self._new_consumer()
+                self._follow(consumer)
+            except Exception as exc:  # a client failure: say so and start over with a new consumer
+                log.warning("following %s failed: %s", self.topic, exc, exc_info=log.isEnabledFor(logging.DEBUG))
+                self._set("unreachable", f"following {self.topic} failed ({exc}); starting over in "
+                                         f"{self._retry_seconds:g} s", caught_up=False)
+                self._stop.wait(self._retry_seconds)
+            finally:
+                if consumer is not None:
+                    try:
+                        consumer.close()
+                    except Exception:
+                        log.debug("closing the consumer failed", exc_info=True)
 
     def _follow(self, consumer: Any) -> None:
         assigned: frozenset[int] = frozenset()

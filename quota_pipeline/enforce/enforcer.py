@@ -73,7 +73,7 @@ class Enforcer:
                               factor=factor, recent=[(self._clock.now().timestamp(), current)])
         self.store.save(state)  # durable before the first change: the operator's quotas can always be restored
         self._state = state
-        self._alter(changes)
+        self._alter(changes, current)
         return StepResult(factor, "throttle", changes)
 
     def _follow(self, factor: float, current: Quotas) -> StepResult:
@@ -90,7 +90,8 @@ class Enforcer:
         baseline = enforce_plan.adopt(state.baseline, seen.operator)
         for edit in seen.operator:
             log.warning("operator change while throttled, taken as the new baseline: %s", edit)
-        changes = enforce_plan.plan(baseline, current if resend else seen.believed, factor, self.policy)
+        base = current if resend else seen.believed
+        changes = enforce_plan.plan(baseline, base, factor, self.policy)
         if self.dry_run:
             return StepResult(factor, "planned", changes, seen.operator)
         if changes:
@@ -98,7 +99,7 @@ class Enforcer:
                                   recent + [(now, seen.believed)])
             self.store.save(state)
             self._state = state
-            self._alter(changes)
+            self._alter(changes, base)
             return StepResult(factor, "restore" if factor >= 1.0 else "update", changes, seen.operator)
         self._resend = False
         if factor >= 1.0 and (resend or not seen.lagging):
@@ -110,9 +111,10 @@ class Enforcer:
             self.store.save(self._state)
         return StepResult(factor, "waiting" if seen.lagging else "idle", [], seen.operator)
 
-    def _alter(self, changes: list[Change]) -> None:
+    def _alter(self, changes: list[Change], base: Quotas) -> None:
         try:
-            self.admin.alter(changes)
+            for batch in enforce_plan.phases(changes, base):  # exemptions before the throttle, lifted after it
+                self.admin.alter(batch)
         except QuotaAdminError:
             self._resend = True  # some entities may have changed, some not: next step re-sends from Describe
             raise

@@ -107,6 +107,17 @@ def plan(baseline: Mapping[Entity, Mapping[str, float]], current: Mapping[Entity
     return sorted(diff(current, target(baseline, factor, policy)), key=lambda c: c.value != UNLIMITED)
 
 
+def phases(changes: list[Change], base: Mapping[Entity, Mapping[str, float]]) -> list[list[Change]]:
+    """The changes as AlterClientQuotas requests to send in order. A broker applies the entries of one request
+    in no particular order (one metadata delta, keyed by entity): seen on Kafka 4.1, the publisher's client id
+    got a 1 byte/s throttle from a request that also granted its exemption. So exemptions are granted in a
+    request of their own before any throttle, and withdrawn (from `base`) only after everything else."""
+    grants = [c for c in changes if c.value == UNLIMITED]
+    withdrawals = [c for c in changes if c.value is None and _get(base, c.entity, c.key) == UNLIMITED]
+    rest = [c for c in changes if c not in grants and c not in withdrawals]
+    return [batch for batch in (grants, rest, withdrawals) if batch]
+
+
 def _get(quotas: Mapping[Entity, Mapping[str, float]], entity: Entity, key: str) -> float | None:
     return quotas.get(entity, {}).get(key)
 

@@ -15,7 +15,7 @@ from quota_pipeline.dashboard import terminal, view
 from quota_pipeline.dashboard.history import History
 from quota_pipeline.demo.local_broker import free_port
 from tests.dashboard_records import encode, filling_story, record, steady_story, volume
-from tests.kafka_fixtures import broker, create_topic, publish, wait_until  # noqa: F401 (fixture)
+from tests.kafka_fixtures import broker, create_topic, publish  # noqa: F401 (fixture)
 
 T0 = dt.datetime(2026, 11, 21, 10, 0, tzinfo=dt.timezone.utc)
 MINUTE = dt.timedelta(minutes=1)

@@ -71,7 +71,7 @@ class DecisionView:
 
 
 def read_decision(value: bytes) -> ThrottleDecision:
-    """A record value by the brokers' acceptance rules (what they skip, the page calls unreadable); raises ValueError."""
+    """A record value read by the brokers' rules (what they skip, the page calls unreadable); raises ValueError."""
     decision = parse_decision(value)
     try:
         _number(decision.min_available_ratio)

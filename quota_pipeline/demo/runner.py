@@ -206,6 +206,11 @@ def run_demo(console: Console, duration: float | None = None, metrics_port: int 
         services.stop()
     # On success stderr stays in the log until the process ends, right after the summary: the job's Kafka clients
     # outlive its run (Spark holds the job) and would report the stopped broker here.
+    return report(console, view, checkpoint)
+
+
+def report(console: Console, view: LiveView, checkpoint: str) -> int:
+    """The demo's summary; exit code 1 when nothing was published."""
     console.print(view.summary())
     throttled = [h for h in view.history if h[1] < 1.0]
     console.print(f"{len(view.history)} decisions published; throttled (factor < 1) in {len(throttled)} of them. "

@@ -9,6 +9,8 @@ from typing import Any, Callable, Iterable, Mapping
 
 from quota_pipeline.core import config as cfg
 from quota_pipeline.core.properties import PUBLISHER_CLIENT_ID
+from quota_pipeline.kafka.client_quotas import Quotas
+from quota_pipeline.kafka.quota_admin import Change, QuotaAdmin
 from tests import realkafka_config as rc
 from tests.kafka_fixtures import decision
 from tests.realkafka import RealKafka
@@ -70,3 +72,13 @@ def wait_for(attempt: Callable[[], Any], timeout: float, what: str, every: float
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout:.0f} s waiting until {what}; last: {result!r}")
         time.sleep(every)
+
+
+def restore_quotas(admin: QuotaAdmin, before: Quotas, timeout: float = 15.0) -> None:
+    """Put the client quotas back as `before` and wait until Describe shows it (Kafka 4 shows writes late)."""
+    current = admin.describe()
+    changes = [Change(e, k, None) for e, values in current.items() for k in values if k not in before.get(e, {})]
+    changes += [Change(e, k, v) for e, values in before.items() for k, v in values.items()
+                if current.get(e, {}).get(k) != v]
+    admin.alter(changes)
+    wait_for(lambda: admin.describe() == before, timeout, "the client quotas are as before the test")

@@ -15,28 +15,19 @@ from kafka.protocol.admin import DescribeClientQuotasRequest
 from quota_pipeline.broker.reader import UNLIMITED, Reader
 from quota_pipeline.cli import main
 from quota_pipeline.core import config as cfg
-from quota_pipeline.kafka.client_quotas import PRODUCER_BYTE_RATE, Entity, Quotas
+from quota_pipeline.kafka.client_quotas import PRODUCER_BYTE_RATE, Entity
 from quota_pipeline.kafka.publisher import ensure_topic
 from quota_pipeline.kafka.quota_admin import Change, QuotaAdmin, QuotaAdminError
 from quota_pipeline.simulator import Simulator
 from tests import realkafka_config as rc
 from tests.realkafka import RealKafka
 from tests.realkafka_props import (
-    client_properties, pipeline_properties, prefixed, publish_decisions, wait_for, write_properties,
+    client_properties, pipeline_properties, prefixed, publish_decisions, restore_quotas, wait_for,
+    write_properties,
 )
 from tests.simulator_fixtures import roundtrip
 
 pytestmark = pytest.mark.realkafka
-
-
-def restore_quotas(admin: QuotaAdmin, before: Quotas, timeout: float = 15.0) -> None:
-    """Put the client quotas back as `before` and wait until Describe shows it (Kafka 4 shows writes late)."""
-    current = admin.describe()
-    changes = [Change(e, k, None) for e, values in current.items() for k in values if k not in before.get(e, {})]
-    changes += [Change(e, k, v) for e, values in before.items() for k, v in values.items()
-                if current.get(e, {}).get(k) != v]
-    admin.alter(changes)
-    wait_for(lambda: admin.describe() == before, timeout, "the client quotas are as before the test")
 
 
 @pytest.fixture

@@ -1,0 +1,59 @@
+"""A paced confluent-kafka producer on a real cluster that records when each byte was acknowledged."""
+from __future__ import annotations
+
+import bisect
+import threading
+import time
+from typing import Any
+
+RECORD_BYTES = 10 * 1024
+
+
+class PacedProducer:
+    """Produces RECORD_BYTES records at `rate` bytes/s to `topic` from its own thread until stop()."""
+
+    def __init__(self, conf: dict[str, Any], topic: str, client_id: str, rate: float) -> None:
+        from confluent_kafka import Producer
+        self.topic, self.rate = topic, rate
+        self.acked: list[tuple[float, int]] = []  # (monotonic time, cumulative bytes acknowledged)
+        self.throttles: list[tuple[float, float]] = []  # (monotonic time, throttle time in ms) the broker reported
+        self._producer = Producer({**conf, "client.id": client_id, "linger.ms": 5, "throttle_cb": lambda event:
+                                   self.throttles.append((time.monotonic(), event.throttle_time))})
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name=f"load-{client_id}", daemon=True)
+
+    def start(self) -> "PacedProducer":
+        self._thread.start()
+        return self
+
+    def _delivered(self, err: Any, _msg: Any) -> None:
+        if err is None:
+            total = self.acked[-1][1] if self.acked else 0
+            self.acked.append((time.monotonic(), total + RECORD_BYTES))
+
+    def _run(self) -> None:
+        record = bytes(RECORD_BYTES)
+        due = time.monotonic()
+        while not self._stop.is_set():
+            try:
+                self._producer.produce(self.topic, record, on_delivery=self._delivered)
+            except BufferError:  # the queue is full while throttled: wait for room, keep the pace afterwards
+                self._producer.poll(0.05)
+                continue
+            due = max(due + RECORD_BYTES / self.rate, time.monotonic() - 1.0)
+            self._producer.poll(max(0.0, due - time.monotonic()))
+
+    def bytes_by(self, t: float) -> int:
+        i = bisect.bisect_right(self.acked, (t, float("inf"))) - 1
+        return self.acked[i][1] if i >= 0 else 0
+
+    def rate_between(self, start: float, end: float) -> float:
+        """Bytes/s acknowledged in [start, end) (monotonic times)."""
+        return (self.bytes_by(end) - self.bytes_by(start)) / (end - start)
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(10)
+        self._producer.purge()
+        self._producer.flush(0)
+        self._producer = None  # destroyed now, not when the cluster is already gone

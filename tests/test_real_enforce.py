@@ -1,0 +1,153 @@
+"""`quota-pipeline enforce` on Apache Kafka from KAFKA_HOME with real producers: the decisions are published to the
+same cluster, as in the common single-cluster set-up, with the pipeline publisher's client id.
+
+One story: operator quotas in place, a paced producer and one with the publisher's client id, a 0.0 decision,
+an operator edit while throttled, a 1.0 decision. The tests read what the story measured.
+"""
+from __future__ import annotations
+
+import datetime as dt
+import threading
+import time
+import uuid
+from typing import Any, Iterator
+
+import pytest
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from quota_pipeline.cli import build_parser
+from quota_pipeline.commands import enforce
+from quota_pipeline.core import config as cfg
+from quota_pipeline.core.properties import PUBLISHER_CLIENT_ID
+from quota_pipeline.kafka.client_quotas import PRODUCER_BYTE_RATE, UNLIMITED, Entity
+from quota_pipeline.kafka.publisher import ensure_topic
+from quota_pipeline.kafka.quota_admin import Change, QuotaAdmin
+from tests.realkafka import RealKafka
+from tests.realkafka_load import PacedProducer
+from tests.realkafka_props import (
+    client_properties, pipeline_properties, publish_decisions, restore_quotas, wait_for, write_properties,
+)
+
+pytestmark = pytest.mark.realkafka
+
+CLUSTER = "enforce-real"
+RATE = 2_000_000  # bytes/s each paced producer offers
+DROP_WITHIN_S, DROP_GOAL = 10.0, 0.05  # throughput down by more than 95 % within 10 s of the 0.0
+RECOVERY_GOAL_S, RECOVERY_SHARE = 15.0, 0.5  # back at half its former rate within 15 s (bench/throttle_metrics.py)
+OPERATOR = {Entity.of("ops-alice"): {PRODUCER_BYTE_RATE: 5_000_000.0},
+            Entity.of(client_id="reporting"): {"consumer_byte_rate": 2_000_000.0}}
+EDIT = Entity.of("ops-bob")  # set by an operator while throttled
+
+
+def _quotas_shown(admin: QuotaAdmin, expected: dict, what: str, timeout: float = 20.0) -> dict:
+    return wait_for(lambda: (lambda q: q if q == expected else None)(admin.describe()), timeout, what)
+
+
+def _first(since: float, until: float, accept) -> float | None:
+    """Seconds from `since` to the end of the first 1-s window (steps of 0.25 s) that `accept` takes."""
+    t = since + 1.0
+    while t <= until:
+        if accept(t - 1.0, t):
+            return t - since
+        t += 0.25
+    return None
+
+
+@pytest.fixture(scope="module")
+def story(real_kafka: RealKafka, tmp_path_factory) -> Iterator[dict[str, Any]]:
+    work = tmp_path_factory.mktemp("enforce")
+    suffix = uuid.uuid4().hex[:8]
+    decisions, load_topic, publisher_topic = f"decisions-{suffix}", f"load-{suffix}", f"publisher-{suffix}"
+    props = pipeline_properties(real_kafka, **{cfg.CLUSTER_NAME: CLUSTER, cfg.OUTPUT_TOPIC: decisions,
+                                               cfg.CHECKPOINT_PATH: str(work / "checkpoint"), cfg.VALIDITY: "PT5M"})
+    conf = write_properties(work / "cluster.properties", props)
+    admin_client = AdminClient(real_kafka.client_config())
+    for topic in (load_topic, publisher_topic):
+        admin_client.create_topics([NewTopic(topic, 1, 1)])[topic].result(30)
+    ensure_topic(client_properties(real_kafka), decisions)
+    events: dict[str, Any] = {"baseline_file": work / "checkpoint" / "enforce" / f"{CLUSTER}.json"}
+    stop = threading.Event()
+    with QuotaAdmin(client_properties(real_kafka)) as admin:
+        untouched = admin.describe()
+        admin.alter([Change(e, k, v) for e, values in OPERATOR.items() for k, v in values.items()])
+        events["before"] = _quotas_shown(admin, {**untouched, **OPERATOR}, "the operator's quotas are shown")
+        args = build_parser().parse_args(["enforce", str(conf), "--interval", "1"])
+        enforcer = threading.Thread(target=enforce.run, args=(args, stop), name="enforce", daemon=True)
+        load = PacedProducer(real_kafka.client_config(), load_topic, "app-load", RATE).start()
+        publisher = PacedProducer(real_kafka.client_config(), publisher_topic, PUBLISHER_CLIENT_ID, RATE).start()
+        try:
+            enforcer.start()
+            time.sleep(4)
+            events["pre"] = (load.rate_between(time.monotonic() - 3, time.monotonic()),
+                             publisher.rate_between(time.monotonic() - 3, time.monotonic()))
+            observed = dt.datetime.now(dt.timezone.utc)
+            throttled_at = time.monotonic()
+            publish_decisions(real_kafka, decisions, [(CLUSTER, 0.0, observed)])
+            time.sleep(DROP_WITHIN_S)
+            now = time.monotonic()  # from when on did the rate stay below 5 % of the former one?
+            events["drop"] = _first(throttled_at, now, lambda a, _: load.rate_between(a, now) < DROP_GOAL * events[
+                "pre"][0])
+            events["throttled"] = (load.rate_between(throttled_at + 5, time.monotonic()),
+                                   publisher.rate_between(throttled_at + 5, time.monotonic()))
+            events["quotas_throttled"] = admin.describe()
+            admin.alter([Change(EDIT, PRODUCER_BYTE_RATE, 8000.0)])  # the operator's edit while throttled
+            events["edit_scaled"] = wait_for(lambda: admin.describe().get(EDIT) == {PRODUCER_BYTE_RATE: 1.0}, 15,
+                                             "the enforcer scales the operator's new quota")
+            released_at = time.monotonic()
+            publish_decisions(real_kafka, decisions, [(CLUSTER, 1.0, observed + dt.timedelta(seconds=30))])
+            expected = {**events["before"], EDIT: {PRODUCER_BYTE_RATE: 8000.0}}
+            events["after"] = _quotas_shown(admin, expected, "the quotas are restored")
+            wait_for(lambda: not events["baseline_file"].exists(), 15, "the baseline file is deleted")
+            deadline = released_at + RECOVERY_GOAL_S + 5
+            while time.monotonic() < deadline and load.rate_between(time.monotonic() - 1, time.monotonic()) < \
+                    RECOVERY_SHARE * events["pre"][0]:
+                time.sleep(0.25)
+            events["recovery"] = _first(released_at, time.monotonic(), lambda a, b: load.rate_between(a, b)
+                                        >= RECOVERY_SHARE * events["pre"][0])
+            events["max_throttle_ms"] = max((ms for _, ms in load.throttles), default=0.0)
+            events["publisher_throttles"] = [(round(t - throttled_at, 2), ms) for t, ms in publisher.throttles]
+            events["released_after"] = released_at - throttled_at
+            print(f"enforce on real Kafka: before {events['pre'][0]:.0f} B/s, below 5 % after {events['drop']} s, "
+                  f"{events['throttled'][0]:.0f} B/s throttled (publisher's id {events['throttled'][1]:.0f} B/s), "
+                  f"back at half after {events['recovery']} s, largest throttle {events['max_throttle_ms']:.0f} ms")
+            yield events
+        finally:
+            stop.set()
+            enforcer.join(15)
+            load.stop()
+            publisher.stop()
+            restore_quotas(admin, untouched)
+            for topic in (load_topic, publisher_topic, decisions):
+                admin_client.delete_topics([topic])[topic].result(30)
+
+
+def test_a_zero_decision_cuts_produce_throughput_by_more_than_95_percent_within_10_s(story):
+    pre, _ = story["pre"]
+    assert pre > 0.8 * RATE, f"the producer did not reach its pace before the throttle: {pre:.0f} B/s"
+    assert story["drop"] is not None, f"still {story['throttled'][0]:.0f} B/s after {DROP_WITHIN_S:.0f} s"
+    assert story["drop"] <= DROP_WITHIN_S and story["throttled"][0] < DROP_GOAL * pre
+
+
+def test_the_publishers_client_id_keeps_its_rate_while_others_are_throttled(story):
+    pre, during = story["pre"][1], story["throttled"][1]
+    assert during > 0.8 * pre, f"publisher's client id: {during:.0f} B/s while throttled, {pre:.0f} before"
+    assert story["publisher_throttles"] == [], f"(s after the 0.0, throttle ms); released {story['released_after']}"
+    exemption = Entity.of(default_user=True, client_id=PUBLISHER_CLIENT_ID)
+    assert story["quotas_throttled"][exemption] == {PRODUCER_BYTE_RATE: UNLIMITED}
+    assert story["quotas_throttled"][Entity.of(default_client_id=True)] == {PRODUCER_BYTE_RATE: 1.0}
+    assert story["quotas_throttled"][Entity.of("ops-alice")] == {PRODUCER_BYTE_RATE: 1.0}
+
+
+def test_the_release_restores_the_quotas_exactly_with_the_operators_edit_adopted(story):
+    assert story["edit_scaled"]
+    assert story["after"] == {**story["before"], EDIT: {PRODUCER_BYTE_RATE: 8000.0}}
+    assert not story["baseline_file"].exists()
+
+
+@pytest.mark.xfail(strict=True, reason="a producer throttled at 1 byte/s stays muted long after the quota is "
+                   "lifted (about 50 s measured, with multi-second throttle times); bench/throttle_recovery.py "
+                   "measures this and candidate quota policies")
+def test_producers_recover_within_15_s_of_the_release(story):
+    assert story["recovery"] is not None and story["recovery"] <= RECOVERY_GOAL_S, (
+        f"no 1-s window at >= {RECOVERY_SHARE:.0%} of the former rate within {RECOVERY_GOAL_S + 5:.0f} s of the "
+        f"release; largest throttle time reported {story['max_throttle_ms']:.0f} ms")

@@ -56,7 +56,24 @@ def get_session(app_name: str = "quota-pipeline", master: str | None = None,
     settings.update(conf or {})
     for key, value in settings.items():
         builder = builder.config(key, value)
+    _launch_jvm_in_its_own_session(builder._options)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("WARN")
     return spark
 
+
+
+def _launch_jvm_in_its_own_session(options: Mapping[str, str]) -> None:
+    """Start Spark's JVM (unless it runs already) as PySpark would, but in a session of its own. A SIGTERM to
+    the job's process group (systemd, `timeout`, Kubernetes) then reaches only the Python driver, which stops
+    after the running micro-batch; the JVM would otherwise shut down under it mid-batch, with stack traces.
+    The JVM still ends with the driver: it exits when its stdin, a pipe from the driver, closes."""
+    from pyspark import SparkConf, SparkContext
+    from pyspark.java_gateway import launch_gateway
+
+    if SparkContext._gateway is not None or os.environ.get("PYSPARK_GATEWAY_PORT"):
+        return
+    conf = SparkConf()
+    for key, value in options.items():
+        conf.set(key, value)
+    SparkContext._ensure_initialized(gateway=launch_gateway(conf, popen_kwargs={"start_new_session": True}))

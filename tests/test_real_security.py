@@ -133,7 +133,7 @@ def test_enforce_throttles_and_restores_through_scram_and_ssl(real_kafka: RealKa
             now = dt.datetime.now(dt.timezone.utc)
             publish_decisions(real_kafka, conf.output_topic, [("secure", 0.0, now)])
             wait_for(lambda: admin.describe().get(catch_all) == {PRODUCER_BYTE_RATE: 1.0}, 30, "the throttle")
-            assert baseline_file.exists()
+            assert_no_secrets(real_kafka, baseline_file.read_text())
             publish_decisions(real_kafka, conf.output_topic, [("secure", 1.0, now + dt.timedelta(seconds=1))])
             wait_for(lambda: not baseline_file.exists(), 30, "the restore deletes the baseline file")
             assert admin.describe() == before

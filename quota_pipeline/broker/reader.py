@@ -9,6 +9,7 @@ from typing import Any, Callable, Mapping
 
 from quota_pipeline.core import model
 from quota_pipeline.core.clock import SYSTEM, Clock
+from quota_pipeline.kafka.background import Background
 from quota_pipeline.core.config import Config
 from quota_pipeline.kafka.refusal import ADMIN_SETTINGS, OUTPUT_SETTINGS, RefusalWatch
 from quota_pipeline.kafka.settings import to_librdkafka
@@ -42,7 +43,7 @@ class ReaderStats:
     tombstones: int = 0
 
 
-class Reader:
+class Reader(Background):
     """Follows the compacted decision topic from the beginning (assign, no consumer group).
 
         reader = Reader(config, clock=...).start()
@@ -55,10 +56,13 @@ class Reader:
     whose publisher went quiet falls back on its own.
     """
 
+    thread_name = "quota-reader"
+
     def __init__(self, config: Config, consumer_settings: Mapping[str, str] | None = None, *,
                  cluster: str | None = None, topic: str | None = None,
                  clock: Clock = SYSTEM, poll_seconds: float = 0.2,
                  consumer_factory: Callable[[dict[str, Any]], Any] | None = None) -> None:
+        super().__init__()
         self.config = config
         self.cluster = cluster or config.cluster_name
         self.topic = topic or config.output_topic
@@ -88,8 +92,6 @@ class Reader:
         self._answers: dict[str, float] = {}
         self._callbacks: list[ChangeCallback] = []
         self._started_at = clock.now()
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
         self._assigned = threading.Event()
         self._caught_up = threading.Event()
         self.stats = ReaderStats()
@@ -97,25 +99,8 @@ class Reader:
     # ---- lifecycle ------------------------------------------------------------------------------
 
     def start(self) -> "Reader":
-        if self._thread is not None:
-            raise RuntimeError("reader already started")
         self._started_at = self._clock.now()
-        self._stop.clear()
-        self._thread = threading.Thread(target=self._run, name="quota-reader", daemon=True)
-        self._thread.start()
-        return self
-
-    def close(self, timeout: float = 10.0) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout)
-            self._thread = None
-
-    def __enter__(self) -> "Reader":
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+        return super().start()
 
     def wait_assigned(self, timeout: float) -> bool:
         """True once the topic's partitions are assigned (the topic exists)."""

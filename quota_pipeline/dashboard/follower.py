@@ -5,6 +5,7 @@ import logging
 import threading
 from typing import Any, Callable, Mapping
 
+from quota_pipeline.kafka.background import Background
 from quota_pipeline.core.clock import SYSTEM, Clock
 from quota_pipeline.core.config import Config
 from quota_pipeline.dashboard.view import FeedStatus
@@ -26,7 +27,7 @@ def consumer_settings(config: Config) -> dict[str, Any]:
     return {**settings, "client.id": CLIENT_ID}
 
 
-class TopicFollower:
+class TopicFollower(Background):
     """Reads every record of `topic` from the beginning and hands it to `on_record(key, value, where)`.
 
         follower = TopicFollower(consumer_settings(config), config.output_topic, history.apply).start()
@@ -36,9 +37,12 @@ class TopicFollower:
     While the topic or its cluster is missing it keeps retrying and says so in `status()`.
     """
 
+    thread_name = "dashboard-follower"
+
     def __init__(self, settings: Mapping[str, Any], topic: str, on_record: RecordSink, *, clock: Clock = SYSTEM,
                  poll_seconds: float = 0.2, retry_seconds: float = 2.0, probe_seconds: float = 5.0,
                  consumer_factory: Callable[[dict[str, Any]], Any] | None = None) -> None:
+        super().__init__()
         self.topic = topic
         self.bootstrap = str(settings.get("bootstrap.servers", "?"))
         self._on_record = on_record
@@ -58,20 +62,6 @@ class TopicFollower:
         }
         self._lock = threading.Lock()
         self._status = FeedStatus("connecting", f"connecting to {self.bootstrap}", clock.now(), topic, self.bootstrap)
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
-
-    def start(self) -> "TopicFollower":
-        self._stop.clear()
-        self._thread = threading.Thread(target=self._run, name="dashboard-follower", daemon=True)
-        self._thread.start()
-        return self
-
-    def close(self, timeout: float = 10.0) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout)
-            self._thread = None
 
     def status(self) -> FeedStatus:
         with self._lock:

@@ -9,7 +9,7 @@ from typing import Any, Callable, Mapping
 
 from quota_pipeline.core import model
 from quota_pipeline.core.clock import SYSTEM, Clock
-from quota_pipeline.kafka.background import Background
+from quota_pipeline.kafka.background import Background, close_quietly
 from quota_pipeline.core.config import Config
 from quota_pipeline.kafka.refusal import ADMIN_SETTINGS, OUTPUT_SETTINGS, RefusalWatch
 from quota_pipeline.kafka.settings import to_librdkafka
@@ -257,11 +257,7 @@ class Reader(Background):
         except Exception:  # the thread must log why it ended; answers keep falling back by time meanwhile
             log.exception("the reader stopped following %s", self.topic)
         finally:
-            if consumer is not None:
-                try:
-                    consumer.close()
-                except Exception:
-                    log.debug("closing the consumer failed", exc_info=True)
+            close_quietly(consumer)
 
     def _assign(self, consumer: Any) -> bool:
         from confluent_kafka import OFFSET_BEGINNING, TopicPartition

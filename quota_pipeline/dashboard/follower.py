@@ -5,7 +5,7 @@ import logging
 import threading
 from typing import Any, Callable, Mapping
 
-from quota_pipeline.kafka.background import Background
+from quota_pipeline.kafka.background import Background, close_quietly
 from quota_pipeline.core.clock import SYSTEM, Clock
 from quota_pipeline.core.config import Config
 from quota_pipeline.dashboard.view import FeedStatus
@@ -106,11 +106,7 @@ class TopicFollower(Background):
                                          f"{self._retry_seconds:g} s", caught_up=False)
                 self._stop.wait(self._retry_seconds)
             finally:
-                if consumer is not None:
-                    try:
-                        consumer.close()
-                    except Exception:
-                        log.debug("closing the consumer failed", exc_info=True)
+                close_quietly(consumer)
 
     def _follow(self, consumer: Any) -> None:
         assigned: frozenset[int] = frozenset()

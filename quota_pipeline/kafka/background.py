@@ -1,8 +1,11 @@
 """The lifecycle both topic followers share (the brokers' reader, the dashboard's): one daemon thread and a stop."""
 from __future__ import annotations
 
+import logging
 import threading
 from typing import Any
+
+log = logging.getLogger(__name__)
 
 
 class Background:
@@ -37,3 +40,13 @@ class Background:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def close_quietly(consumer: Any) -> None:
+    """Close a follower's consumer on the way out; a failure to close must not hide why the follower ended."""
+    if consumer is None:
+        return
+    try:
+        consumer.close()
+    except Exception:  # noqa: BLE001
+        log.debug("closing the consumer failed", exc_info=True)

@@ -103,6 +103,7 @@ def test_a_refused_login_or_certificate_is_one_error_line_naming_the_listener(re
                 (["quotas", "list", "--config", files["wrong-password"]], 1, scram),
                 (["enforce", files["wrong-password"], "--once"], 1, scram),
                 (["enforce", files["wrong-output-password"], "--once"], 1, scram),
+                (["run", files["wrong-output-password"], "--no-metrics"], 1, scram),
                 (["observe", files["untrusted"]], 3, ssl),
                 (["quotas", "list", "--config", files["untrusted"]], 1, ssl)]
     with ThreadPoolExecutor(3) as pool:

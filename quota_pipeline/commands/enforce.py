@@ -13,6 +13,7 @@ from quota_pipeline.commands.common import add_bootstrap_override, configure_log
 from quota_pipeline.enforce.plan import Policy
 from quota_pipeline.enforce.enforcer import DEFAULT_INTERVAL_SECONDS, DEFAULT_SETTLE_SECONDS, Enforcer, StepResult
 from quota_pipeline.kafka.quota_admin import QuotaAdmin, QuotaAdminError
+from quota_pipeline.kafka.refusal import ClusterRefused
 from quota_pipeline.broker.reader import Reader
 
 EXIT_FAILED = 1
@@ -85,8 +86,7 @@ def run(args: argparse.Namespace, stop: threading.Event | None = None) -> int:
                 reader.on_change(lambda *_: wake.set())
                 if not reader.wait_caught_up(args.catch_up_timeout):
                     if reader.refusal():
-                        print(f"error: {reader.refusal()}", file=sys.stderr)
-                        return EXIT_FAILED
+                        raise ClusterRefused(reader.refusal())  # said below, once the reader has stopped
                     logging.warning("the reader has not caught up with %s within %.0f s; going on with its current "
                                     "answer (%s)", conf.output_topic, args.catch_up_timeout, reader.answer().reason)
                 enforcer = Enforcer(cluster, reader, admin, store,
@@ -99,6 +99,6 @@ def run(args: argparse.Namespace, stop: threading.Event | None = None) -> int:
                 sys.stdout.flush()
                 enforcer.run(stop, wake, args.interval, report=lambda r: report(r, args.dry_run))
                 return 0
-    except (QuotaAdminError, BaselineError) as exc:
+    except (QuotaAdminError, BaselineError, ClusterRefused) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_FAILED

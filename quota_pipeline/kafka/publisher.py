@@ -2,12 +2,14 @@
 from __future__ import annotations
 
 import logging
+import time
 from typing import Any, Iterable, Mapping
 
 from confluent_kafka import KafkaException, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from quota_pipeline.core.properties import PUBLISHER_CLIENT_ID
+from quota_pipeline.kafka.refusal import OUTPUT_SETTINGS, ClusterRefused, RefusalWatch
 from quota_pipeline.kafka.settings import to_librdkafka
 
 log = logging.getLogger(__name__)
@@ -23,8 +25,9 @@ def librdkafka_settings(settings: Mapping[str, str]) -> dict[str, str]:
 
 def ensure_topic(settings: Mapping[str, str], topic: str, timeout: float = 15.0) -> str:
     """Create the compacted topic if missing; replication and min.insync.replicas fit the cluster size."""
-    admin = AdminClient(librdkafka_settings(settings))
-    metadata = admin.list_topics(timeout=timeout)
+    watch = RefusalWatch(settings, OUTPUT_SETTINGS, log)
+    admin = AdminClient({**librdkafka_settings(settings), "error_cb": watch})
+    metadata = _metadata(admin, watch, timeout)
     if topic in metadata.topics:
         return "exists"
     brokers = len(metadata.brokers) or 1
@@ -42,6 +45,21 @@ def ensure_topic(settings: Mapping[str, str], topic: str, timeout: float = 15.0)
     log.info("created compacted topic %s (replication %d, min.insync.replicas %s)", topic, replication,
              config["min.insync.replicas"])
     return "created"
+
+
+def _metadata(admin: AdminClient, watch: RefusalWatch, timeout: float) -> Any:
+    """The cluster's metadata; a refused login or certificate raises ClusterRefused at once (one line naming
+    the listener) instead of a transport error after the whole timeout."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            return admin.list_topics(timeout=min(1.0, max(0.1, deadline - time.monotonic())))
+        except KafkaException:
+            admin.poll(0)  # serves error_cb
+            if watch.message:
+                raise ClusterRefused(watch.message) from None
+            if time.monotonic() >= deadline:
+                raise
 
 
 class Publisher:

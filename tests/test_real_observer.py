@@ -3,6 +3,7 @@ a stopped broker kept as fenced, and a log dir that really fills up (tmpfs, ENOS
 from __future__ import annotations
 
 import os
+import threading
 import time
 import uuid
 
@@ -78,34 +79,42 @@ def test_a_stopped_broker_is_fenced_and_stays_expected_until_it_is_back(real_kaf
     validity = 3.0
     pinned = pipeline_config(real_kafka3, **{cfg.VALIDITY: f"PT{validity:g}S"})
     expiring = pipeline_config(real_kafka3, **{cfg.VALIDITY: f"PT{validity:g}S", cfg.FENCED_POLICY: "expire"})
+    fenced = lambda s: s.status is Status.SUCCESS and s.fenced_brokers == (3,)  # noqa: E731
     with Observer(pinned) as observer:
-        before = observer.poll()
-        assert (before.status, before.brokers, before.fenced_brokers) == (Status.SUCCESS, (1, 2, 3), ())
-        assert sorted({v.broker_id for v in before.volumes}) == [1, 2, 3]
-        real_kafka3.stop_node(3)
+        snapshots = [observer.poll()]
+        assert (snapshots[0].status, snapshots[0].brokers, snapshots[0].fenced_brokers) == \
+            (Status.SUCCESS, (1, 2, 3), ())
+        # Polled while the node shuts down, so that its last reading is taken just before it is fenced.
+        stopping = threading.Thread(target=real_kafka3.stop_node, args=(3,))
+        stopping.start()
         try:
-            fenced = lambda s: s.status is Status.SUCCESS and s.fenced_brokers == (3,)  # noqa: E731
-            down = [_poll_until(observer, fenced, "broker 3 is reported fenced")]
+            deadline = time.monotonic() + 30
+            while not fenced(snapshots[-1]):
+                assert time.monotonic() < deadline, f"broker 3 not reported fenced: {snapshots[-1]}"
+                snapshots.append(observer.poll())
+            stopping.join()
             # Then past the validity of broker 3's last reading, which expires unless it is pinned.
-            time.sleep(max(0.0, validity + 0.5 - (down[0].observed_at - before.observed_at).total_seconds()))
-            down.append(_poll_until(observer, fenced, "broker 3 is still reported fenced"))
+            time.sleep(validity + 0.5)
+            snapshots.append(_poll_until(observer, fenced, "broker 3 is still reported fenced"))
         finally:
+            stopping.join()
             real_kafka3.start_node(3)
-        back = _poll_until(observer, lambda s: s.status is Status.SUCCESS and s.brokers == (1, 2, 3)
-                           and 3 in {v.broker_id for v in s.volumes}, "broker 3 is back with its log dir")
-    assert (down[0].observed_at - before.observed_at).total_seconds() < validity, "fenced too late to test pin"
-    for snapshot in down:
-        assert snapshot.brokers == (1, 2) and sorted({v.broker_id for v in snapshot.volumes}) == [1, 2]
-        assert snapshot.registered_brokers == {1, 2, 3}
-    assert back.fenced_brokers == ()
-    # pin: the fenced broker's last reading stays in force, so every snapshot is complete and may release.
-    summaries = [summary for summary, _ in run_decisions([before, *down, back], pinned)]
-    assert [(s.missing_brokers, s.complete) for s in summaries] == [((), True)] * 4
-    assert summaries[2].active_log_dirs == 3
-    # expire (Strimzi): past the validity the reading is gone, broker 3 is missing and nothing may release.
-    summaries = [summary for summary, _ in run_decisions([before, *down, back], expiring)]
-    assert [(s.missing_brokers, s.complete) for s in summaries] == [((), True), ((), True), ((3,), False),
-                                                                    ((), True)]
+        snapshots.append(_poll_until(observer, lambda s: s.status is Status.SUCCESS and s.brokers == (1, 2, 3)
+                                     and 3 in {v.broker_id for v in s.volumes}, "broker 3 is back with its log dir"))
+    first_fenced = next(i for i, s in enumerate(snapshots) if fenced(s))
+    last_reading = max(i for i, s in enumerate(snapshots[:first_fenced]) if 3 in {v.broker_id for v in s.volumes})
+    assert (snapshots[first_fenced].observed_at - snapshots[last_reading].observed_at).total_seconds() < validity
+    down, back = snapshots[-2], snapshots[-1]
+    assert (down.brokers, sorted({v.broker_id for v in down.volumes})) == ((1, 2), [1, 2])
+    assert down.registered_brokers == {1, 2, 3} and back.fenced_brokers == ()
+    # pin: the fenced broker's last reading stays in force past the validity: complete, it may release.
+    (summary, _), (after, _) = run_decisions(snapshots, pinned)[-2:]
+    assert (summary.missing_brokers, summary.complete, summary.active_log_dirs) == ((), True, 3)
+    assert (after.missing_brokers, after.complete) == ((), True)
+    # expire (Strimzi): the reading is gone, broker 3 is missing and nothing may release while it is down.
+    (summary, _), (after, _) = run_decisions(snapshots, expiring)[-2:]
+    assert (summary.missing_brokers, summary.complete) == ((3,), False)
+    assert (after.missing_brokers, after.complete) == ((), True)
 
 
 KAFKA_STORAGE_ERROR = "KAFKA_STORAGE_ERROR"

@@ -144,9 +144,9 @@ def test_the_release_restores_the_quotas_exactly_with_the_operators_edit_adopted
     assert not story["baseline_file"].exists()
 
 
-@pytest.mark.xfail(strict=True, reason="a producer throttled at 1 byte/s stays muted long after the quota is "
-                   "lifted (about 50 s measured, with multi-second throttle times); bench/throttle_recovery.py "
-                   "measures this and candidate quota policies")
+@pytest.mark.xfail(strict=True, reason="a producer throttled at 1 byte/s is told throttle times of minutes "
+                   "(90-260 s seen) and stays muted long after the quota is lifted (about 50 s measured); "
+                   "bench/throttle_recovery.py measures this and candidate quota policies")
 def test_producers_recover_within_15_s_of_the_release(story):
     assert story["recovery"] is not None and story["recovery"] <= RECOVERY_GOAL_S, (
         f"no 1-s window at >= {RECOVERY_SHARE:.0%} of the former rate within {RECOVERY_GOAL_S + 1:.0f} s of the "

@@ -96,11 +96,18 @@ def story(real_kafka: RealKafka, tmp_path_factory) -> Iterator[dict[str, Any]]:
         wait_for(lambda: follower.count() >= 3, 120, "three decisions are published")
         events["first_exit"] = stop_like_a_service(job)
         stopped_at = time.time()
+        time.sleep(1)
+        first = list(follower.records)
         job = start_job(conf, work, "second")
         wait_for(lambda: follower.count(since=stopped_at) >= 3, 120, "three decisions after the restart")
         events["second_exit"] = stop_like_a_service(job)
         time.sleep(1)
         events["records"] = list(follower.records)
+        last = max(r["observed_at"] for r in first)
+        again = [r["observed_at"] for r in events["records"][len(first):] if r["observed_at"] <= last]
+        print(f"run stopped by SIGTERM to its process group: {len(first)} decisions before, "
+              f"{len(events['records']) - len(first)} after the restart, of which {len(again)} at or before the "
+              f"last one before the stop {again}")
         yield events
     finally:
         if job.poll() is None:

@@ -18,6 +18,7 @@ import pytest
 
 from tests.kafka_fixtures import create_topic, decision, encode, publish
 from tests.realkafka import ClusterSpec, KafkaUnavailable, RealKafka, free_ports, kafka_home, start_cluster
+from tests.realkafka_props import wait_for
 from tests.realkafka_process import FAST_START_JVM
 
 pytestmark = pytest.mark.realkafka
@@ -179,17 +180,6 @@ def _unthrottled_producer(cluster: RealKafka) -> Producer | None:
     producer = Producer(cluster.bootstrap(), "app")
     took = producer.send("orders", count=20, size=32 * 1024)
     return producer if not producer.throttled and took < 5.0 else None
-
-
-def wait_for(attempt, timeout: float, what: str):
-    deadline = time.monotonic() + timeout
-    while True:
-        result = attempt()
-        if result:
-            return result
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:.0f} s waiting until {what}")
-        time.sleep(0.5)
 
 
 def jmx_value(cluster: RealKafka, port: int, name: str, attribute: str) -> float:

@@ -37,6 +37,8 @@ def main() -> int:
     ap.add_argument("--brokers", type=int, default=6)
     ap.add_argument("--log-dirs", type=int, default=2)
     ap.add_argument("--interval", type=int, default=1, help="check interval in seconds")
+    ap.add_argument("--property", action="append", default=[], metavar="KEY=VALUE",
+                    help="another property of the job's config, e.g. quota.pipeline.journal.period=PT1M")
     args = ap.parse_args()
 
     work = Path(tempfile.mkdtemp(prefix="bench-latency-"))
@@ -48,7 +50,7 @@ def main() -> int:
         f"{cfg.HARD_RATIO}=0.1", f"{cfg.CHECK_INTERVAL_SECONDS}={args.interval}", f"{cfg.VALIDITY}=PT1M",
         f"{cfg.BOOTSTRAP}={sim.bootstrap_servers}",
         f"{cfg.OUTPUT_KAFKA_PREFIX}bootstrap.servers={broker.bootstrap_servers}",
-        f"{cfg.CHECKPOINT_PATH}={work / 'checkpoint'}", f"{cfg.METRICS_PORT}={free_port()}"]) + "\n")
+        f"{cfg.CHECKPOINT_PATH}={work / 'checkpoint'}", f"{cfg.METRICS_PORT}={free_port()}", *args.property]) + "\n")
     log = (work / "job.log").open("wb")
     job = subprocess.Popen([sys.executable, "-m", "quota_pipeline.cli", "run", str(conf), "--no-metrics"],
                            stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
@@ -84,7 +86,7 @@ def main() -> int:
         broker.stop()
         sim.stop()
     print(f"{len(latencies)} decisions over {args.seconds:.0f}s, {args.brokers}x{args.log_dirs} log dirs, "
-          f"{args.interval}s interval")
+          f"{args.interval}s interval; job log {work / 'job.log'}")
     print(f"latency observed_at -> readable in topic: p50 {percentile(latencies, 50):.3f}s, "
           f"p90 {percentile(latencies, 90):.3f}s, p99 {percentile(latencies, 99):.3f}s, "
           f"max {max(latencies):.3f}s, mean {statistics.mean(latencies):.3f}s")

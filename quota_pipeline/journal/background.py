@@ -18,7 +18,7 @@ from typing import Any, Callable
 from quota_pipeline.journal.maintenance import ClusterJournal
 
 log = logging.getLogger("quota_pipeline")
-NICE = 10
+NICE = 19  # the lowest priority: a pass may take longer, a micro-batch must not
 
 
 def every_seconds(clusters: list[ClusterJournal]) -> float:

@@ -109,14 +109,15 @@ def scan(cluster_dir: Path, interval: dt.timedelta, length: dt.timedelta,
         return Listing((), (), ())
     for entry in sorted(os.scandir(cluster_dir), key=lambda e: e.name):
         if not (entry.is_dir() and layout.DAY_DIR.match(entry.name)):
-            if entry.is_file():
-                st = entry.stat()
+            st = _stat(entry)
+            if st is not None and entry.is_file():
                 others.append(OtherFile(entry.name, st.st_size, st.st_mtime))
             continue
-        for f in os.scandir(entry.path):
-            if not f.is_file():
+        for f in _entries(entry.path):
+            st = _stat(f) if f.is_file() else None
+            if st is None:
                 continue
-            rel, st = f"{entry.name}/{f.name}", f.stat()
+            rel = f"{entry.name}/{f.name}"
             tick, period = layout.TICK_FILE.match(f.name), Period.from_file_name(f.name)
             if tick:
                 n = int(tick.group(1))
@@ -133,6 +134,21 @@ def scan(cluster_dir: Path, interval: dt.timedelta, length: dt.timedelta,
     ticks.sort(key=lambda t: (t.period, t.rel.split("/")[0], t.tick))
     periods.sort(key=lambda p: p.period)
     return Listing(tuple(ticks), tuple(periods), tuple(others), Sources.merge(compacted))
+
+
+def _entries(path: str) -> list[os.DirEntry]:
+    try:
+        return list(os.scandir(path))
+    except FileNotFoundError:  # a day directory emptied and removed by retention meanwhile
+        return []
+
+
+def _stat(entry: os.DirEntry) -> os.stat_result | None:
+    """The entry's stat, or None when it went away since the listing (a writer giving way, a pass deleting)."""
+    try:
+        return entry.stat()
+    except FileNotFoundError:
+        return None
 
 
 @dataclass(frozen=True)

@@ -44,6 +44,8 @@ def _entry(cluster_dir: Path, key_us: int, t: TickFile, kept: list) -> Entry | N
             return None
         text = lines[0]
         record = json.loads(text)
+    except FileNotFoundError:
+        return None  # gone since the listing: a writer gave way to this tick's compacted snapshot
     except (OSError, ValueError) as exc:
         kept.append((t.rel, f"unreadable: {exc}"))
         return None
@@ -110,8 +112,10 @@ def rewrite(cluster_dir: Path, action: Compact, step: Step = no_step,
     keyed, kept = [], []
     for t in action.new:
         observed = observed_at_of(cluster_dir / t.rel)
-        if observed is None:
+        if observed is None and (cluster_dir / t.rel).exists():
             kept.append((t.rel, "unreadable: no observed_at"))
+        elif observed is None:
+            continue  # gone since the listing
         else:
             keyed.append((epoch_micros(observed), t))
     keyed.sort(key=lambda kt: (kt[0], kt[1].rel))

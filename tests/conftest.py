@@ -23,6 +23,8 @@ def spark(tmp_path_factory):
     session = get_session("quota-pipeline-tests", master="local[2]", conf={
         "spark.sql.shuffle.partitions": "2",
         "spark.default.parallelism": "2",
+        # The session runs every test's queries (streaming state, replays, Kafka sinks): 1 GiB ran out in CI.
+        "spark.driver.memory": "2g",
         "spark.ui.showConsoleProgress": "false",
         "spark.sql.warehouse.dir": str(tmp_path_factory.mktemp("warehouse")),
     })

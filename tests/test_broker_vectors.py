@@ -56,6 +56,10 @@ def check(reader: Reader, step: dict[str, Any], where: str) -> None:
         principal = limit.get("principal", "User:ANONYMOUS")
         client_id = limit.get("client_id", "client")
         expected = UNLIMITED if limit["limit"] == "unlimited" else limit["limit"]
+        # Asked for every entry, as Kafka asks before each charge: the window epoch moves when the tags are asked.
+        tags = reader.quota_metric_tags(limit["type"], principal, client_id)
+        if "tags" in limit:
+            assert tags == limit["tags"], f"{where}: tags of {limit['type']} for {principal} / {client_id}"
         got = reader.quota_limit(limit["type"], principal, client_id)
         assert got == expected, f"{where}: limit of {limit['type']} for {principal} / {client_id}"
 

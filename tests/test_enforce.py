@@ -13,7 +13,7 @@ from quota_pipeline.core import config as cfg
 from quota_pipeline.enforce.baseline import BaselineFile
 from quota_pipeline.cli import build_parser, main
 from quota_pipeline.commands import enforce as enforce_command
-from quota_pipeline.enforce.plan import CATCH_ALL, Policy, diff, plan, scaled, tell_edits_from_lag, target
+from quota_pipeline.enforce.plan import CATCH_ALL, FRESH_DEFAULT, Policy, diff, plan, scaled, tell_edits_from_lag, target
 from quota_pipeline.enforce.enforcer import Enforcer
 from quota_pipeline.kafka.quota_admin import Change, QuotaAdmin, QuotaAdminError
 from quota_pipeline.kafka.client_quotas import PRODUCER_BYTE_RATE as PBR, UNLIMITED, Entity, Quotas, resolve
@@ -21,8 +21,10 @@ from quota_pipeline.simulator import Simulator
 from quota_pipeline.simulator.quota_store import ClientQuotaStore
 from tests.kafka_fixtures import broker, create_topic, decision, encode, publish  # noqa: F401
 
-POLICY = Policy.of(["User:pipeline"], 1000.0)
+POLICY = Policy.of(["User:pipeline"], 1000.0, produce_floor=1.0)  # Strimzi's floor: the small quotas stay scalable
 USERS = ["alice", "bob", "carol", "dave", "pipeline", "stranger"]
+WHOLE_CLIENT_LEVELS = ("user+client-id", "user+default client-id", "default user+client-id",
+                       "default user+default client-id")
 CLIENTS = ["app", "batch", "etl", "unknown"]
 
 MIXED: Quotas = {
@@ -109,6 +111,11 @@ def test_throttles_a_mixed_cluster_and_restores_every_entity_exactly(sim, admin,
     for user in USERS:
         for client in CLIENTS:
             assert resolve(stopped, user, client, PBR).value == expected_produce(before, user, client, 0.0)
+            # ... on a new quota window: a level whose sensor tags differ from the baseline's, unless the baseline
+            # level names a user and a client id already (its tags cannot change).
+            was, now = resolve(before, user, client, PBR).level, resolve(stopped, user, client, PBR).level
+            if user not in POLICY.excluded_users and was not in WHOLE_CLIENT_LEVELS:
+                assert now in ("user+default client-id", "default user+default client-id"), (user, client, was, now)
 
     factor.value = 1.0
     assert enforcer.step().action == "restore"
@@ -227,9 +234,11 @@ def test_factor_one_with_no_record_does_nothing(sim, admin, tmp_path):
 # ---- the plan as a pure function ----------------------------------------------------------------
 
 def test_unlimited_base_without_static_produce_quota():
-    no_p = Policy.of([], None)
+    no_p = Policy.of([], None, produce_floor=1.0)
     assert target({}, 0.5, no_p) == {}  # unlimited x 0.5 stays unlimited (Strimzi: MAX x 0.5)
-    assert target({}, 0.0, no_p) == {CATCH_ALL: {PBR: 1.0}}  # Strimzi: max(1, MAX x 0) = 1 byte/s
+    assert target({}, 0.0, no_p) == {FRESH_DEFAULT: {PBR: 1.0}}  # Strimzi: max(1, MAX x 0) = 1 byte/s
+    # The default floor, on the level above every client-id and user default (a new window per client):
+    assert target({}, 0.0, Policy.of([], None)) == {FRESH_DEFAULT: {PBR: 131072.0}}
     assert target({}, 1.0, POLICY) == {}
     assert target({}, 0.5, POLICY) == {CATCH_ALL: {PBR: 500.0}, Entity.of("pipeline"): {PBR: UNLIMITED}}
 
@@ -240,9 +249,15 @@ def test_scaled_values_are_whole_numbers_of_at_least_one():
     assert scaled(UNLIMITED, 0.0) == 1.0
 
 
+def test_scaled_values_keep_the_floor_and_the_floor_never_raises_a_quota():
+    assert scaled(10_000_000.0, 0.0, 131072.0) == 131072.0
+    assert scaled(10_000_000.0, 0.5, 131072.0) == 5_000_000.0
+    assert scaled(50_000.0, 0.0, 131072.0) == 50_000.0
+
+
 def test_an_existing_catch_all_produce_quota_is_scaled_not_replaced():
     base = {CATCH_ALL: {PBR: 800.0}}
-    assert target(base, 0.5, Policy.of([], 1000.0))[CATCH_ALL] == {PBR: 400.0}
+    assert target(base, 0.5, Policy.of([], 1000.0, produce_floor=1.0))[CATCH_ALL] == {PBR: 400.0}
 
 
 def test_tell_edits_from_lag_from_operator_edits():
@@ -265,6 +280,7 @@ def test_enforce_command_follows_the_topic(broker, sim, admin, tmp_path, capsys)
     props.write_text("\n".join([
         f"{cfg.BOOTSTRAP}={sim.bootstrap_servers}", f"{cfg.HARD_BYTES}=1000", f"{cfg.PRODUCE}=1000",
         f"{cfg.EXCLUDED}=User:pipeline", f"{cfg.OUTPUT_TOPIC}={topic}", f"{cfg.CLUSTER_NAME}=c1",
+        f"{cfg.PRODUCE_FLOOR}=1",
         f"{cfg.OUTPUT_KAFKA_PREFIX}bootstrap.servers={broker.bootstrap_servers}",
         f"{cfg.CHECKPOINT_PATH}={tmp_path / 'ckpt'}"]))
     publish(broker.bootstrap_servers, topic, [(b"c1", encode(decision("c1", 0.5, observed_at=_now())))])
@@ -276,7 +292,7 @@ def test_enforce_command_follows_the_topic(broker, sim, admin, tmp_path, capsys)
     assert main(["enforce", str(props), "--once"]) == 0
     assert "throttle" in capsys.readouterr().out
     # the command also exempts the publisher's client id (quota.pipeline.excluded.client.ids, by default)
-    assert admin.describe() == target(MIXED, 0.5, Policy.of(["User:pipeline"], 1000.0, ["quota-pipeline-publisher"]))
+    assert admin.describe() == target(MIXED, 0.5, Policy.of(["User:pipeline"], 1000.0, ["quota-pipeline-publisher"], 1.0))
     assert (tmp_path / "ckpt" / "enforce" / "c1.json").exists()
 
     publish(broker.bootstrap_servers, topic, [(b"c1", encode(decision("c1", 1.0, observed_at=_now())))])
@@ -330,7 +346,7 @@ def baselines(draw):
 @settings(max_examples=300, deadline=None)
 @given(baselines(), st.sampled_from([0.0, 0.01, 0.5, 0.999, 1.0]), st.sampled_from([None, 1.0, 5000.0]))
 def test_every_client_gets_the_contracts_produce_quota(baseline, factor, produce):
-    policy = Policy.of(["User:pipeline"], produce)
+    policy = Policy.of(["User:pipeline"], produce, produce_floor=1.0)
     wanted = target(baseline, factor, policy)
     for user in _NAMES_U + ["newcomer"]:
         for client in _NAMES_C + ["new-client"]:
@@ -375,7 +391,7 @@ def test_the_baseline_file_round_trips_and_leaves_no_temporary_files(tmp_path):
 
 
 def test_the_pipelines_own_client_is_never_throttled_whatever_its_principal():
-    policy = Policy.of([], 1000.0, ["quota-pipeline-publisher"])
+    policy = Policy.of([], 1000.0, ["quota-pipeline-publisher"], 1.0)
     alice, pub = Entity.of("alice"), "quota-pipeline-publisher"
     base = {alice: {PBR: 5000.0}, Entity.of("bob", default_client_id=True): {PBR: 3000.0},
             Entity.of(client_id=pub): {PBR: 100.0}}
@@ -385,7 +401,9 @@ def test_the_pipelines_own_client_is_never_throttled_whatever_its_principal():
     assert out[Entity.of(default_user=True, client_id=pub)] == {PBR: UNLIMITED}
     assert out[Entity.of("alice", pub)] == {PBR: UNLIMITED} and out[Entity.of("bob", pub)] == {PBR: UNLIMITED}
     assert out[Entity.of(client_id=pub)] == {PBR: 100.0}   # an entity naming the client is not scaled
-    assert out[alice] == {PBR: 1.0} and out[CATCH_ALL] == {PBR: 1.0}
+    # At factor 0 the floor goes above the throttled levels (a new window); alice's own quota stays as it was.
+    assert out[Entity.of("alice", default_client_id=True)] == {PBR: 1.0} and out[FRESH_DEFAULT] == {PBR: 1.0}
+    assert out[alice] == {PBR: 5000.0}
     changes = plan(base, base, 0.0, policy)
     first_throttle = next(i for i, c in enumerate(changes) if c.value != UNLIMITED)
     assert all(c.value == UNLIMITED for c in changes[:first_throttle]) and first_throttle == 3

@@ -46,17 +46,17 @@ def test_exemptions_are_granted_before_the_throttle_and_withdrawn_after_the_rest
     baseline = {Entity.of("alice"): {PBR: 2000.0}, Entity.of(client_id="batch"): {PBR: 300.0}}
     admin, factor = RecordingAdmin(baseline), Factor()
     enforcer = Enforcer("c1", factor, admin, BaselineFile(tmp_path / "baseline.json"),  # type: ignore[arg-type]
-                        Policy.of(["User:pipeline"], None, [PUBLISHER]), settle_seconds=0)
+                        Policy.of(["User:pipeline"], None, [PUBLISHER], produce_floor=1.0), settle_seconds=0)
     assert enforcer.step().action == "throttle"
     grants, throttle = admin.requests
     assert {c.entity for c in grants} == EXEMPT and {c.value for c in grants} == {UNLIMITED}
     assert {(str(c.entity), c.value) for c in throttle} == {
-        ("user=alice", 1.0), ("client-id=batch", 1.0), ("client-id=<default>", 1.0)}
+        ("user=alice, client-id=<default>", 1.0), ("user=<default>, client-id=<default>", 1.0)}
     factor.value = 1.0
     admin.requests.clear()
     assert enforcer.step().action == "restore"
     restore, withdrawals = admin.requests
     assert {(str(c.entity), c.value) for c in restore} == {
-        ("user=alice", 2000.0), ("client-id=batch", 300.0), ("client-id=<default>", None)}
+        ("user=alice, client-id=<default>", None), ("user=<default>, client-id=<default>", None)}
     assert {c.entity for c in withdrawals} == EXEMPT and {c.value for c in withdrawals} == {None}
     assert admin.describe() == baseline

@@ -89,8 +89,11 @@ def test_spark_replay_equals_streaming_decisions(spark, tmp_path_factory, snaps,
     valid, rejected = journal.read(spark, str(path))
     assert rejected.count() == 0
     replayed = replay.decisions(aggregate.summaries(valid, s), s).select(*COMPARED)
-    assert_df_equality(replayed, python_frame(spark, snaps, s), ignore_row_order=True, ignore_nullable=True,
-                       transforms=[_cast_counts])
+    try:
+        assert_df_equality(replayed, python_frame(spark, snaps, s), ignore_row_order=True, ignore_nullable=True,
+                           transforms=[_cast_counts])
+    finally:
+        spark.catalog.clearCache()  # the summaries are cached per replay; a hundred examples would pile up
 
 
 def _cast_counts(df):

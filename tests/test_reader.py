@@ -163,9 +163,23 @@ def test_current_factor_without_a_cluster_says_what_to_set():
     (0.0, "produce", None, {cfg.PRODUCE: "1000"}, MIN_QUOTA),
 ])
 def test_quota_limit_reproduces_the_strimzi_callback(factor, quota_type, principal, props, expected):
-    r = reader(**{cfg.EXCLUDED: "User:pipeline;User:admin", **props})
+    # With Strimzi's floor of 1 byte/s; the pipeline's default floor is covered below.
+    r = reader(**{cfg.EXCLUDED: "User:pipeline;User:admin", cfg.PRODUCE_FLOOR: "1.0", **props})
     r.apply_record(b"c1", encode(decision("c1", factor)))
     assert r.quota_limit(quota_type, principal) == expected
+
+
+@pytest.mark.parametrize("factor, props, expected", [
+    (0.0, {}, 131072.0),                                   # the default floor, per client
+    (0.0, {cfg.PRODUCE: "10485760"}, 131072.0),
+    (0.5, {cfg.PRODUCE: "10485760"}, 5242880.0),
+    (0.0, {cfg.PRODUCE: "100000"}, 100000.0),              # the floor never raises a static quota
+    (0.0, {cfg.PRODUCE: "10485760", cfg.PRODUCE_FLOOR: "65536"}, 65536.0),
+])
+def test_a_throttle_leaves_producers_the_floor_so_they_resume_after_the_release(factor, props, expected):
+    r = reader(**props)
+    r.apply_record(b"c1", encode(decision("c1", factor)))
+    assert r.quota_limit("PRODUCE", "alice", "app") == expected
 
 
 def test_on_change_fires_once_per_change_and_survives_a_broken_callback():

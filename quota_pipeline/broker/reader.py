@@ -15,7 +15,9 @@ from quota_pipeline.kafka.refusal import ADMIN_SETTINGS, OUTPUT_SETTINGS, Refusa
 from quota_pipeline.kafka.settings import to_librdkafka
 from quota_pipeline.core.model import DecisionSource
 from quota_pipeline.core.record import ThrottleDecision
-from quota_pipeline.broker.rules import MIN_QUOTA, UNLIMITED, QuotaPolicy, QuotaType, ResetTracker, parse_decision
+from quota_pipeline.broker.rules import (
+    MIN_QUOTA, UNLIMITED, QuotaPolicy, QuotaType, QuotaWindows, ResetTracker, parse_decision,
+)
 
 log = logging.getLogger(__name__)
 
@@ -70,6 +72,7 @@ class Reader(Background):
         self.fallback = config.fallback_factor
         self.policy = QuotaPolicy.of(config)
         self._resets = ResetTracker()
+        self._windows = QuotaWindows()
         self._clock = clock
         self._poll_seconds = poll_seconds
         raw = dict(consumer_settings if consumer_settings is not None else config.output_settings)
@@ -145,9 +148,19 @@ class Reader(Background):
 
     def quota_limit(self, quota_type: QuotaType | str, principal: str | None, client_id: str | None = None) -> float:
         """Strimzi's StaticQuotaCallback.quotaLimit: produce x factor, floored at quota.pipeline.produce.quota.floor
-        (1.0); fetch and request unscaled (floored at 1.0); an excluded principal or client id is unlimited.
-        `principal` is the principal's name (KafkaPrincipal.getName()); a "User:" prefix is accepted."""
+        (never above the static quota); fetch and request unscaled (floored at 1.0); an excluded principal or client
+        id is unlimited. `principal` is the principal's name (KafkaPrincipal.getName()); a "User:" prefix is
+        accepted."""
         return self.policy.limit(quota_type, principal, client_id, self.current_factor())
+
+    def quota_metric_tags(self, quota_type: QuotaType | str, principal: str | None,
+                          client_id: str | None = None) -> dict[str, str]:
+        """The callback's quotaMetricTags: which quota sensor (window) Kafka charges the client's bytes on; a new
+        produce window after each cut of the produce limit (rules.QuotaWindows)."""
+        factor = self.current_factor()
+        window = self._windows.epoch(self.policy.produce_limit(factor)) \
+            if QuotaType.of(quota_type) is QuotaType.PRODUCE else 0
+        return self.policy.metric_tags(quota_type, principal, client_id, factor, window)
 
     def reset_required(self, quota_type: QuotaType | str = QuotaType.PRODUCE) -> bool:
         """Kafka's quotaResetRequired for this reader's cluster: True once at first, then once after each change

@@ -19,6 +19,16 @@ from quota_pipeline.core.record import READABLE_VERSIONS, ThrottleDecision
 UNLIMITED = sys.float_info.max  # Strimzi's Quota.upperBound(Double.MAX_VALUE)
 MIN_QUOTA = 1.0  # Strimzi: "returning zero would cause a divide by zero in Kafka"
 USER_PREFIX = "User:"
+QUOTA_TYPE_TAG = "quota.type"
+EXCLUDED_PRINCIPAL_TAG = "excluded-principal-quota-key"  # Strimzi's tag
+EXCLUDED_CLIENT_ID_TAG = "excluded-client-id-quota-key"
+WINDOW_TAG = "quota.window"  # QuotaWindows' epoch: a new value is a new sensor, hence an empty window
+USER_TAG, CLIENT_ID_TAG = "user", "client-id"  # Kafka's own tag names
+
+
+def _name(principal: str | None) -> str | None:
+    """KafkaPrincipal.getName() of "User:name" (or of a bare name)."""
+    return principal[len(USER_PREFIX):] if principal and principal.startswith(USER_PREFIX) else principal
 
 
 def parse_decision(value: bytes) -> ThrottleDecision:
@@ -70,7 +80,7 @@ class QuotaPolicy:
 
     def exempt(self, principal: str | None, client_id: str | None) -> bool:
         """`principal` is a name (KafkaPrincipal.getName()) or "User:name"."""
-        name = principal[len(USER_PREFIX):] if principal and principal.startswith(USER_PREFIX) else principal
+        name = _name(principal)
         return (name is not None and name in self.excluded_names) or (
             client_id is not None and client_id in self.excluded_client_ids)
 
@@ -79,11 +89,69 @@ class QuotaPolicy:
         qt = QuotaType.of(quota_type)
         if self.exempt(principal, client_id):
             return UNLIMITED
-        static = {QuotaType.PRODUCE: self.produce, QuotaType.FETCH: self.fetch, QuotaType.REQUEST: self.request}[qt]
-        quota = UNLIMITED if static is None else static
         if qt is QuotaType.PRODUCE:
-            return max(self.produce_floor, quota * factor)
-        return max(MIN_QUOTA, quota)
+            return self.produce_limit(factor)
+        return max(MIN_QUOTA, self.static(qt))
+
+    def static(self, quota_type: QuotaType) -> float:
+        value = {QuotaType.PRODUCE: self.produce, QuotaType.FETCH: self.fetch, QuotaType.REQUEST: self.request}[
+            quota_type]
+        return UNLIMITED if value is None else value
+
+    def produce_limit(self, factor: float) -> float:
+        """The static produce quota x factor, never below the floor, and the floor never above the static quota
+        (a throttle never raises a quota); at least MIN_QUOTA, as Kafka divides by it."""
+        quota = self.static(QuotaType.PRODUCE)
+        return max(MIN_QUOTA, min(self.produce_floor, quota), quota * factor)
+
+    def at_floor(self, factor: float) -> bool:
+        """The factor leaves the produce limit at the floor (and below the static quota)."""
+        quota = self.static(QuotaType.PRODUCE)
+        return quota * factor <= self.produce_floor < quota
+
+    def metric_tags(self, quota_type: QuotaType | str, principal: str | None, client_id: str | None, factor: float,
+                    window: int) -> dict[str, str]:
+        """Kafka's quotaMetricTags: the tags that name the quota sensor a client is charged on. Produce clients share
+        the window of epoch `window` (QuotaWindows); at the floor each (user, client id) gets a window of its own,
+        so one producer's bytes never lengthen another's throttle."""
+        qt = QuotaType.of(quota_type)
+        tags = {QUOTA_TYPE_TAG: qt.value}
+        name = _name(principal)
+        if name is not None and name in self.excluded_names:
+            tags[EXCLUDED_PRINCIPAL_TAG] = "true"
+        elif client_id is not None and client_id in self.excluded_client_ids:
+            tags[EXCLUDED_CLIENT_ID_TAG] = "true"
+        elif qt is QuotaType.PRODUCE:
+            tags[WINDOW_TAG] = str(window)
+            if self.at_floor(factor):
+                tags[USER_TAG] = name or ""
+                tags[CLIENT_ID_TAG] = client_id or ""
+        return tags
+
+
+class QuotaWindows:
+    """Moves produce clients onto a new quota window after each cut of the produce limit.
+
+    Kafka charges a throttle against the bytes the client's quota sensor still holds (up to quota.window.num x
+    quota.window.size.seconds, 11 s by default): a cut from P to L on the same sensor is answered with a throttle of
+    about (P/L - 1) x 11 s, days at Strimzi's 1 byte/s, and the client stays muted long after the release. A sensor is
+    named by its metric tags, so a new epoch in the tags gives every client a new, empty window, charged only for what
+    it sends after the cut. Raising the limit needs no new window. Thread-safe."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._epoch: int | None = None
+        self._limit = 0.0
+
+    def epoch(self, produce_limit: float) -> int:
+        """The epoch for a produce limit answered now: the current one, or a new one when the limit went down."""
+        with self._lock:
+            if self._epoch is None:
+                self._epoch = 0
+            elif produce_limit < self._limit:
+                self._epoch += 1
+            self._limit = produce_limit
+            return self._epoch
 
 
 class ResetTracker:

@@ -90,7 +90,7 @@ def run(args: argparse.Namespace, stop: threading.Event | None = None) -> int:
                     logging.warning("the reader has not caught up with %s within %.0f s; going on with its current "
                                     "answer (%s)", conf.output_topic, args.catch_up_timeout, reader.answer().reason)
                 enforcer = Enforcer(cluster, reader, admin, store,
-                                    Policy.of(conf.excluded_principals, conf.produce, conf.excluded_client_ids),
+                                    Policy.of(conf.excluded_principals, conf.produce, conf.excluded_client_ids, conf.produce_floor),
                                     dry_run=args.dry_run, settle_seconds=args.settle)
                 if args.once:
                     report(enforcer.step(), args.dry_run)

@@ -14,7 +14,7 @@ import isodate
 import javaproperties
 
 from quota_pipeline.core.properties import (
-    ADMIN_PREFIX, BY_NAME, DEFAULT_OUTPUT_TOPIC, INDEX, KNOWN, OUTPUT_KAFKA_PREFIX, P, PASS_THROUGH_PREFIXES,
+    ADMIN_PREFIX, BY_NAME, DEFAULT_OUTPUT_TOPIC, DEFAULT_PRODUCE_FLOOR, INDEX, KNOWN, OUTPUT_KAFKA_PREFIX, P, PASS_THROUGH_PREFIXES,
     PUBLISHER_CLIENT_ID, Q, TABLE, Invalid, shown,
 )
 
@@ -112,7 +112,7 @@ class Config:
     request: float | None = None
     excluded_principals: tuple[str, ...] = ()
     excluded_client_ids: tuple[str, ...] = (PUBLISHER_CLIENT_ID,)
-    produce_floor: float = 1.0
+    produce_floor: float = DEFAULT_PRODUCE_FLOOR
     admin: Mapping[str, str] = field(default_factory=dict)
     cluster_name: str | None = None
     output_topic: str = DEFAULT_OUTPUT_TOPIC
@@ -219,7 +219,7 @@ def parse(props: Mapping[str, str], path: str = "<properties>", require_admin: b
     check_interval = _check_interval(props, values, problems)
     limits = _limits(props, values, problems)
     admin = _admin(props, problems, require_admin)
-    warnings = unknown_key_warnings(props)
+    warnings = unknown_key_warnings(props) + floor_warnings(values)
     if problems:
         raise ConfigError(sorted(problems, key=lambda p: p.order), warnings)
     assert limits is not None
@@ -282,6 +282,15 @@ def _admin(props: Mapping[str, str], problems: list[Problem], require_admin: boo
     elif require_admin:
         problems.append(Problem(BOOTSTRAP, "required: the host:port list of the cluster to observe"))
     return admin
+
+
+def floor_warnings(values: Mapping[str, Any]) -> list[str]:
+    """The floor must leave a throttle something to lower (the Java callback logs the same at start)."""
+    produce, floor = values.get(PRODUCE), values.get(PRODUCE_FLOOR, DEFAULT_PRODUCE_FLOOR)
+    if produce is None or floor < produce:
+        return []
+    return [f"warning: {PRODUCE_FLOOR} ({floor}) is not below {PRODUCE} ({produce}): a throttle cannot lower the "
+            "produce quota; set the floor to a small fraction of it"]
 
 
 def unknown_key_warnings(props: Mapping[str, str]) -> list[str]:

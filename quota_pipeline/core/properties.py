@@ -25,6 +25,9 @@ OFFLINE_POLICIES = ("pin", "last-known", "violate")
 FENCED_POLICIES = ("pin", "expire")
 DEFAULT_OUTPUT_TOPIC = "__quota_throttle_factors"
 PUBLISHER_CLIENT_ID = "quota-pipeline-publisher"  # the pipeline's producer; exempt from every throttle
+# 128 KiB/s per client: a 1 MB produce request at the floor is throttled about 8 s, so producers resume within
+# seconds of the release (bench/RESULTS.md, "Recovery after a produce throttle"); Strimzi's 1.0 mutes them for days.
+DEFAULT_PRODUCE_FLOOR = 131072.0
 
 
 _SECRET = re.compile(r"password|secret|token|credential|sasl\.jaas\.config|(^|[._])key$", re.IGNORECASE)
@@ -184,8 +187,10 @@ TABLE: tuple[Property, ...] = (
     Property(Q + "excluded.client.ids", "list", (PUBLISHER_CLIENT_ID,), names,
              "`,`-separated client ids never throttled, whatever their principal: the pipeline's own "
              "clients", PUBLISHER_CLIENT_ID),
-    Property(Q + "produce.quota.floor", "double", 1.0, double(1.0),
-             "bytes/s: the least produce quota a throttle sets (Strimzi: 1.0)"),
+    Property(Q + "produce.quota.floor", "double", DEFAULT_PRODUCE_FLOOR, double(1.0),
+             "bytes/s: the least produce quota a throttle sets, per client on a new quota window, so producers "
+             "resume within seconds of the release (Strimzi's 1.0 mutes them for days); never above the static "
+             "produce quota"),
     Property(Q + "journal.path", "string", None, text,
              "durable snapshot journal (local path or pyarrow.fs URI)", "`<checkpoint>/journal`"),
     Property(Q + "journal.period", "duration", _PT(hours=1), duration,

@@ -5,11 +5,14 @@ import math
 from dataclasses import dataclass
 from typing import Iterable, Mapping
 
+from quota_pipeline.core.properties import DEFAULT_PRODUCE_FLOOR
 from quota_pipeline.kafka.quota_admin import Change
 from quota_pipeline.kafka.client_quotas import CLIENT_ID, IP, PRODUCER_BYTE_RATE, UNLIMITED, USER, Entity, Quotas
 
 # The lowest precedence level: it applies to exactly the clients no other entity gives a produce quota.
 CATCH_ALL = Entity.of(default_client_id=True)
+# The highest default level without a named client id: at factor 0 the floor goes here, on a new window.
+FRESH_DEFAULT = Entity.of(default_user=True, default_client_id=True)
 
 
 @dataclass(frozen=True)
@@ -19,17 +22,19 @@ class Policy:
     excluded_users: frozenset[str]  # principal names, "User:" removed
     produce_base: float | None  # client.quota.callback.static.produce: the base of clients with no produce quota
     excluded_client_ids: frozenset[str] = frozenset()  # the pipeline's own clients (quota.pipeline.excluded.client.ids)
+    produce_floor: float = DEFAULT_PRODUCE_FLOOR  # quota.pipeline.produce.quota.floor
 
     @classmethod
     def of(cls, excluded_principals: Iterable[str], produce: float | None,
-           excluded_client_ids: Iterable[str] = ()) -> "Policy":
+           excluded_client_ids: Iterable[str] = (), produce_floor: float = DEFAULT_PRODUCE_FLOOR) -> "Policy":
         return cls(frozenset(p[len("User:"):] if p.startswith("User:") else p for p in excluded_principals), produce,
-                   frozenset(excluded_client_ids))
+                   frozenset(excluded_client_ids), produce_floor)
 
 
-def scaled(value: float, factor: float) -> float:
-    """max(1, value x factor) as a whole number: producer_byte_rate is a LONG in Kafka (floor: never above)."""
-    return float(max(1, math.floor(value * factor)))
+def scaled(value: float, factor: float, floor: float = 1.0) -> float:
+    """value x factor as a whole number (producer_byte_rate is a LONG in Kafka; rounded down, never above), not below
+    the floor, and the floor never above the value (a throttle never raises a quota); at least 1."""
+    return float(max(1, math.floor(max(min(value, floor), value * factor))))
 
 
 def applies_to_producers(entity: Entity) -> bool:
@@ -49,41 +54,76 @@ def client_exemptions(baseline: Mapping[Entity, Mapping[str, float]], policy: Po
     whatever its principal (PLAINTEXT clients are all ANONYMOUS): `user=<default>, client-id=<id>` outranks every
     default and client-id level; for a user whose own quota (`user=U` or `user=U, client-id=<default>`) would
     be scaled, `user=U, client-id=<id>` outranks that too."""
-    users = sorted({e.name(USER) for e, v in baseline.items() if PRODUCER_BYTE_RATE in v and e.has(USER)
-                    and e.name(USER) is not None and not e.has(IP) and e.name(CLIENT_ID) is None})
     return [Entity.of(default_user=True, client_id=c) for c in sorted(policy.excluded_client_ids)] + [
-        Entity.of(user, c) for user in users for c in sorted(policy.excluded_client_ids)]
+        Entity.of(user, c) for user in _users_with_own_quota(baseline, with_default_client=True)
+        for c in sorted(policy.excluded_client_ids)]
+
+
+def _users_with_own_quota(baseline: Mapping[Entity, Mapping[str, float]], with_default_client: bool = False) -> list[str]:
+    """Users with a produce quota on `user=U` (and, if asked, on `user=U, client-id=<default>`)."""
+    return sorted({e.name(USER) for e, v in baseline.items() if PRODUCER_BYTE_RATE in v and e.has(USER)
+                   and e.name(USER) is not None and not e.has(IP)
+                   and (not e.has(CLIENT_ID) or (with_default_client and e.name(CLIENT_ID) is None))})
+
+
+def _whole_client(entity: Entity) -> bool:
+    """A level that names both a user (or <default>) and a client id (or <default>): Kafka's sensor tags of such a
+    level are (user, client id) already, so no level above it can give its clients a new window."""
+    return entity.has(USER) and entity.has(CLIENT_ID)
 
 
 def target(baseline: Mapping[Entity, Mapping[str, float]], factor: float, policy: Policy) -> Quotas:
-    """The quotas that make every non-excluded client's effective produce quota max(1, base x factor).
+    """The quotas that make every non-excluded client's effective produce quota its base x factor, floored.
 
     - factor >= 1: the baseline itself.
-    - every user / client-id / user+client-id entity (named or default) with a producer_byte_rate, except
-      those naming an excluded user: that value scaled. Scaling in place keeps the winning level of every
-      client, so each client's effective quota is its own baseline quota scaled.
-    - clients with no produce quota at any level (unlimited): `client-id=<default>` gets the produce base
-      (P+produce) scaled. Without P+produce an unlimited base scaled is still unlimited, except at factor 0
-      where Strimzi's callback gives max(1, MAX x 0) = 1 byte/s, so 1 it is.
+    - 0 < factor < 1: every user / client-id / user+client-id entity (named or default) with a producer_byte_rate,
+      except those naming an excluded user or client id, gets that value scaled (`scaled`: floored at
+      quota.pipeline.produce.quota.floor, never raised). Scaling in place keeps the winning level of every client,
+      so each client's effective quota is its own baseline quota scaled. Clients with no produce quota at any level
+      get the produce base (P+produce) scaled on `client-id=<default>`; without P+produce they stay unlimited.
+    - factor 0: every client is moved to the floor **on a new quota window**. Kafka charges a throttle against the
+      bytes the client's sensor still holds, so a cut on the sensor in use mutes a producer for about
+      (base / floor) x 11 s, long past the release (bench/RESULTS.md, "Recovery after a produce throttle").
+      A sensor is named by the tags of the level that gives the quota, so the floor goes on levels above the
+      baseline's: `user=<default>, client-id=<default>` (tags: user and client id) outranks `user=<default>`, every
+      `client-id` level and `client-id=<default>`, and `user=U, client-id=<default>` outranks a `user=U` quota.
+      Those outranked levels keep their baseline values (the release then only deletes the floor). Levels naming
+      a user and a client id already have those tags: they are floored in place (the one case still charged for
+      earlier bytes).
     - excluded users: `user=<name>` gets producer_byte_rate = Long.MAX_VALUE (Kafka's unlimited) when the
-      baseline sets none there, so no default can throttle them; entities naming them keep their values.
+      baseline sets none there, so no default can throttle them; entities naming them keep their values. Excluded
+      client ids: see client_exemptions.
     """
     out: Quotas = {e: dict(v) for e, v in baseline.items()}
     if factor >= 1.0:
         return out
+    floor = policy.produce_floor
+    stop = factor <= 0.0
     for entity, values in out.items():
         if (PRODUCER_BYTE_RATE in values and applies_to_producers(entity) and not names_excluded_user(entity, policy)
-                and not names_excluded_client(entity, policy)):
-            values[PRODUCER_BYTE_RATE] = scaled(values[PRODUCER_BYTE_RATE], factor)
-    if PRODUCER_BYTE_RATE not in baseline.get(CATCH_ALL, {}):
-        if policy.produce_base is not None:
-            out.setdefault(CATCH_ALL, {})[PRODUCER_BYTE_RATE] = scaled(policy.produce_base, factor)
-        elif factor <= 0.0:
-            out.setdefault(CATCH_ALL, {})[PRODUCER_BYTE_RATE] = 1.0
+                and not names_excluded_client(entity, policy) and (not stop or _whole_client(entity))):
+            values[PRODUCER_BYTE_RATE] = scaled(values[PRODUCER_BYTE_RATE], factor, floor)
+    if stop:
+        fresh = [FRESH_DEFAULT] + [Entity.of(u, default_client_id=True) for u in _users_with_own_quota(baseline)
+                                   if u not in policy.excluded_users]
+        for entity in fresh:
+            if PRODUCER_BYTE_RATE not in baseline.get(entity, {}):
+                out.setdefault(entity, {})[PRODUCER_BYTE_RATE] = scaled(_base_of(entity, baseline, policy), 0.0, floor)
+    elif PRODUCER_BYTE_RATE not in baseline.get(CATCH_ALL, {}) and policy.produce_base is not None:
+        out.setdefault(CATCH_ALL, {})[PRODUCER_BYTE_RATE] = scaled(policy.produce_base, factor, floor)
     for entity in [Entity.of(user) for user in sorted(policy.excluded_users)] + client_exemptions(baseline, policy):
         if PRODUCER_BYTE_RATE not in baseline.get(entity, {}):
             out.setdefault(entity, {})[PRODUCER_BYTE_RATE] = UNLIMITED
     return out
+
+
+def _base_of(entity: Entity, baseline: Mapping[Entity, Mapping[str, float]], policy: Policy) -> float:
+    """The quota a floor entity's clients had: `user=U`'s for `user=U, client-id=<default>`; for the defaults the
+    produce base (P+produce, else unlimited), so the floor never raises a smaller base."""
+    user = entity.name(USER)
+    if user is not None:
+        return baseline[Entity.of(user)][PRODUCER_BYTE_RATE]
+    return UNLIMITED if policy.produce_base is None else policy.produce_base
 
 
 def diff(current: Mapping[Entity, Mapping[str, float]], wanted: Mapping[Entity, Mapping[str, float]]) -> list[Change]:

@@ -126,6 +126,9 @@ def run(spark: SparkSession, settings: Settings, input_path: str, output: str, s
         return _run(spark, settings, input_path, out, str(staging), strict, cluster_name)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
+        # The run cached its snapshot numbering and summaries; a session that replays again (tests, --sweep)
+        # would otherwise keep every earlier run's blocks on the heap.
+        spark.catalog.clearCache()
 
 
 def _run(spark: SparkSession, settings: Settings, input_path: str, out: Path, staging: str, strict: bool,

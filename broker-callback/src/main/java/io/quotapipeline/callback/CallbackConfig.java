@@ -42,6 +42,8 @@ final class CallbackConfig {
     static final String EXCLUDED_CLIENT_IDS = Q + "excluded.client.ids";
     static final String PRODUCE_FLOOR = Q + "produce.quota.floor";
     static final String DEFAULT_TOPIC = "__quota_throttle_factors";
+    /** 128 KiB/s: a 1 MB produce request at the floor is throttled about 8 s (bench/RESULTS.md). */
+    static final String DEFAULT_PRODUCE_FLOOR = "131072";
     static final String DEFAULT_EXCLUDED_CLIENT_IDS = "quota-pipeline-publisher";
     static final String DEFAULT_CONSUMER_CLIENT_ID = "quota-pipeline-callback";
 
@@ -65,8 +67,8 @@ final class CallbackConfig {
                     "The compacted decision topic")
             .define(EXCLUDED_CLIENT_IDS, STRING, DEFAULT_EXCLUDED_CLIENT_IDS, rule(PropertyRules::clientIds), MEDIUM,
                     "','-separated client ids that are never limited: the pipeline's own producer, so a factor of 0 cannot stop the record that lifts it")
-            .define(PRODUCE_FLOOR, STRING, "1.0", rule(v -> PropertyRules.atLeast(v, 1.0)), LOW,
-                    "The lowest produce limit in bytes/s the callback answers (Strimzi: 1.0)");
+            .define(PRODUCE_FLOOR, STRING, DEFAULT_PRODUCE_FLOOR, rule(v -> PropertyRules.atLeast(v, 1.0)), LOW,
+                    "The least produce limit in bytes/s a throttle sets, per client on a new quota window, so producers resume within seconds of the release (Strimzi's 1.0 mutes them for days)");
 
     private final Map<String, String> values;
     private final Map<String, Object> consumerSettings;
@@ -170,6 +172,16 @@ final class CallbackConfig {
     }
 
     /** The static quotas that are set; a missing type is unlimited. */
+    /** A warning when the floor leaves a throttle nothing to lower, else null. */
+    String floorWarning() {
+        Double produce = staticQuotas().get(ClientQuotaType.PRODUCE);
+        if (produce == null || produceFloor() < produce) {
+            return null;
+        }
+        return PRODUCE_FLOOR + " (" + produceFloor() + ") is not below " + PRODUCE + " (" + produce
+                + "): a throttle cannot lower the produce quota; set the floor to a small fraction of it";
+    }
+
     Map<ClientQuotaType, Double> staticQuotas() {
         Map<ClientQuotaType, Double> quotas = new EnumMap<>(ClientQuotaType.class);
         putIfSet(quotas, ClientQuotaType.PRODUCE, PRODUCE);

@@ -31,7 +31,8 @@ public class PipelineQuotaCallback implements ClientQuotaCallback {
 
     /** What configure() builds; one immutable value so request threads see all of it or none. */
     private record Configured(CallbackConfig config, DecisionHolder holder, QuotaPolicy policy,
-                              List<CallbackMetrics.Metric> metrics, CallbackMetrics jmx, Follower follower) {
+                              QuotaWindows windows, List<CallbackMetrics.Metric> metrics, CallbackMetrics jmx,
+                              Follower follower) {
     }
 
     /** The constructor Kafka uses. */
@@ -62,9 +63,13 @@ public class PipelineQuotaCallback implements ClientQuotaCallback {
         CallbackMetrics jmx = CallbackMetrics.register(metrics);
         Map<String, Object> consumer = config.consumerSettings(jmx.instance());
         Follower follower = followers.start(config.topic(), consumer, holder::apply);
-        configured = new Configured(config, holder, policy, metrics, jmx, follower);
+        configured = new Configured(config, holder, policy, new QuotaWindows(), metrics, jmx, follower);
+        if (config.floorWarning() != null) {
+            log.warn(config.floorWarning());
+        }
         log.info("quota callback for cluster {}: topic {}, consumer {}, static quotas {}, validity {}, fallback {}, "
-                        + "produce floor {}, excluded principals {}, excluded client ids {}",
+                        + "produce floor {} (per client, on a new quota window), excluded principals {}, "
+                        + "excluded client ids {}",
                 config.clusterName(), config.topic(), CallbackConfig.forLog(consumer), config.staticQuotas(),
                 config.validity(), config.fallback(), config.produceFloor(), config.excludedPrincipalNames(),
                 config.excludedClientIds());
@@ -75,7 +80,10 @@ public class PipelineQuotaCallback implements ClientQuotaCallback {
         Configured c = configured;
         try {
             if (c != null) {
-                return c.policy().metricTags(quotaType, principal, clientId);
+                double factor = c.holder().answer(clock.instant()).factor();
+                long window = quotaType == ClientQuotaType.PRODUCE
+                        ? c.windows().epoch(c.policy().produceLimit(factor)) : 0;
+                return c.policy().metricTags(quotaType, principal, clientId, factor, window);
             }
         } catch (RuntimeException e) {
             log.warn("quota metric tags failed; the client shares the broker-wide quota", e);

@@ -31,7 +31,8 @@ class CallbackConfigTest {
         assertEquals(Duration.ofMinutes(5), config.validity());
         assertEquals(Set.of(), config.excludedPrincipalNames());
         assertEquals(Set.of("quota-pipeline-publisher"), config.excludedClientIds());
-        assertEquals(1.0, config.produceFloor());
+        assertEquals(131072.0, config.produceFloor());
+        assertEquals(null, config.floorWarning());
         assertEquals("__quota_throttle_factors", config.topic());
         assertEquals("prod-east", config.clusterName());
     }

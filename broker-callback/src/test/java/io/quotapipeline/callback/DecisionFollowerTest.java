@@ -143,25 +143,31 @@ class DecisionFollowerTest {
                 "quota.pipeline.cluster.name", "c1",
                 "quota.pipeline.output.kafka.bootstrap.servers", "127.0.0.1:" + closedPort,
                 "client.quota.callback.static.produce", "1000",
+                "quota.pipeline.produce.quota.floor", "1.0",
                 "client.quota.callback.static.throttle.factor.validity.duration", "PT1S",
                 "client.quota.callback.static.throttle.factor.fallback", "0.5"));
-        Map<String, String> tags = callback.quotaMetricTags(ClientQuotaType.PRODUCE,
-                new KafkaPrincipal(KafkaPrincipal.USER_TYPE, "alice"), "app");
-        long slowest = 0;
-        long until = System.nanoTime() + Duration.ofSeconds(3).toNanos();
-        double limit = 0;
-        while (System.nanoTime() < until) {
+        Duration took;
+        try {
+            Map<String, String> tags = callback.quotaMetricTags(ClientQuotaType.PRODUCE,
+                    new KafkaPrincipal(KafkaPrincipal.USER_TYPE, "alice"), "app");
+            long slowest = 0;
+            long until = System.nanoTime() + Duration.ofSeconds(3).toNanos();
+            double limit = 0;
+            while (System.nanoTime() < until) {
+                long t = System.nanoTime();
+                limit = callback.quotaLimit(ClientQuotaType.PRODUCE, tags);
+                slowest = Math.max(slowest, System.nanoTime() - t);
+            }
+            // A call that waited on the consumer would take its connect/poll timeouts (seconds); a loaded CI
+            // machine can pause any thread for a few hundred ms, so the bound is 1 s, not a latency target.
+            assertTrue(slowest < Duration.ofSeconds(1).toNanos(), "slowest quotaLimit took " + slowest / 1e6 + " ms");
+            assertEquals(500.0, limit, "past the validity with no decision: the fallback applies");
+            assertTrue(followerThreadAlive(), "the follower keeps retrying");
+        } finally {
             long t = System.nanoTime();
-            limit = callback.quotaLimit(ClientQuotaType.PRODUCE, tags);
-            slowest = Math.max(slowest, System.nanoTime() - t);
+            callback.close();  // also on failure: its MBeans would otherwise be read by the next test
+            took = Duration.ofNanos(System.nanoTime() - t);
         }
-        assertTrue(slowest < Duration.ofMillis(100).toNanos(), "slowest quotaLimit took " + slowest / 1e6 + " ms");
-        assertEquals(500.0, limit, "past the validity with no decision: the fallback applies");
-        assertTrue(followerThreadAlive(), "the follower keeps retrying");
-
-        long t = System.nanoTime();
-        callback.close();
-        Duration took = Duration.ofNanos(System.nanoTime() - t);
         assertTrue(took.compareTo(DecisionFollower.CLOSE_TIMEOUT) < 0, "close took " + took);
         await(() -> !followerThreadAlive(), "the follower thread ends");
     }

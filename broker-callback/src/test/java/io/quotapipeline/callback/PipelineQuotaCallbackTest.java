@@ -47,6 +47,7 @@ class PipelineQuotaCallbackTest {
         props.put("quota.pipeline.output.kafka.bootstrap.servers", "127.0.0.1:9");
         props.put("client.quota.callback.static.produce", "1000");
         props.put("client.quota.callback.static.throttle.factor.fallback", "0.5");
+        props.put("quota.pipeline.produce.quota.floor", "1.0");  // Strimzi's: the tiny static quota stays scalable
         props.putAll(extra);
         callback.configure(props);
         callbacks.add(callback);
@@ -140,7 +141,8 @@ class PipelineQuotaCallbackTest {
         PipelineQuotaCallback callback = configured();
         feed(record(START, 0.0));
         assertEquals(500.0, callback.quotaLimit(ClientQuotaType.PRODUCE, null));  // fallback 0.5 x 1000
-        assertEquals(Map.of("quota.type", "PRODUCE"), callback.quotaMetricTags(ClientQuotaType.PRODUCE, null, null));
+        assertEquals(Map.of("quota.type", "PRODUCE", "quota.window", "0", "user", "", "client-id", ""),
+                callback.quotaMetricTags(ClientQuotaType.PRODUCE, null, null));
     }
 
     @Test

@@ -126,6 +126,10 @@ class SharedVectorsTest {
             String principal = (String) limit.getOrDefault("principal", "User:ANONYMOUS");
             String clientId = (String) limit.getOrDefault("client_id", "client");
             Map<String, String> tags = callback.quotaMetricTags(type, principal(principal), clientId);
+            if (limit.containsKey("tags")) {
+                assertEquals(limit.get("tags"), tags, where + ": tags of " + type + " for " + principal + " / "
+                        + clientId);
+            }
             double expected = "unlimited".equals(limit.get("limit")) ? Double.MAX_VALUE : number(limit.get("limit"));
             assertEquals(expected, callback.quotaLimit(type, tags),
                     where + ": limit of " + type + " for " + principal + " / " + clientId);

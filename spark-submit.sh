@@ -2,6 +2,7 @@
 # Run a quota-pipeline job with spark-submit, shipping the package to the executors.
 #
 #   ./spark-submit.sh [spark-submit options] CONFIG...            the streaming job (jobs/throttle_stream.py)
+#   ./spark-submit.sh [spark-submit options] --clusters-dir DIR   the same, one .properties per cluster in DIR
 #   ./spark-submit.sh [spark-submit options] replay --config C --input P --output O
 #
 # Spark options (--master, --conf, --driver-memory, ...) come first and are passed through;
@@ -21,6 +22,7 @@ spark_home="$("$python" -c 'import os, pyspark; print(os.path.dirname(pyspark.__
 spark_opts=()
 while [ $# -gt 0 ] && [[ "$1" == --* ]]; do
   case "$1" in
+    --clusters-dir|--no-metrics) break ;;  # the job's own options: the rest goes to `run`
     --verbose|--supervise) spark_opts+=("$1"); shift ;;
     *) spark_opts+=("$1" "$2"); shift 2 ;;
   esac
@@ -45,6 +47,9 @@ with zipfile.ZipFile("build/quota_pipeline.zip", "w", zipfile.ZIP_DEFLATED) as z
 PY
 )
 export PYSPARK_PYTHON="$python" PYSPARK_DRIVER_PYTHON="$python"
+# The driver's own Python workers (planning the kafka_volumes source, the stateful processor's set-up) inherit the
+# JVM's environment, not --py-files: without this they cannot import the package unless it is installed.
+export PYTHONPATH="$dist/quota_pipeline.zip${PYTHONPATH:+:$PYTHONPATH}"
 log4j="$here/conf/log4j2.properties"
 exec "$spark_home/bin/spark-submit" \
   --conf "spark.driver.extraJavaOptions=-Dlog4j2.configurationFile=file:$log4j" \

@@ -79,7 +79,10 @@ class StreamJob:
         from quota_pipeline.session import get_session
 
         cores = os.cpu_count() or 2
-        return get_session("quota-pipeline-stream", master=self.master or f"local[{cores},4]", conf={
+        # Under spark-submit (a gateway is already up) its --master decides; a default here would override it.
+        submitted = bool(os.environ.get("PYSPARK_GATEWAY_PORT"))
+        master = self.master or (None if submitted else f"local[{cores},4]")
+        return get_session("quota-pipeline-stream", master=master, conf={
             # State partitions are fixed at the checkpoint's creation; one per core is plenty for
             # hundreds of clusters and keeps the per-batch task count (and latency) low.
             "spark.sql.shuffle.partitions": str(max(1, min(cores, len(self.configs)))),

@@ -220,3 +220,13 @@ def start_cluster(spec: ClusterSpec = ClusterSpec(), home: Path | None = None) -
     except BaseException:
         cluster.stop()
         raise
+
+
+def partition_on(cluster: RealKafka, topic: str, log_dir: str) -> int:
+    """A partition of `topic` whose replica lives on `log_dir` of node 1 (Kafka spreads them over the dirs)."""
+    def placed() -> list[int]:
+        [broker] = with_admin(cluster, lambda a: a.describe_log_dirs())
+        return [p["partition_index"] for d in broker["log_dirs"] if d["log_dir"] == log_dir
+                for t in d["topics"] if t["name"] == topic for p in t["partitions"]]
+    from tests.realkafka_props import wait_for
+    return wait_for(placed, 20, f"a partition of {topic} is placed on {log_dir}")[0]

@@ -12,9 +12,9 @@ RECORD_BYTES = 10 * 1024
 class PacedProducer:
     """Produces RECORD_BYTES records at `rate` bytes/s to `topic` from its own thread until stop()."""
 
-    def __init__(self, conf: dict[str, Any], topic: str, client_id: str, rate: float) -> None:
+    def __init__(self, conf: dict[str, Any], topic: str, client_id: str, rate: float, partition: int = -1) -> None:
         from confluent_kafka import Producer
-        self.topic, self.rate = topic, rate
+        self.topic, self.rate, self.partition = topic, rate, partition  # -1: librdkafka's partitioner
         self.acked: list[tuple[float, int]] = []  # (monotonic time, cumulative bytes acknowledged)
         self.throttles: list[tuple[float, float]] = []  # (monotonic time, throttle time in ms) the broker reported
         self._producer = Producer({**conf, "client.id": client_id, "linger.ms": 5, "throttle_cb": lambda event:
@@ -36,7 +36,7 @@ class PacedProducer:
         due = time.monotonic()
         while not self._stop.is_set():
             try:
-                self._producer.produce(self.topic, record, on_delivery=self._delivered)
+                self._producer.produce(self.topic, record, partition=self.partition, on_delivery=self._delivered)
             except BufferError:  # the queue is full while throttled: wait for room, keep the pace afterwards
                 self._producer.poll(0.05)
                 continue

@@ -17,7 +17,10 @@ from typing import Any, Iterator
 import pytest
 
 from tests.kafka_fixtures import create_topic, decision, encode, publish
-from tests.realkafka import ClusterSpec, KafkaUnavailable, RealKafka, free_ports, kafka_home, start_cluster
+from tests.realkafka import (
+    ClusterSpec, KafkaUnavailable, RealKafka, free_ports, kafka_home, partition_on, start_cluster,
+)
+from tests.realkafka_process import TmpfsUnavailable
 from tests.realkafka_props import wait_for
 from tests.realkafka_process import FAST_START_JVM
 
@@ -51,14 +54,19 @@ def callback_jar() -> Path:
 
 @contextmanager
 def callback_broker(jar: Path, callback_class: str, settings: dict[str, str],
-                    jmx_port: int | None = None) -> Iterator[RealKafka]:
-    """A 1-node cluster whose broker loads the callback from `jar` (CLASSPATH), always stopped afterwards."""
+                    jmx_port: int | None = None, tmpfs_mb: int | None = None) -> Iterator[RealKafka]:
+    """A 1-node cluster whose broker loads the callback from `jar` (CLASSPATH), always stopped afterwards; with
+    `tmpfs_mb`, a second log dir on a tmpfs of that size (root only)."""
     overrides = {"client.quota.callback.class": callback_class, "quota.pipeline.cluster.name": CLUSTER, **settings}
     with pytest.MonkeyPatch.context() as env:
         env.setenv("CLASSPATH", str(jar))  # kafka-run-class.sh puts it before Kafka's own libs
         if jmx_port is not None:
             env.setenv("JMX_PORT", str(jmx_port))
-        cluster = start_cluster(ClusterSpec(nodes=1, log_dirs=1, jvm_opts=FAST_START_JVM, overrides=overrides))
+        try:
+            cluster = start_cluster(ClusterSpec(nodes=1, log_dirs=2 if tmpfs_mb else 1, tmpfs_mb=tmpfs_mb,
+                                                jvm_opts=FAST_START_JVM, overrides=overrides))
+        except TmpfsUnavailable as exc:
+            pytest.skip(str(exc))
     try:
         yield cluster
     finally:
@@ -196,3 +204,154 @@ def jmx_value(cluster: RealKafka, port: int, name: str, attribute: str) -> float
         if line.startswith(prefix):
             return float(line[len(prefix):])
     raise AssertionError(f"JmxTool did not report {name}:{attribute}:\n{done.stdout[-2000:]}{done.stderr[-2000:]}")
+
+
+# ---- end to end: the streaming job decides, the callback on the observed broker throttles a real producer ----
+
+MiB = 1024 * 1024
+E2E_INTERVAL_S = 2
+E2E_RATE = 2_000_000  # bytes/s each paced producer offers
+E2E_FLOOR = 65536  # bytes/s per client at factor 0 (3.3 % of E2E_RATE)
+HARD_LIMIT = 24 * MiB  # free bytes below which the tmpfs log dir violates
+
+
+@pytest.fixture(scope="module")
+def end_to_end(callback_jar: Path, real_kafka: RealKafka, tmp_path_factory) -> Iterator[dict[str, Any]]:
+    """`quota-pipeline run` observes a broker that loads the callback; its decisions go to a topic on the session's
+    `real_kafka`, which the callback follows. A paced producer, and one whose principal is excluded (SCRAM over the
+    SASL listener), produce while a 64 MiB tmpfs log dir is filled past the hard limit and freed again; then the
+    decision topic is deleted."""
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    from quota_pipeline.core import config as cfg
+    from tests import realkafka_config as rc
+    from tests.realkafka_load import PacedProducer
+    from tests.realkafka_props import pipeline_properties, prefixed, client_properties, write_properties
+    from tests.stream_job import TopicWatcher, start_job
+
+    work = tmp_path_factory.mktemp("callback-e2e")
+    topic = f"decisions-e2e-{uuid.uuid4().hex[:8]}"
+    events: dict[str, Any] = {}
+    with callback_broker(callback_jar, CALLBACK, {
+            "quota.pipeline.output.kafka.bootstrap.servers": real_kafka.bootstrap(),
+            "quota.pipeline.output.topic": topic,
+            "quota.pipeline.produce.quota.floor": str(E2E_FLOOR),
+            "client.quota.callback.static.excluded.principal.name.list": f"User:{real_kafka.scram_user}"},
+            tmpfs_mb=64) as cluster:
+        tmpfs_dir = events["tmpfs_dir"] = cluster.log_dirs[1][-1]
+        disk_dir = cluster.log_dirs[1][0]
+        admin = AdminClient(cluster.client_config())
+        admin.create_topics([NewTopic("load", 4, 1)])["load"].result(30)
+        partition = partition_on(cluster, "load", disk_dir)  # the load must not fill the tmpfs itself
+        props = pipeline_properties(cluster, **{
+            cfg.HARD_BYTES: str(HARD_LIMIT), cfg.CLUSTER_NAME: CLUSTER, cfg.OUTPUT_TOPIC: topic,
+            cfg.CHECK_INTERVAL_SECONDS: str(E2E_INTERVAL_S), cfg.CHECKPOINT_PATH: str(work / "checkpoint")},
+            **prefixed(cfg.OUTPUT_KAFKA_PREFIX, client_properties(real_kafka)))
+        conf = write_properties(work / "cluster.properties", props)
+        watcher = TopicWatcher(real_kafka.bootstrap(), topic)
+        job = start_job(conf, work / "job.log")
+        app = excluded = None
+        try:
+            watcher.wait_for(lambda r: r["throttle_factor"] == 1.0, timeout=120)
+            app = PacedProducer(cluster.client_config(), "load", "app", E2E_RATE, partition).start()
+            excluded = PacedProducer(cluster.client_config(rc.SASL), "load", "ops", E2E_RATE, partition).start()
+            time.sleep(5)
+            now = time.monotonic()
+            events["pre"] = (app.rate_between(now - 3, now), excluded.rate_between(now - 3, now))
+
+            ballast = os.path.join(tmpfs_dir, "ballast")
+            free = os.statvfs(tmpfs_dir).f_bavail * os.statvfs(tmpfs_dir).f_frsize
+            filled_at = time.monotonic()
+            with open(ballast, "wb") as fh:
+                fh.write(bytes(max(0, free - HARD_LIMIT // 2)))
+            since = len(watcher.records)
+            _, stop = watcher.wait_for(lambda r: r["throttle_factor"] == 0.0, timeout=30, since=since)
+            events["stop_record"] = stop
+            deadline = filled_at + E2E_INTERVAL_S + 5
+            events["throttled_after"] = _first_below(app, filled_at, deadline + 5, 0.05 * events["pre"][0])
+            time.sleep(max(0.0, filled_at + 20 - time.monotonic()))
+            now = time.monotonic()
+            events["during"] = (app.rate_between(now - 8, now), excluded.rate_between(now - 8, now))
+
+            os.remove(ballast)
+            since = len(watcher.records)
+            released_wall, _ = watcher.wait_for(lambda r: r["throttle_factor"] == 1.0, timeout=30, since=since)
+            released_at = time.monotonic() - (time.time() - released_wall)
+            events["recovered_after"] = _first_at_least(app, released_at, released_at + 16, 0.5 * events["pre"][0])
+            events["max_throttle_ms"] = max((ms for _, ms in app.throttles), default=0.0)
+
+            admin_decisions = AdminClient(real_kafka.client_config())
+            admin_decisions.delete_topics([topic])[topic].result(30)
+            time.sleep(3)
+            late = Producer(cluster.bootstrap(), "late")
+            late.send("load", count=20, size=1024)
+            events["after_topic_deleted"] = (late.delivered, late.errors)
+            print(f"callback end to end: before {events['pre'][0]:.0f} B/s, below 5 % {events['throttled_after']} s "
+                  f"after the fill, {events['during'][0]:.0f} B/s throttled, excluded principal "
+                  f"{events['during'][1]:.0f} B/s, back at half {events['recovered_after']} s after the release "
+                  f"record, largest throttle {events['max_throttle_ms']:.0f} ms")
+            yield events
+        finally:
+            for producer in (app, excluded):
+                if producer is not None:
+                    producer.stop()
+            job.terminate()
+            try:
+                job.wait(30)
+            except subprocess.TimeoutExpired:
+                os.killpg(job.pid, 9)
+                job.wait(10)
+            watcher.close()
+
+
+def _first_below(producer, since: float, until: float, rate: float) -> float | None:
+    """Seconds from `since` to the end of the first 1-s window whose rate, and every later one's, is below `rate`."""
+    while time.monotonic() < until:
+        time.sleep(0.25)
+    t = since + 1.0
+    while t <= until:
+        if all(producer.rate_between(a, a + 1.0) < rate for a in _steps(t - 1.0, until - 1.0)):
+            return t - since
+        t += 0.25
+    return None
+
+
+def _first_at_least(producer, since: float, until: float, rate: float) -> float | None:
+    """Seconds from `since` to the end of the first 1-s window at `rate` or more (waits until `until`)."""
+    while time.monotonic() < until:
+        time.sleep(0.25)
+    t = since + 1.0
+    while t <= until:
+        if producer.rate_between(t - 1.0, t) >= rate:
+            return t - since
+        t += 0.25
+    return None
+
+
+def _steps(start: float, end: float) -> list[float]:
+    return [start + 0.25 * i for i in range(int((end - start) / 0.25) + 1)]
+
+
+def test_end_to_end_a_filling_log_dir_throttles_a_producer_within_the_interval_plus_5_s(end_to_end):
+    pre = end_to_end["pre"][0]
+    assert pre > 0.8 * E2E_RATE, f"the producer did not reach its pace before the fill: {pre:.0f} B/s"
+    assert end_to_end["throttled_after"] is not None, f"still {end_to_end['during'][0]:.0f} B/s while throttled"
+    assert end_to_end["throttled_after"] <= E2E_INTERVAL_S + 5
+    assert end_to_end["stop_record"]["worst_volume"]["log_dir"] == end_to_end["tmpfs_dir"]
+
+
+def test_end_to_end_an_excluded_principal_keeps_producing_at_full_rate(end_to_end):
+    pre, during = end_to_end["pre"][1], end_to_end["during"][1]
+    assert during > 0.8 * pre, f"excluded principal: {during:.0f} B/s while others are throttled, {pre:.0f} before"
+
+
+def test_end_to_end_the_producer_is_back_at_half_its_rate_within_15_s_of_the_release(end_to_end):
+    recovered = end_to_end["recovered_after"]
+    assert recovered is not None and recovered <= 15.0, (
+        f"not at half its former rate within 16 s of the release record; largest throttle time "
+        f"{end_to_end['max_throttle_ms']:.0f} ms")
+
+
+def test_end_to_end_the_broker_keeps_serving_when_the_decision_topic_is_deleted(end_to_end):
+    delivered, errors = end_to_end["after_topic_deleted"]
+    assert delivered == 20 and not errors

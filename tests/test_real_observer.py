@@ -16,7 +16,7 @@ from quota_pipeline.core.decision import DecisionState, step
 from quota_pipeline.core.model import PartitionSize, Status, VolumeSnapshot
 from quota_pipeline.core.settings import Settings
 from quota_pipeline.kafka.observer import Observer
-from tests.realkafka import RealKafka, with_admin
+from tests.realkafka import RealKafka, partition_on, with_admin
 from tests.realkafka_props import pipeline_config, wait_for
 
 pytestmark = pytest.mark.realkafka
@@ -120,15 +120,6 @@ def test_a_stopped_broker_is_fenced_and_stays_expected_until_it_is_back(real_kaf
 KAFKA_STORAGE_ERROR = "KAFKA_STORAGE_ERROR"
 
 
-def _partition_on(cluster: RealKafka, topic: str, log_dir: str) -> int:
-    """A partition of `topic` whose replica lives on `log_dir` of node 1 (Kafka spreads them over the dirs)."""
-    def placed() -> list[int]:
-        [broker] = with_admin(cluster, lambda a: a.describe_log_dirs())
-        return [p["partition_index"] for d in broker["log_dirs"] if d["log_dir"] == log_dir
-                for t in d["topics"] if t["name"] == topic for p in t["partitions"]]
-    return wait_for(placed, 20, f"a partition of {topic} is placed on {log_dir}")[0]
-
-
 def test_a_log_dir_that_fills_up_goes_offline_and_pins_the_throttle_until_it_is_back(real_kafka_tmpfs: RealKafka):
     cluster = real_kafka_tmpfs
     tmpfs_dir = cluster.log_dirs[1][-1]
@@ -142,7 +133,7 @@ def test_a_log_dir_that_fills_up_goes_offline_and_pins_the_throttle_until_it_is_
         out.write(bytes(24 * MiB))
     admin = AdminClient(cluster.client_config())
     admin.create_topics([NewTopic("fill", 4, 1)])["fill"].result(30)
-    partition = _partition_on(cluster, "fill", tmpfs_dir)
+    partition = partition_on(cluster, "fill", tmpfs_dir)
     snapshots: list[VolumeSnapshot] = []
     with Observer(pinned) as observer:
         snapshots.append(observer.poll())

@@ -156,6 +156,6 @@ def test_line_numbers_are_exact_when_a_file_is_read_in_many_splits(spark, tmp_pa
             text.append(json.dumps({**good, "observed_at": f"2026-01-01T00:{i // 60:02d}:{i % 60:02d}.000Z"}))
     path = tmp_path / "split.jsonl"
     path.write_text("\n".join(text) + "\n")
-    valid, rejected = journal.read(spark, str(path), split_bytes=700)  # ~400 splits, most mid-line
+    valid, rejected = journal.read(spark, str(path), split_bytes=7000)  # ~40 splits, most mid-line
     assert [r["line"] for r in lines.rejections(rejected)] == [i for i in range(1, 200) if i % 17 == 0]
     assert valid.count() == 199 - 11

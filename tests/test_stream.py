@@ -10,73 +10,19 @@ from __future__ import annotations
 import json
 import os
 import signal
-import subprocess
-import sys
-import threading
 import time
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Consumer, TopicPartition
 
 from quota_pipeline.core import config as cfg
 from quota_pipeline.simulator import Simulator
 from quota_pipeline.demo.local_broker import LocalBroker, free_port
+from tests.stream_job import TopicWatcher, start_job
 
 TOTAL = 1000 * 10 ** 9
 VALIDITY_S = 45
 ROOT = Path(__file__).resolve().parent.parent
-
-
-class TopicWatcher:
-    """Follows the decision topic from offset 0 and keeps (arrival time, record) pairs."""
-
-    def __init__(self, bootstrap: str, topic: str) -> None:
-        self.records: list[tuple[float, dict]] = []
-        self._stop = threading.Event()
-        self._consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "test-watcher",
-                                   "enable.auto.commit": False, "auto.offset.reset": "earliest"})
-        self._topic = topic
-        self._thread = threading.Thread(target=self._run, daemon=True)
-        self._thread.start()
-
-    def _assign(self) -> bool:
-        """Every partition, from the beginning, once the topic exists (a broker may create it with several)."""
-        metadata = self._consumer.list_topics(self._topic, timeout=2).topics.get(self._topic)
-        if metadata is None or metadata.error is not None or not metadata.partitions:
-            return False
-        self._consumer.assign([TopicPartition(self._topic, p, 0) for p in sorted(metadata.partitions)])
-        return True
-
-    def _run(self) -> None:
-        while not self._stop.is_set() and not self._assign():
-            time.sleep(0.5)
-        while not self._stop.is_set():
-            msg = self._consumer.poll(0.2)
-            if msg is not None and not msg.error():
-                self.records.append((time.time(), json.loads(msg.value())))
-
-    def wait_for(self, predicate, timeout: float, since: int = 0) -> tuple[float, dict]:
-        deadline = time.time() + timeout
-        while time.time() < deadline:
-            for arrived, rec in self.records[since:]:
-                if predicate(rec):
-                    return arrived, rec
-            time.sleep(0.1)
-        tail = [(r["observed_at"], r["throttle_factor"], r["source"], r["status"]) for _, r in self.records[-8:]]
-        raise AssertionError(f"no matching decision within {timeout}s; last records: {tail}")
-
-    def close(self) -> None:
-        self._stop.set()
-        self._thread.join(5)
-        self._consumer.close()
-
-
-def start_job(conf_path: Path, log: Path) -> subprocess.Popen:
-    env = {**os.environ, "PYSPARK_PYTHON": sys.executable}
-    return subprocess.Popen([sys.executable, "-m", "quota_pipeline.cli", "run", str(conf_path), "--no-metrics",
-                             "--master", "local[2]"], stdout=log.open("ab"), stderr=subprocess.STDOUT, env=env,
-                            cwd=conf_path.parent, start_new_session=True)
 
 
 @pytest.fixture(scope="module")

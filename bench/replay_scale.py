@@ -1,61 +1,263 @@
-"""Benchmark: batch replay of a large generated journal (default 10 million volume rows).
+"""Benchmark: `quota-pipeline replay` against DuckDB's exploded-range plan on the same flattened Parquet journal.
 
-    python bench/replay_scale.py --brokers 100 --log-dirs 10 --snapshots 10000
+    python bench/replay_scale.py --rows 1000000                 # replay vs DuckDB, and the time per stage
+    python bench/replay_scale.py --rows 10000000 --sweep        # ... and a 5-value --sweep against one replay
+    python bench/replay_scale.py --rows 100000000 --no-duckdb --no-stages   # replay alone: time and peak RSS
 
-Generates the journal once under bench/out/ (reused when present), then times `replay` end to end
-(read + parse + set-based cache + decisions + write) on local[*], and prints rows per second.
+Generates the journal once under bench/out/ (reused when present; journal/synth.py flat_parquet_journal: one
+cluster, 10 brokers x 5 log dirs, 5% failed polls, one row per volume, zstd). Then, in one run on that file:
+DuckDB's exploded-range query of DESIGN.md (numbered snapshots, every reading an interval of snapshot numbers
+until the key's next reading or its expiry, exploded and aggregated per snapshot; in-process, all cores), and
+`quota-pipeline replay` as a subprocess, start-up included, with the CLI's default driver memory (its peak RSS:
+VmHWM of the child processes, the driver's JVM and the Python processes, from /proc). `--stages` (default on) runs
+replay's stages one at a time in this process, each materialised, for the time per stage. The machine is shared:
+the load average is printed before and after.
 """
 from __future__ import annotations
 
 import argparse
-import datetime as dt
-import resource
+import json
+import os
+import subprocess
 import sys
+import tempfile
+import threading
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeRemainingColumn
+from rich.console import Console
+from rich.table import Table
 
-from quota_pipeline.replay import job as replay
-from quota_pipeline.journal import synth
-from quota_pipeline.core.config import Limit, Limits
-from quota_pipeline.core.settings import Settings
-from quota_pipeline.session import get_session
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from quota_pipeline.journal import synth  # noqa: E402
+
+CONFIG = """client.quota.callback.static.storage.per.volume.limit.min.available.ratio=0.05
+client.quota.callback.static.throttle.factor.validity.duration=PT5M
+client.quota.callback.static.throttle.factor.fallback=0.5
+client.quota.callback.static.storage.check.interval=PT10S
+"""
+SWEEP = "storage.per.volume.limit.min.available.ratio=0.02,0.03,0.05,0.07,0.09"
+BROKERS, LOG_DIRS, FAILED = 10, 5, 0.05
+console = Console(width=120)
+
+
+def journal(out: Path, rows: int) -> tuple[Path, int]:
+    """The flattened journal of about `rows` volume rows, generated once."""
+    path = out / f"flat-{BROKERS}x{LOG_DIRS}-{rows}.parquet"
+    count = path.with_suffix(".rows")
+    if not path.exists():
+        # Rows per snapshot: the volumes of a successful poll (~2% miss a broker), one row per failed poll.
+        per_snapshot = (1 - FAILED) * BROKERS * LOG_DIRS * (1 - 0.02 / BROKERS) + FAILED
+        snapshots = round(rows / per_snapshot)
+        started = time.monotonic()
+        tmp = path.with_suffix(".tmp")
+        with console.status(f"generating {snapshots:,} snapshots") as status:
+            n = synth.flat_parquet_journal(tmp, BROKERS, LOG_DIRS, snapshots, failed=FAILED,
+                                           progress=lambda i: status.update(f"generating: {i:,}/{snapshots:,}"))
+        tmp.rename(path)
+        count.write_text(str(n))
+        console.print(f"generated {path} ({n:,} rows, {path.stat().st_size / 1e6:.0f} MB) "
+                      f"in {time.monotonic() - started:.0f} s")
+    return path, int(count.read_text())
+
+
+def duckdb_query(path: Path, validity_us: int, hard_ratio: float) -> str:
+    """DESIGN.md's exploded-range plan: readings (SUCCESS, with bytes or offline) of numbered snapshots become
+    [seq, min(next reading of the key, expiry)) ranges, exploded and aggregated per snapshot."""
+    return f"""
+WITH raw AS (SELECT cluster_id, status, broker_id, log_dir, total_bytes, available_bytes, error,
+                    epoch_us(CAST(observed_at AS TIMESTAMP)) AS t_us FROM read_parquet('{path}')),
+snaps AS (SELECT cluster_id, t_us, any_value(status) AS status FROM raw GROUP BY ALL),
+numbered AS (SELECT *, row_number() OVER w - 1 AS seq,
+               count(*) OVER (PARTITION BY cluster_id ORDER BY t_us
+                              RANGE BETWEEN UNBOUNDED PRECEDING AND {validity_us - 1} FOLLOWING) AS expires_at,
+               count(*) OVER (PARTITION BY cluster_id) AS n
+             FROM snaps WINDOW w AS (PARTITION BY cluster_id ORDER BY t_us)),
+ev AS (SELECT r.cluster_id, r.broker_id, r.log_dir, r.total_bytes, r.available_bytes, r.error IS NOT NULL AS offline,
+              n.seq, n.expires_at, n.n
+       FROM raw r JOIN numbered n USING (cluster_id, t_us) WHERE r.status = 'SUCCESS' AND r.broker_id IS NOT NULL),
+spans AS (SELECT *, greatest(seq + 1, least(coalesce(lead(seq) OVER (PARTITION BY cluster_id, broker_id, log_dir
+                                                                    ORDER BY seq), n), expires_at)) AS e FROM ev),
+cached AS (SELECT cluster_id, broker_id, available_bytes, total_bytes, offline, unnest(range(seq, e)) AS seq FROM spans),
+agg AS (SELECT cluster_id, seq, count(*) AS active_log_dirs,
+               sum(CASE WHEN offline OR available_bytes <= {hard_ratio} * total_bytes THEN 1 ELSE 0 END) AS violations,
+               min(CASE WHEN total_bytes = 0 THEN 0.0 ELSE available_bytes / total_bytes END) AS min_ratio,
+               list_distinct(list(broker_id)) AS covered
+        FROM cached GROUP BY cluster_id, seq)
+SELECT n.cluster_id, n.seq, n.status, coalesce(a.violations, 0) AS violations, a.min_ratio, a.active_log_dirs,
+       a.covered
+FROM numbered n LEFT JOIN agg a USING (cluster_id, seq) ORDER BY n.cluster_id, n.seq"""
+
+
+def run_duckdb(path: Path, work: Path) -> tuple[float, int]:
+    import duckdb
+
+    con = duckdb.connect()
+    started = time.monotonic()
+    target = work / "duckdb-summaries.parquet"
+    con.execute(f"COPY ({duckdb_query(path, 300_000_000, 0.05)}) TO '{target}' (FORMAT parquet)")
+    elapsed = time.monotonic() - started
+    return elapsed, con.execute(f"SELECT count(*) FROM '{target}'").fetchone()[0]
+
+
+@dataclass
+class Peak:
+    """Largest VmHWM seen per kind of process (java = the driver JVM, python = the CLI and its workers)."""
+
+    java: int = 0
+    python: int = 0
+    pids: dict[int, tuple[str, int]] = field(default_factory=dict)
+
+    @property
+    def total(self) -> int:
+        return sum(hwm for _, hwm in self.pids.values())
+
+
+def _children(pid: int) -> list[int]:
+    out, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        out.append(p)
+        try:
+            for task in os.listdir(f"/proc/{p}/task"):
+                with open(f"/proc/{p}/task/{task}/children") as fh:
+                    todo.extend(int(c) for c in fh.read().split())
+        except OSError:
+            pass
+    return out
+
+
+def watch(proc: subprocess.Popen, peak: Peak) -> None:
+    """Polls the process tree's VmHWM (each process's own peak) until it ends."""
+    while proc.poll() is None:
+        for pid in _children(proc.pid):
+            try:
+                status = Path(f"/proc/{pid}/status").read_text()
+            except OSError:
+                continue
+            name = status.split("\n", 1)[0].split()[-1]
+            hwm = next((int(line.split()[1]) for line in status.splitlines() if line.startswith("VmHWM")), 0)
+            peak.pids[pid] = (name, max(hwm, peak.pids.get(pid, ("", 0))[1]))
+        peak.java = max([h for n, h in peak.pids.values() if n == "java"], default=0)
+        peak.python = max([h for n, h in peak.pids.values() if n.startswith("python")], default=0)
+        time.sleep(0.5)
+
+
+def run_replay(path: Path, work: Path, extra: list[str]) -> tuple[float, Peak, str]:
+    conf = work / "bench.properties"
+    conf.write_text(CONFIG)
+    cmd = [sys.executable, "-m", "quota_pipeline.cli", "replay", "--config", str(conf), "--input", str(path),
+           "--output", str(work / "decisions.parquet"), *extra]
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "COLUMNS": "120"}
+    peak = Peak()
+    started = time.monotonic()
+    with tempfile.TemporaryFile("w+") as log:
+        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=str(work))
+        watcher = threading.Thread(target=watch, args=(proc, peak), daemon=True)
+        watcher.start()
+        code = proc.wait()
+        elapsed = time.monotonic() - started
+        watcher.join()
+        log.seek(0)
+        text = log.read()
+    if code != 0:
+        console.print(text[-3000:])
+        raise SystemExit(f"replay exited with {code}")
+    return elapsed, peak, "\n".join(line for line in text.splitlines() if "Stage" not in line)
+
+
+def stages(path: Path, work: Path) -> dict[str, float]:
+    """replay.run's stages one at a time, each materialised (Parquet, or Spark's no-op sink), in this process."""
+    from pyspark.sql import functions as F
+
+    from quota_pipeline.core.config import parse
+    from quota_pipeline.core.settings import Settings
+    from quota_pipeline.journal import spark_reader
+    from quota_pipeline.replay import intervals, job
+    from quota_pipeline.session import get_session
+
+    settings = Settings.of(parse(dict(line.split("=", 1) for line in CONFIG.split()), require_admin=False))
+    out: dict[str, float] = {}
+    t = time.monotonic()
+    spark = get_session("bench-replay-stages", conf={"spark.driver.memory": "2g", "spark.ui.showConsoleProgress": "false"})
+    out["Spark start-up (JVM, session)"] = time.monotonic() - t
+    t = time.monotonic()
+    snaps, rejected = spark_reader.staged(spark, str(path), str(work / "staging"))
+    rejected.count()
+    out["read + parse + validate (staged to Parquet)"] = time.monotonic() - t
+    t = time.monotonic()
+    intervals.summaries(snaps, settings).write.mode("overwrite").parquet(str(work / "summaries"))
+    out["summaries (intervals, explode, per-snapshot aggregation)"] = time.monotonic() - t
+    summaries = spark.read.parquet(str(work / "summaries"))
+    t = time.monotonic()
+    job.decisions(summaries, settings).write.format("noop").mode("overwrite").save()
+    out["decisions (step 4 in applyInPandas, joined back)"] = time.monotonic() - t
+    t = time.monotonic()
+    job.decisions(summaries, settings).repartition(1).sortWithinPartitions("cluster_id", "observed_at") \
+        .write.mode("overwrite").parquet(str(work / "records"))
+    out["write (decisions again + sort + Parquet)"] = time.monotonic() - t - out["decisions (step 4 in applyInPandas, joined back)"]
+    spark.read.parquet(str(work / "records")).agg(F.count("*")).collect()
+    spark.stop()
+    return out
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--brokers", type=int, default=100)
-    ap.add_argument("--log-dirs", type=int, default=10)
-    ap.add_argument("--snapshots", type=int, default=10_000)
-    ap.add_argument("--offline-policy", default="pin", choices=["pin", "last-known", "violate"])
+    ap.add_argument("--rows", type=int, default=1_000_000, help="volume rows of the generated journal")
     ap.add_argument("--out", default=str(Path(__file__).parent / "out"))
-    ap.add_argument("--driver-memory", default="4g")
+    ap.add_argument("--no-duckdb", action="store_true")
+    ap.add_argument("--no-stages", action="store_true")
+    ap.add_argument("--sweep", action="store_true", help=f"also time replay --sweep {SWEEP}")
     args = ap.parse_args()
 
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    journal = out / f"journal-{args.brokers}x{args.log_dirs}x{args.snapshots}.jsonl"
-    if not journal.exists():
-        tmp = journal.with_suffix(".tmp")
-        with Progress("generating", BarColumn(), MofNCompleteColumn(), TimeRemainingColumn()) as bar:
-            task = bar.add_task("gen", total=args.snapshots)
-            count = synth.large_journal(tmp, args.brokers, args.log_dirs, args.snapshots,
-                                        progress=lambda i: bar.update(task, completed=i) if i % 100 == 0 else None)
-        journal.with_suffix(".rows").write_text(str(count))
-        tmp.rename(journal)
-    rows = int(journal.with_suffix(".rows").read_text()) if journal.with_suffix(".rows").exists() \
-        else args.brokers * args.log_dirs * args.snapshots
-    settings = Settings(Limits(Limit("ratio", 0.05), Limit("ratio", 0.10)), dt.timedelta(minutes=5), 0.5,
-                        args.offline_policy)
-    spark = get_session("bench-replay", conf={"spark.driver.memory": args.driver_memory})
-    started = time.monotonic()
-    result = replay.run(spark, settings, str(journal), str(out / "decisions.parquet"))
-    elapsed = time.monotonic() - started
-    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    print(f"journal: {journal.name} ({journal.stat().st_size / 1e9:.2f} GB, {rows:,} volume rows)")
-    print(f"replay: {result.records:,} decisions, {result.rejected} rejected, {elapsed:.1f} s, "
-          f"{rows / elapsed / 1e6:.3f} M volume rows/s, driver python max RSS {rss:.0f} MiB")
+    path, rows = journal(out, args.rows)
+    work = Path(tempfile.mkdtemp(prefix="replay-bench-", dir=out))
+    load_before = os.getloadavg()
+    table = Table(title=f"{path.name}: {rows:,} volume rows, {path.stat().st_size / 1e6:.0f} MB "
+                        f"({os.cpu_count()} cores)")
+    for col in ("run", "seconds", "M rows/s", "vs DuckDB", "peak RSS (MiB)"):
+        table.add_column(col, justify="left" if col == "run" else "right")
+    duck_rate = None
+    if not args.no_duckdb:
+        elapsed, n = run_duckdb(path, work)
+        duck_rate = rows / elapsed
+        table.add_row(f"DuckDB exploded-range query ({n:,} snapshots)", f"{elapsed:.1f}", f"{duck_rate / 1e6:.3f}",
+                      "1.00", "")
+    elapsed, peak, log = run_replay(path, work, [])
+    rate = rows / elapsed
+    table.add_row("quota-pipeline replay (subprocess, start-up included)", f"{elapsed:.1f}", f"{rate / 1e6:.3f}",
+                  f"{rate / duck_rate:.3f}" if duck_rate else "",
+                  f"java {peak.java / 1024:.0f} + python {peak.python / 1024:.0f} (all: {peak.total / 1024:.0f})")
+    results = {"rows": rows, "replay_s": elapsed, "replay_rate": rate, "duckdb_rate": duck_rate,
+               "java_hwm_kib": peak.java, "python_hwm_kib": peak.python, "all_hwm_kib": peak.total}
+    if args.sweep:
+        s_elapsed, s_peak, s_log = run_replay(path, work, ["--sweep", SWEEP])
+        table.add_row(f"replay --sweep (5 values) = {s_elapsed / elapsed:.2f} x one replay", f"{s_elapsed:.1f}",
+                      f"{rows / s_elapsed / 1e6:.3f}", f"{rows / s_elapsed / duck_rate:.3f}" if duck_rate else "",
+                      f"java {s_peak.java / 1024:.0f} + python {s_peak.python / 1024:.0f}")
+        results.update(sweep_s=s_elapsed, sweep_ratio=s_elapsed / elapsed)
+        console.print(s_log[-4000:])
+    load_after = os.getloadavg()
+    console.print(table)
+    console.print(f"load average (1, 5, 15 min): before {load_before[0]:.1f} {load_before[1]:.1f} "
+                  f"{load_before[2]:.1f}, after {load_after[0]:.1f} {load_after[1]:.1f} {load_after[2]:.1f}")
+    if not args.no_stages:
+        st = Table(title="replay's stages, one at a time (in this process, each materialised)")
+        st.add_column("stage")
+        st.add_column("seconds", justify="right")
+        for name, seconds in stages(path, work).items():
+            st.add_row(name, f"{seconds:.1f}")
+        console.print(st)
+        results["load_after_stages"] = os.getloadavg()
+        console.print(f"load average after the stages: {results['load_after_stages'][0]:.1f}")
+    results.update(load_before=load_before, load_after=load_after)
+    (work / "results.json").write_text(json.dumps(results, indent=1))
+    console.print(f"results: {work / 'results.json'}")
     return 0
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from pathlib import Path
 
 from quota_pipeline.commands.common import load_or_exit
 
@@ -16,7 +17,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                     "directory of them; clusters may be interleaved) through the same decision logic as the "
                     "streaming job. Writes one decision record per input snapshot, sorted by cluster then "
                     "observed_at, and prints how long each cluster was throttled and why. Lines that are not "
-                    "valid snapshots are counted, reported with file and line, and written to OUT.rejected.",
+                    "valid snapshots are counted, reported with file and line, and written to OUT.rejected. "
+                    "--sweep decides the same snapshots under several values of one limit, the validity or the "
+                    "fallback in the same run; --report draws it all into one HTML file.",
     )
     p.add_argument("--config", required=True, metavar="CONF",
                    help="the .properties file whose limits, validity and fallback to apply "
@@ -27,6 +30,20 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "Parquet directory")
     p.add_argument("--strict", action="store_true",
                    help="fail (exit 1, no output) when any input line is rejected")
+    p.add_argument("--sweep", metavar="KEY=V1,V2,...",
+                   help="what-if: also decide every snapshot under each value of one property, over the same read "
+                        "of the journal, and print per value the time throttled, throttle episodes, longest "
+                        "episode, time in fallback and the least available ratio while unthrottled (also written "
+                        "to OUT.sweep.json). KEY: storage.per.volume.limit.min.available.ratio|bytes, "
+                        "storage.per.volume.soft.limit.min.available.ratio|bytes, throttle.factor.validity.duration "
+                        "or throttle.factor.fallback (the client.quota.callback.static. prefix may be left out); "
+                        "a limit value replaces the configured limit of the same rank. OUT still holds the "
+                        "decisions of CONF's own settings")
+    p.add_argument("--report", metavar="FILE.html",
+                   help="also write a self-contained HTML report (matplotlib charts embedded): the factor over "
+                        "time with throttle episodes shaded, the log dir closest to the hard limit against the "
+                        "limit lines, a per-broker heat map of the least available ratio, and the sweep "
+                        "comparison with --sweep (needs matplotlib: pip install 'quota-pipeline[charts]')")
     p.add_argument("--master", default=None, help="Spark master (default local[*])")
     p.add_argument("--driver-memory", default="2g",
                    help="memory of the local Spark driver, which also runs the tasks in local mode (default 2g; "
@@ -49,12 +66,30 @@ def run(args: argparse.Namespace) -> int:
     except journal.JournalInputError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    settings = Settings.of(conf)
+    sweep = None
+    if args.sweep is not None:
+        from quota_pipeline.replay import sweep as sweeps
+        try:
+            sweep = sweeps.parse(args.sweep, conf)
+        except sweeps.SweepError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
+    if args.report is not None:
+        try:
+            import matplotlib  # noqa: F401 - checked before Spark starts, not after the replay
+        except ImportError:
+            print("error: --report needs matplotlib: python3 -m pip install 'quota-pipeline[charts]'", file=sys.stderr)
+            return 2
+        if not Path(args.report).resolve().parent.is_dir():
+            print(f"error: --report {args.report}: no such directory; create it or pick another path", file=sys.stderr)
+            return 2
     started = time.monotonic()
     say(f"replay {args.input} -> {args.output} (starting Spark)")
     spark = get_session("quota-pipeline-replay", master=args.master,
                         conf={"spark.driver.memory": args.driver_memory})
-    result = replay.run(spark, Settings.of(conf), args.input, args.output, strict=args.strict,
-                        cluster_name=conf.cluster_name)
+    result = replay.run(spark, settings, args.input, args.output, strict=args.strict,
+                        cluster_name=conf.cluster_name, sweep=sweep, report=args.report is not None)
     if result.rejected:
         say(f"rejected {result.rejected} input line(s), written to {result.rejected_path}:")
         for r in result.first_rejections:
@@ -77,8 +112,32 @@ def run(args: argparse.Namespace) -> int:
         table.add_row(row["cluster_id"], str(row["snapshots"]), row["period"],
                       _duration(row["throttled_s"]), _duration(row["fallback_s"]), str(row["episodes"]),
                       str(row["max_violations"]), str(row["failed_polls"]))
-    Console(width=max(130, Console().width)).print(table)
+    console = Console(width=max(130, Console().width))
+    console.print(table)
+    if sweep is not None:
+        console.print(sweep_table(result.sweep, result.sweep_path))
+    if args.report is not None:
+        from quota_pipeline.replay import report
+
+        Path(args.report).write_text(report.render(result.report, result.sweep, f"Replay of {args.input}"),
+                                     encoding="utf-8")
+        say(f"report written to {args.report}")
     return 0
+
+
+def sweep_table(rows, path: str | None):
+    """The sweep as a rich table: one row per cluster and value."""
+    from rich.table import Table
+
+    key = rows[0].key.removeprefix("client.quota.callback.static.") if rows else "setting"
+    table = Table(title=f"what-if sweep of {key} -> {path}")
+    for col in ("cluster", key, "throttled", "episodes", "longest episode", "fallback", "least avail. unthrottled"):
+        table.add_column(col, no_wrap=True, justify="left" if col == "cluster" else "right")
+    for r in rows:
+        table.add_row(r.cluster_id, r.value, _duration(r.throttled_s), str(r.episodes),
+                      _duration(r.longest_episode_s), _duration(r.fallback_s),
+                      "-" if r.min_ratio_unthrottled is None else f"{r.min_ratio_unthrottled:.2%}")
+    return table
 
 
 def say(line: str) -> None:

@@ -128,3 +128,105 @@ def cluster_snapshots(brokers: int, log_dirs: int, start: dt.datetime, interval:
                 largest = tuple(PartitionSize(*x) for x in sorted(top, key=lambda x: -x[2]))
                 volumes.append(Volume(b + 1, f"/d{d}", total, int(total * f), top_partitions=largest))
         yield VolumeSnapshot(cluster, t, Status.SUCCESS, ids, (), tuple(volumes))
+
+
+def flat_parquet_journal(path: Path, brokers: int = 10, log_dirs: int = 5, snapshots: int = 20_000,
+                         failed: float = 0.05, seed: int = 1,
+                         start: dt.datetime = dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc),
+                         interval: dt.timedelta = dt.timedelta(seconds=10), chunk: int = 20_000,
+                         progress=None) -> int:
+    """A single-cluster journal in the flattened Parquet form (one row per volume, a failed poll as one row
+    without a volume), generated with numpy in chunks of `chunk` snapshots, so 100M rows fit in memory.
+
+    Each log dir's free ratio is its own random walk folded into [0.30, 0.92] minus a cluster-wide one folded
+    into [0, 0.32] (traffic that fills every disk at once and is cleaned up), so throttle episodes under a few %
+    limits come and go; `failed` of the polls fail (TIMEOUT), ~2% miss a broker, ~0.1% of the readings are
+    offline. Returns the row count.
+    """
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    rng = np.random.default_rng(seed)
+    total = 1000 * GIB
+    n_vol = brokers * log_dirs
+    low, high, deepest = 0.30, 0.92, 0.32
+    walk = rng.uniform(0.0, 2 * (high - low), n_vol)  # unfolded position of each log dir's walk
+    dip = 0.0
+    broker_ids = np.repeat(np.arange(1, brokers + 1, dtype=np.int64), log_dirs)
+    dir_names = np.tile(np.array([f"/d{d}" for d in range(log_dirs)], dtype=object), brokers)
+    broker_list = list(range(1, brokers + 1))
+    start_us = int(start.timestamp() * 1e6)
+    step_us = int(interval.total_seconds() * 1e6)
+    rows = 0
+    schema = pa.schema([
+        ("cluster_id", pa.string()), ("observed_at", pa.string()), ("status", pa.string()),
+        ("brokers", pa.list_(pa.int64())), ("fenced_brokers", pa.list_(pa.int64())),
+        ("broker_id", pa.int64()), ("log_dir", pa.string()), ("total_bytes", pa.int64()),
+        ("available_bytes", pa.int64()), ("error", pa.string()),
+    ])
+    with pq.ParquetWriter(str(path), schema, compression="zstd") as writer:
+        for first in range(0, snapshots, chunk):
+            n = min(chunk, snapshots - first)
+            # Steps biased slightly downwards (disks fill), folded back at both ends: a bounded random walk.
+            steps = rng.uniform(-0.003, 0.0029, (n, n_vol))
+            pos = walk + np.cumsum(steps, axis=0)
+            walk = pos[-1]
+            span = high - low
+            folded = np.abs(np.mod(pos, 2 * span) - span)  # triangle wave in [0, span]
+            shared = dip + np.cumsum(rng.uniform(-0.004, 0.004, n))
+            dip = shared[-1]
+            fill = np.abs(np.mod(shared, 2 * deepest) - deepest)
+            free = np.clip(high - folded - fill[:, None], 0.0, 0.95)
+            ok = rng.random(n) >= failed
+            skip = np.where(rng.random(n) < 0.02, rng.integers(0, brokers, n), -1)
+            present = (broker_ids[None, :] - 1) != skip[:, None]
+            offline = rng.random((n, n_vol)) < 0.001
+            present &= ok[:, None]
+            # Row order: snapshot by snapshot, a failed poll's single row in its place.
+            snap_idx, vol_idx = np.nonzero(present)
+            fail_idx = np.nonzero(~ok)[0]
+            order_snap = np.concatenate([snap_idx, fail_idx])
+            order_vol = np.concatenate([vol_idx, np.full(len(fail_idx), -1)])
+            order = np.lexsort((order_vol, order_snap))
+            s_idx, v_idx = order_snap[order], order_vol[order]
+            is_vol = v_idx >= 0
+            v_safe = np.where(is_vol, v_idx, 0)
+            off = is_vol & offline[s_idx, v_safe]
+            # One timestamp string per snapshot, repeated on its rows by index (formatting per row is slow).
+            stamps = np.datetime_as_string((start_us + (first + np.arange(n)) * step_us).astype("datetime64[us]"),
+                                           unit="ms")
+            observed = pa.array([f"{x}Z" for x in stamps], pa.string()).take(pa.array(s_idx))
+            available = (total * free[s_idx, v_safe]).astype(np.int64)
+            m = len(s_idx)
+            table = pa.table({
+                "cluster_id": pa.array(["bench"], pa.string()).take(pa.array(np.zeros(m, dtype=np.int64))),
+                "observed_at": observed,
+                "status": pa.array(["TIMEOUT", "SUCCESS"], pa.string()).take(pa.array(is_vol.astype(np.int64))),
+                "brokers": _repeat_list(broker_list, is_vol),
+                "fenced_brokers": _repeat_list([], is_vol),
+                "broker_id": pa.array(np.where(is_vol, broker_ids[v_safe], 0), pa.int64(), mask=~is_vol),
+                "log_dir": pa.array(list(dir_names), pa.string()).take(
+                    pa.array(v_safe, mask=~is_vol)),
+                "total_bytes": pa.array(np.full(m, total, dtype=np.int64), pa.int64(), mask=~is_vol | off),
+                "available_bytes": pa.array(available, pa.int64(), mask=~is_vol | off),
+                "error": pa.array(["KAFKA_STORAGE_ERROR"], pa.string()).take(
+                    pa.array(np.zeros(m, dtype=np.int64), mask=~off)),
+            }, schema=schema)
+            writer.write_table(table, row_group_size=1 << 20)
+            rows += m
+            if progress:
+                progress(first + n)
+    return rows
+
+
+def _repeat_list(values: list[int], on):
+    """A list column holding `values` where `on` is true and [] elsewhere, built without a Python list per row."""
+    import numpy as np
+    import pyarrow as pa
+
+    k = len(values)
+    lengths = np.where(on, k, 0)
+    offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int32)
+    flat = np.tile(np.array(values, dtype=np.int64), int(on.sum())) if k else np.array([], dtype=np.int64)
+    return pa.ListArray.from_arrays(pa.array(offsets), pa.array(flat, pa.int64()))

@@ -12,10 +12,13 @@ core/cache.py is the streaming form; the tests hold them equal.
 """
 from __future__ import annotations
 
+from typing import Sequence
+
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
 from quota_pipeline.core import policy, trend
+from quota_pipeline.core.config import Limits
 from quota_pipeline.core.settings import Settings
 from quota_pipeline.core.model import micros
 
@@ -214,13 +217,25 @@ def _closest(n: int) -> Column:
 
 CLOSEST_FIELDS = ("broker_id", "log_dir", "available_bytes", "total_bytes", "available_ratio", "headroom_bytes",
                   "fill_rate_bytes_per_second", "eta_seconds", "top_partitions")
+WORST_TYPE = "struct<factor:double,available_ratio:double,available_bytes:bigint,broker_id:bigint,log_dir:string>"
 CLOSEST_TYPE = ("array<struct<broker_id:bigint,log_dir:string,available_bytes:bigint,total_bytes:bigint,"
                 "available_ratio:double,headroom_bytes:double,fill_rate_bytes_per_second:double,eta_seconds:double,"
                 "top_partitions:array<struct<topic:string,partition:int,size_bytes:bigint>>>>")
 
 
-def summaries(snaps: DataFrame, settings: Settings) -> DataFrame:
-    """One SnapshotSummary row per snapshot (SUMMARY_COLUMNS), the input of decide.advance."""
+def sweep_columns(i: int) -> tuple[str, str]:
+    """The names of the i-th extra limits' violations and policy factor in a summary row (see summaries)."""
+    return f"sweep_violations_{i}", f"sweep_factor_{i}"
+
+
+def summaries(snaps: DataFrame, settings: Settings, sweep: Sequence[Limits] = (), detail: bool = True) -> DataFrame:
+    """One SnapshotSummary row per snapshot (SUMMARY_COLUMNS), the input of decide.advance.
+
+    `sweep`: other limits to judge the same cache by, in the same aggregation (the cache does not depend on the
+    limits, so every limit is one more conditional sum and min over rows already grouped): their violations and
+    policy factors come out as sweep_columns(i). `detail=False` leaves out the worst and closest volumes, which
+    only the decision records show (a what-if sweep needs neither, and the sorted candidates are costly).
+    """
     numbered = number_snapshots(snaps, settings).cache()
     spans = intervals(snaps, numbered, settings)
     cached = spans.select(
@@ -236,22 +251,39 @@ def summaries(snaps: DataFrame, settings: Settings) -> DataFrame:
     avail, total = F.col("available_bytes"), F.col("total_bytes")
     factor = policy.volume_factor_col(avail, total, settings.limits)
     ratio = policy.available_ratio_col(avail, total)
+    extra = [c for i, limits in enumerate(sweep) for c in (
+        policy.violates_col(avail, total, limits).cast("int").alias(f"_violates_{i}"),
+        policy.volume_factor_col(avail, total, limits).alias(f"_factor_{i}"))]
+    extra_aggs = [a for i in range(len(sweep)) for a in (
+        F.sum(f"_violates_{i}").alias(f"_violations_{i}"), F.min(f"_factor_{i}").alias(f"_policy_factor_{i}"))]
+    if detail:
+        detail_aggs = [
+            _closest(settings.closest_volumes).alias("closest_volumes"),
+            # Struct order = decide.worst_key: factor, ratio, bytes (nulls, i.e. offline, first), broker, dir.
+            F.min(F.struct("factor", "available_ratio", "available_bytes", "broker_id", "log_dir")).alias("worst"),
+        ]
+    else:
+        detail_aggs = [F.lit(None).cast(CLOSEST_TYPE).alias("closest_volumes"), F.lit(None).cast(WORST_TYPE).alias("worst")]
     per_snapshot = in_force.select(
         "cluster_id", "seq", "broker_id", "log_dir", avail.alias("available_bytes"),
         factor.alias("factor"), ratio.alias("available_ratio"),
         policy.violates_col(avail, total, settings.limits).cast("int").alias("violates"),
-        _closest_candidate(settings).alias("candidate"),
+        *([_closest_candidate(settings).alias("candidate")] if detail else []),
+        *extra,
     ).groupBy("cluster_id", "seq").agg(
-        _closest(settings.closest_volumes).alias("closest_volumes"),
+        *detail_aggs,
         F.count("*").alias("active_log_dirs"),
         F.sum("violates").alias("violations"),
         F.min("factor").alias("policy_factor"),
-        # Struct order = decide.worst_key: factor, ratio, bytes (nulls, i.e. offline, first), broker, dir.
-        F.min(F.struct("factor", "available_ratio", "available_bytes", "broker_id", "log_dir")).alias("worst"),
         F.min("available_ratio").alias("min_available_ratio"),
         F.collect_set("broker_id").alias("covered"),
+        *extra_aggs,
     )
     joined = numbered.join(per_snapshot, ["cluster_id", "seq"], "left")
+    # A snapshot with no entry in force violates nothing and has factor 1, under any limits.
+    sweep_out = [c for i in range(len(sweep)) for c in (
+        F.coalesce(f"_violations_{i}", F.lit(0)).cast("int").alias(sweep_columns(i)[0]),
+        F.coalesce(f"_policy_factor_{i}", F.lit(1.0)).alias(sweep_columns(i)[1]))]
     missing = F.array_sort(F.array_except("expected", F.coalesce("covered", F.array().cast("array<bigint>"))))
     return joined.select(
         "cluster_id", "seq", "observed_at", "status",
@@ -267,4 +299,5 @@ def summaries(snaps: DataFrame, settings: Settings) -> DataFrame:
             F.col("worst.available_ratio").alias("available_ratio"))).alias("worst_volume"),
         "min_available_ratio",
         F.coalesce("closest_volumes", F.array().cast(CLOSEST_TYPE)).alias("closest_volumes"),
+        *sweep_out,
     )

@@ -9,7 +9,7 @@ import datetime as dt
 import json
 import shutil
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pandas as pd
@@ -18,6 +18,8 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from quota_pipeline.replay import intervals as aggregate
+from quota_pipeline.replay import report_frames
+from quota_pipeline.replay import sweep as sweeps
 from quota_pipeline.journal import lines
 from quota_pipeline.journal import spark_reader as journal
 from quota_pipeline.core.config import Limit
@@ -115,15 +117,20 @@ class ReplayResult:
     first_rejections: list[dict]
     output: str
     rejected_path: str | None
+    sweep: list[sweeps.SweepRow] = field(default_factory=list)
+    sweep_path: str | None = None
+    report: report_frames.ReportFrames | None = None
 
 
 def run(spark: SparkSession, settings: Settings, input_path: str, output: str, strict: bool = False,
-        cluster_name: str | None = None) -> ReplayResult:
+        cluster_name: str | None = None, sweep: sweeps.Sweep | None = None, report: bool = False) -> ReplayResult:
+    """Decisions for every snapshot under `input_path` into `output`; with `sweep`, also what each of its settings
+    does over the same read (OUT.sweep.json); with `report`, the frames report.render draws."""
     out = Path(output)
     out.parent.mkdir(parents=True, exist_ok=True)
     staging = out.parent / f"{out.name}.staging-{uuid.uuid4().hex}"  # Spark skips dot-names
     try:
-        return _run(spark, settings, input_path, out, str(staging), strict, cluster_name)
+        return _run(spark, settings, input_path, out, str(staging), strict, cluster_name, sweep, report)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
         # The run cached its snapshot numbering and summaries; a session that replays again (tests, --sweep)
@@ -132,7 +139,7 @@ def run(spark: SparkSession, settings: Settings, input_path: str, output: str, s
 
 
 def _run(spark: SparkSession, settings: Settings, input_path: str, out: Path, staging: str, strict: bool,
-         cluster_name: str | None) -> ReplayResult:
+         cluster_name: str | None, sweep: sweeps.Sweep | None, report: bool) -> ReplayResult:
     output = str(out)
     # JSON is parsed once: the rejects, the snapshot numbering and the readings all read the staged columns.
     snaps, rejected = journal.staged(spark, input_path, staging)
@@ -148,7 +155,9 @@ def _run(spark: SparkSession, settings: Settings, input_path: str, out: Path, st
         rejected_path.unlink()
     elif strict:
         return ReplayResult(0, rejected_count, first, output, str(rejected_path))
-    summaries = aggregate.summaries(snaps, settings)
+    # A sweep's limits are judged in the same aggregation as the replay's own (the cache does not depend on them);
+    # decisions() caches the summaries, and the sweep below reads that cache (Spark matches it by plan).
+    summaries = aggregate.summaries(snaps, settings, sweeps.limits_for(sweep, settings))
     records = decisions(summaries, settings, cluster_name, decided_at=SYSTEM.now()).repartition(1) \
         .sortWithinPartitions("cluster_id", "observed_at")
     if output.endswith(".jsonl"):
@@ -156,7 +165,17 @@ def _run(spark: SparkSession, settings: Settings, input_path: str, out: Path, st
     else:
         records.write.mode("overwrite").parquet(output)
     count = spark.read.parquet(output).count() if not output.endswith(".jsonl") else _count_lines(out)
-    return ReplayResult(count, rejected_count, first, output, str(rejected_path) if rejected_count else None)
+    result = ReplayResult(count, rejected_count, first, output, str(rejected_path) if rejected_count else None)
+    if sweep is not None:
+        result.sweep = sweeps.decide(sweeps.aggregations(snaps, settings, summaries, sweep), sweep)
+        sweep_path = Path(str(out) + ".sweep.json")
+        sweep_path.write_text(json.dumps([r.to_json() for r in result.sweep], indent=1) + "\n", encoding="utf-8")
+        result.sweep_path = str(sweep_path)
+    if report:
+        written = spark.read.parquet(output) if not output.endswith(".jsonl") else \
+            spark.read.json(output).withColumn("observed_at", F.to_timestamp("observed_at"))
+        result.report = report_frames.collect(snaps, written, settings)
+    return result
 
 
 def write_jsonl(records: DataFrame, target: Path) -> None:

@@ -1,0 +1,82 @@
+"""`replay --report`: a self-contained HTML page whose charts are real images, as headless Chromium shows it."""
+from __future__ import annotations
+
+import base64
+import datetime as dt
+import io
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from quota_pipeline.core import config as cfg
+from quota_pipeline.core.settings import Settings
+from quota_pipeline.journal import synth
+from quota_pipeline.replay import job
+from quota_pipeline.replay import sweep as sweeps
+from tests.chromium import Browser, binary
+
+pytest.importorskip("matplotlib")
+P = "client.quota.callback.static."
+START = dt.datetime(2026, 11, 21, 8, tzinfo=dt.timezone.utc)
+IMAGES = "[...document.images]"
+
+
+def pixels(png: bytes) -> np.ndarray:
+    import matplotlib.image as mpimg
+
+    return mpimg.imread(io.BytesIO(png), format="png")
+
+
+@pytest.fixture(scope="module")
+def page(spark, tmp_path_factory) -> Path:
+    """The report of the bundled story (two clusters) with a sweep of the hard limit."""
+    from quota_pipeline.replay import report
+
+    tmp = tmp_path_factory.mktemp("report")
+    journal = tmp / "journal.jsonl"
+    with journal.open("w") as fh:
+        synth.write_jsonl(synth.example_story(START), fh)
+    conf = cfg.parse({P + "storage.per.volume.limit.min.available.ratio": "0.05",
+                      P + "storage.per.volume.soft.limit.min.available.ratio": "0.10"}, require_admin=False)
+    sweep = sweeps.parse("storage.per.volume.limit.min.available.ratio=0.01,0.03,0.05", conf)
+    result = job.run(spark, Settings.of(conf), str(journal), str(tmp / "out.jsonl"), sweep=sweep, report=True)
+    path = tmp / "report.html"
+    path.write_text(report.render(result.report, result.sweep, "Replay of the example story"), encoding="utf-8")
+    return path
+
+
+def test_the_page_is_self_contained(page):
+    text = page.read_text()
+    assert not re.search(r"""(src|href)\s*=\s*['"]?(https?:|//)""", text), "no CDN or remote resource"
+    assert "<script" not in text
+    # Sweep chart, then per cluster: factor, worst log dir, heat map.
+    assert len(re.findall(r"src='data:image/png;base64,", text)) == 1 + 2 * 3
+
+
+def test_every_embedded_image_is_a_png_with_something_drawn(page):
+    for data in re.findall(r"src='data:image/png;base64,([^']+)'", page.read_text()):
+        img = pixels(base64.b64decode(data))
+        assert img.shape[0] > 100 and img.shape[1] > 500
+        assert img[..., :3].std() > 0.05, "an image of one colour"
+
+
+def test_chromium_shows_the_charts(page, tmp_path):
+    if binary() is None:
+        pytest.skip("chromium is not installed (apt-get install -y chromium; .ci/run installs it)")
+    with Browser(width=1280, height=2400) as b:
+        b.open(page.as_uri())
+        b.wait_for(f"{IMAGES}.length > 0 && {IMAGES}.every(i => i.complete)")
+        sizes = b.evaluate(f"JSON.stringify({IMAGES}.map(i => [i.naturalWidth, i.naturalHeight]))")
+        shot = b.screenshot(tmp_path / "report.png")
+        text = b.text()
+    import json
+
+    assert all(w > 500 and h > 100 for w, h in json.loads(sizes)), sizes  # decoded by the browser, not broken
+    assert "What-if sweep" in text and "Cluster prod-east" in text and "Cluster prod-west" in text
+    img = pixels(shot.read_bytes())
+    assert img[..., :3].std() > 0.05
+    # The charts' colours are on screen (the throttle shading, the limit lines), not only black text on white.
+    colourful = (img[..., :3].max(axis=2) - img[..., :3].min(axis=2)) > 0.3
+    assert colourful.mean() > 0.005

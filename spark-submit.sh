@@ -22,7 +22,7 @@ spark_home="$("$python" -c 'import os, pyspark; print(os.path.dirname(pyspark.__
 spark_opts=()
 while [ $# -gt 0 ] && [[ "$1" == --* ]]; do
   case "$1" in
-    --clusters-dir|--no-metrics) break ;;  # the job's own options: the rest goes to `run`
+    --clusters-dir|--no-metrics|--log-batches) break ;;  # the job's own options: the rest goes to `run`
     --verbose|--supervise) spark_opts+=("$1"); shift ;;
     *) spark_opts+=("$1" "$2"); shift 2 ;;
   esac

@@ -18,7 +18,7 @@ from quota_pipeline.core import config as cfg
 from quota_pipeline.demo.local_broker import LocalBroker, free_port
 from quota_pipeline.simulator import Simulator
 from standalone_cluster import StandaloneCluster
-from test_stream import TopicWatcher
+from tests.stream_job import TopicWatcher
 
 pytestmark = pytest.mark.standalone
 

@@ -24,17 +24,75 @@ def props(name: str, tmp_path, interval: str = "10") -> dict:
             cfg.CLUSTER_NAME: name, cfg.CHECKPOINT_PATH: str(tmp_path / "ckpt")}
 
 
-def test_one_partition_per_cluster_per_tick_and_missed_ticks_are_not_invented(tmp_path):
+def test_one_poll_per_cluster_per_tick_and_missed_ticks_are_not_invented(tmp_path):
     reader = source.KafkaVolumesReader([source.ObservedCluster("a", props("a", tmp_path)),
                                         source.ObservedCluster("b", props("b", tmp_path, "30"))])
     start = reader.initialOffset()
     end = reader.latestOffset(start, None)
     assert {k: end[k] - start[k] for k in end} == {"a": 1, "b": 1}   # the first batch polls at once
     parts = reader.partitions(start, end)
-    assert sorted((p.config_name, p.tick) for p in parts) == sorted(end.items())
-    # After ten missed ticks of "a" only its latest tick is polled; "b" has no new tick: no partition.
+    assert sorted((t.config_name, t.tick) for p in parts for t in p.ticks) == sorted(end.items())
+    # After ten missed ticks of "a" only its latest tick is polled; "b" has no new tick: not polled.
     later = {"a": end["a"] + 10, "b": end["b"]}
-    assert [(p.config_name, p.tick) for p in reader.partitions(end, later)] == [("a", end["a"] + 10)]
+    assert [(t.config_name, t.tick) for p in reader.partitions(end, later) for t in p.ticks] == [("a", end["a"] + 10)]
+
+
+def test_clusters_are_spread_over_at_most_poll_tasks_partitions_in_a_stable_order(tmp_path):
+    names = [f"c{i:02d}" for i in range(7)]
+    reader = source.KafkaVolumesReader([source.ObservedCluster(n, props(n, tmp_path)) for n in reversed(names)],
+                                       poll_tasks=3)
+    start = reader.initialOffset()
+    parts = reader.partitions(start, reader.latestOffset(start, None))
+    assert [[t.config_name for t in p.ticks] for p in parts] == [names[0::3], names[1::3], names[2::3]]
+    one = source.KafkaVolumesReader([source.ObservedCluster("a", props("a", tmp_path))], poll_tasks=3)
+    assert len(one.partitions(start, one.latestOffset(start, None))) == 1
+
+
+def test_a_cluster_added_to_the_fleet_is_polled_at_once_and_a_removed_one_is_left_out(tmp_path):
+    # Offsets of the previous run, from the checkpoint: "a" and "gone". This run is configured with "a" and "new".
+    reader = source.KafkaVolumesReader([source.ObservedCluster("a", props("a", tmp_path)),
+                                        source.ObservedCluster("new", props("new", tmp_path))])
+    now = reader.latestOffset({}, None)
+    previous = {"a": now["a"] - 3, "gone": 12}
+    assert set(now) == {"a", "new"}
+    assert sorted((t.config_name, t.tick) for p in reader.partitions(previous, now) for t in p.ticks) == [
+        ("a", now["a"]), ("new", now["new"])]
+    # A batch planned by the previous run and re-run after the restart: the removed cluster is not polled.
+    assert [t.config_name for p in reader.partitions(previous, {"a": now["a"], "gone": 13}) for t in p.ticks] == ["a"]
+
+
+def test_a_partition_polls_its_clusters_at_the_same_time_and_journals_each(tmp_path, monkeypatch):
+    import threading
+    import time
+
+    names = ["a", "b", "c", "d"]
+    inside, most = [0], [0]
+    lock = threading.Lock()
+
+    class SlowObserver:
+        def __init__(self, conf):
+            self.name = conf.cluster_name
+
+        def poll(self):
+            with lock:
+                inside[0] += 1
+                most[0] = max(most[0], inside[0])
+            time.sleep(0.3)
+            with lock:
+                inside[0] -= 1
+            return ok(0, vol(1, 50 * GB), cluster=f"id-{self.name}")
+
+    monkeypatch.setattr("quota_pipeline.kafka.observer.Observer", SlowObserver)
+    monkeypatch.setattr(source, "_observers", {})
+    reader = source.KafkaVolumesReader([source.ObservedCluster(n, props(n, tmp_path)) for n in names], poll_tasks=1)
+    start = reader.initialOffset()
+    [part] = reader.partitions(start, reader.latestOffset(start, None))
+    began = time.monotonic()
+    rows = list(reader.read(part))
+    assert most[0] == 4 and time.monotonic() - began < 1.0  # four 0.3 s polls at once, not one after another
+    assert [r[0] for r in rows if r[8] is None] == names  # one status row per cluster, in the partition's order
+    journal = Journal(str(tmp_path / "ckpt" / "journal"))
+    assert all(journal.last_cluster_id(n) == f"id-{n}" for n in names)
 
 
 def test_a_journaled_tick_is_returned_not_polled_again(tmp_path, monkeypatch):
@@ -152,3 +210,76 @@ def test_publisher_fails_the_batch_when_the_output_cluster_does_not_acknowledge(
                           "t", flush_timeout=5)
     with pytest.raises(DeliveryFailed, match="retried"):
         publisher.publish([("c", "{}")])
+
+
+def test_the_fleet_change_is_read_from_the_checkpoints_last_offsets(tmp_path):
+    from quota_pipeline.streaming.fleet import FleetChange, fleet_change
+
+    query = tmp_path / "query"
+    assert fleet_change(str(query), ["a"]) is None  # a new checkpoint: nothing to compare with
+    (query / "offsets").mkdir(parents=True)
+    (query / "offsets" / "9").write_text('v1\n{"batchWatermarkMs":0}\n{"a":10,"gone":4}\n')
+    (query / "offsets" / "10").write_text('v1\n{"batchWatermarkMs":0}\n{"a":11,"gone":5}\n')  # the last, by number
+    (query / "offsets" / ".10.crc").write_text("")
+    assert fleet_change(str(query), ["a", "new"]) == FleetChange(added=("new",), removed=("gone",))
+
+
+class _Value:
+    """A value state in memory, as the state store would hold it."""
+
+    def __init__(self) -> None:
+        self.value = None
+
+    def exists(self) -> bool:
+        return self.value is not None
+
+    def get(self):
+        return self.value
+
+    def update(self, value) -> None:
+        self.value = value
+
+    def clear(self) -> None:
+        self.value = None
+
+
+class _Handle:
+    def __init__(self) -> None:
+        self.states: dict[str, _Value] = {}
+
+    def getValueState(self, name, schema):
+        return self.states.setdefault(name, _Value())
+
+
+def _rows(rows) -> pd.DataFrame:
+    return pd.DataFrame(list(rows), columns=[f.split()[0] for f in source.ROW_SCHEMA.split(", ")])
+
+
+def test_a_removed_clusters_state_is_dropped_by_its_removal_row_and_no_one_elses(tmp_path):
+    from quota_pipeline.streaming.processor import REMOVED, DecisionProcessor
+
+    handle = _Handle()
+    first = DecisionProcessor({"a": settings()}, {"a": "a"})
+    first.init(handle)
+    out = list(first.handleInputRows(("id-a",), iter([_rows(source.snapshot_rows(
+        "a", 1, ok(0, vol(1, 5 * GB), cluster="id-a")))]), None))
+    assert out[0]["throttle_factor"].tolist() == [0.0]
+
+    # The source's removal rows come from the previous run's offsets and the journal's cluster id.
+    Journal(str(tmp_path / "ckpt" / "journal")).remember_cluster_id("a", "id-a")
+    reader = source.KafkaVolumesReader([source.ObservedCluster("b", props("b", tmp_path))])
+    end = reader.latestOffset({}, None)
+    [part] = reader.partitions({"a": 5, "never-observed": 3}, end)
+    assert part.removals == (source.Removal("a", "id-a", 5),)
+    removal = _rows(reader.read(source.PollPartition((), part.removals)))
+    assert removal["status"].tolist() == [REMOVED]
+
+    # Still configured (a restart that kept "a"): the row changes nothing.
+    assert list(first.handleInputRows(("id-a",), iter([removal]), None)) == []
+    assert handle.states["cluster"].exists()
+    # Restarted without "a": the state is dropped and reported, without a value to publish.
+    restarted = DecisionProcessor({"b": settings()}, {"b": "b"})
+    restarted.init(handle)
+    [dropped] = list(restarted.handleInputRows(("id-a",), iter([removal]), None))
+    assert dropped[["key", "config_name", "status"]].values.tolist() == [["id-a", "a", REMOVED]]
+    assert dropped["value"].isna().all() and not handle.states["cluster"].exists()

@@ -24,6 +24,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--clusters-dir", metavar="DIR", help="also run every *.properties file in DIR")
     p.add_argument("--master", help="Spark master (default local[*] with task retries)")
     p.add_argument("--no-metrics", action="store_true", help="do not start the Prometheus endpoint")
+    p.add_argument("--log-batches", action="store_true",
+                   help="log one line per micro-batch: decisions, observed_at spread, time per Spark stage, "
+                        "collect, publication and Spark's own durations (for benchmarks and tuning)")
     p.set_defaults(func=run)
 
 
@@ -47,7 +50,7 @@ def run(args: argparse.Namespace) -> int:
     from quota_pipeline.streaming.query import JobConfigError, StreamJob
 
     try:
-        job = StreamJob(configs, master=args.master)
+        job = StreamJob(configs, master=args.master, log_batches=args.log_batches)
     except JobConfigError as exc:
         print(exc, file=sys.stderr)
         return 2

@@ -2,7 +2,10 @@
 
 The whole per-cluster state (volume cache, registered brokers, current decision) is one value in
 the state store, so it lives in the checkpoint: a restarted job continues where it stopped, and a
-throttle in force stays in force across a restart.
+throttle in force stays in force across a restart. When a cluster's config was removed from the fleet,
+the source sends one REMOVED row for it in the first micro-batch after the restart: its state is then
+dropped and one REMOVED row (no value, never published) tells the driver, which logs it. (No timers:
+a checkpoint's time mode cannot change, and existing checkpoints were made without one.)
 """
 from __future__ import annotations
 
@@ -17,6 +20,7 @@ from quota_pipeline.core.cache import CacheState, Entry
 from quota_pipeline.core.clock import SYSTEM, Clock
 from quota_pipeline.core.decision import DecisionState, step
 from quota_pipeline.core.record import build_record
+from quota_pipeline.streaming.source import REMOVED  # also the status of the row reporting a dropped state
 from quota_pipeline.core.settings import Settings
 from quota_pipeline.core.model import (
     Decision, DecisionSource, PartitionSize, Status, Volume, VolumeSnapshot, epoch_micros, from_epoch_micros,
@@ -28,9 +32,12 @@ OUTPUT_SCHEMA = (
     "active_log_dirs int, cached_volumes int, evicted int, volumes string"
 )
 STATE_SCHEMA = StructType([StructField("json", StringType())])
-def encode_state(state: DecisionState) -> str:
+
+
+def encode_state(state: DecisionState, config_name: str | None = None) -> str:
     d = state.decision
     return json.dumps({
+        "config": config_name,  # the configured cluster that last updated it: a removal names it
         "registered": sorted(state.cache.registered),
         "entries": [[e.broker_id, e.log_dir, epoch_micros(e.observed_at), e.total_bytes, e.available_bytes, e.pinned,
                      e.fill_rate, [[p.topic, p.partition, p.size_bytes] for p in e.top_partitions]]
@@ -108,6 +115,12 @@ class DecisionProcessor(StatefulProcessor):
 
     def handleInputRows(self, key: Any, rows: Iterator[pd.DataFrame], timerValues: Any) -> Iterator[pd.DataFrame]:
         frame = pd.concat(list(rows), ignore_index=True)
+        removals = frame["status"] == REMOVED
+        if removals.any():
+            yield from self._remove(key, frame[removals], frame[~removals])
+            frame = frame[~removals]
+            if frame.empty:
+                return
         stored = self.state.get() if self.state.exists() else None
         state = decode_state(stored[0] if stored else None)
         out = []
@@ -127,9 +140,22 @@ class DecisionProcessor(StatefulProcessor):
                 "volumes": json.dumps([[v.broker_id, v.log_dir, v.total_bytes, v.available_bytes]
                                        for v in snap.volumes]),
             })
-        self.state.update((encode_state(state),))
+        self.state.update((encode_state(state, out[-1]["config_name"] if out else None),))
         if out:
             yield pd.DataFrame(out)
+
+    def _remove(self, key: Any, markers: pd.DataFrame, others: pd.DataFrame) -> Iterator[pd.DataFrame]:
+        """Drop the state of a cluster whose config left the fleet, unless a configured cluster still decides
+        with it: one observing the same cluster id, in this batch or as the state's last writer."""
+        if not self.state.exists() or not others.empty:
+            return
+        last_writer = json.loads(self.state.get()[0]).get("config")
+        if last_writer in self.settings or any(name in self.settings for name in markers["config_name"]):
+            return
+        self.state.clear()
+        row = dict.fromkeys((f.split()[0] for f in OUTPUT_SCHEMA.split(", ")), None)
+        row.update(key=key[0], cluster_id=key[0], config_name=str(markers["config_name"].iloc[0]), status=REMOVED)
+        yield pd.DataFrame([row], dtype=object)
 
     def close(self) -> None:
         pass

@@ -17,11 +17,13 @@ from quota_pipeline.core import config as cfg
 from quota_pipeline.core.clock import SYSTEM, Clock
 from quota_pipeline.core.settings import Settings
 from quota_pipeline.streaming.metrics import Metrics
-from quota_pipeline.streaming.processor import OUTPUT_SCHEMA, DecisionProcessor
+from quota_pipeline.streaming.fleet import fleet_change
+from quota_pipeline.streaming.processor import OUTPUT_SCHEMA, REMOVED, DecisionProcessor
 from quota_pipeline.kafka.publisher import Publisher, ensure_topic
 from quota_pipeline.journal.background import Maintenance, log_report
 from quota_pipeline.journal.maintenance import ClusterJournal, period_problem
 from quota_pipeline.streaming.source import KafkaVolumesSource, clusters_option, config_name
+from quota_pipeline.streaming.stages import StageTime, completed_stages, last_stage_id
 
 log = logging.getLogger("quota_pipeline")
 
@@ -60,6 +62,7 @@ class StreamJob:
     metrics: Metrics = field(default_factory=Metrics)
     summary_every: float = 300.0
     clock: Clock = SYSTEM
+    log_batches: bool = False  # one line per micro-batch: its decisions and where its time went
 
     def __post_init__(self) -> None:
         check_runnable(self.configs)
@@ -73,6 +76,7 @@ class StreamJob:
         self._last: dict[str, tuple[float, str]] = {}
         self._counts: dict[str, int] = {}
         self._last_summary = self.clock.monotonic()
+        self._batch_times: dict[int, str] = {}  # batch id -> what _batch measured, logged with Spark's progress
 
     # -- the query --------------------------------------------------------------------------------
     def _spark(self):
@@ -93,7 +97,9 @@ class StreamJob:
     def start(self) -> Any:
         spark = self._spark()
         spark.dataSource.register(KafkaVolumesSource)
-        rows = spark.readStream.format("kafka_volumes").option("clusters", clusters_option(self.configs)).load()
+        # One polling task per executor core: the cores poll side by side, each task its clusters all at once.
+        rows = (spark.readStream.format("kafka_volumes").option("clusters", clusters_option(self.configs))
+                .option("poll_tasks", str(spark.sparkContext.defaultParallelism)).load())
         decisions = rows.groupBy("cluster_id").transformWithStateInPandas(
             statefulProcessor=DecisionProcessor(self.settings, self.output_keys, self.clock),
             outputStructType=OUTPUT_SCHEMA, outputMode="Append", timeMode="None")
@@ -105,10 +111,22 @@ class StreamJob:
 
     def _batch(self, frame: Any, batch_id: int) -> None:
         started = self.clock.monotonic()
-        rows = sorted(frame.collect(), key=lambda r: (r.key, r.observed_at))
+        before = last_stage_id(frame.sparkSession) if self.log_batches else -1
+        rows = frame.collect()
+        collected = self.clock.monotonic()
+        for r in rows:
+            if r.status == REMOVED:
+                log.info("%s: dropped the decision state of cluster %s: its config is no longer in the fleet "
+                         "(its brokers keep the last decision until its valid_until, then apply their fallback)",
+                         r.config_name, r.key)
+        rows = sorted((r for r in rows if r.status != REMOVED), key=lambda r: (r.key, r.observed_at))
         # Publish first: the batch (and so the state and the offsets) only commits once Kafka has it all.
         assert self._publisher is not None
         self._publisher.publish((r.key, r.value) for r in rows)
+        if self.log_batches:
+            self._batch_times[batch_id] = describe_batch(
+                rows, completed_stages(frame.sparkSession, before), collected - started,
+                self.clock.monotonic() - collected)
         self.metrics.record(rows)
         self._log(rows)
         if self.on_decisions:
@@ -144,6 +162,7 @@ class StreamJob:
         maintenance = Maintenance([ClusterJournal.of(c, config_name(c)) for c in self.configs],
                                   lambda report: (self.metrics.record_journal(report), log_report(report)))
         maintenance.start()  # off the decision path: a niced child process compacts and prunes the journal
+        self._log_fleet_change()
         try:
             return self._run(max_restarts)
         except Exception as exc:  # noqa: BLE001
@@ -155,6 +174,17 @@ class StreamJob:
             return 0
         finally:
             maintenance.stop()
+
+    def _log_fleet_change(self) -> None:
+        change = fleet_change(os.path.join(self.first.checkpoint_path, "query"), list(self.settings))
+        if change is None:
+            return
+        for name in change.added:
+            log.info("%s: new in the fleet since the checkpoint's last micro-batch; polled from the first one",
+                     name)
+        for name in change.removed:
+            log.info("%s: no longer in the fleet (its config is gone); its decision state is dropped in the first "
+                     "micro-batch, every other cluster's state is kept", name)
 
     def _run(self, max_restarts: int | None) -> int:
         backoff, restarts = 2.0, 0
@@ -183,7 +213,9 @@ class StreamJob:
         try:
             while not self._stop.is_set() and query.isActive:
                 # Raises when a micro-batch failed (a delivery failure, a task error): a restart, not an exit.
-                query.awaitTermination(0.5)
+                query.awaitTermination(0.1 if self.log_batches else 0.5)
+                if self.log_batches:
+                    self._log_progress(query.lastProgress)
         except StreamingQueryException as exc:
             return _first_line(exc)
         if self._stop.is_set():
@@ -191,6 +223,17 @@ class StreamJob:
             return None
         error = query.exception()
         return _first_line(error) if error else "the query stopped"
+
+    def _log_progress(self, progress: Any) -> None:
+        """Spark's durations of a finished micro-batch with what _batch measured inside it, on one line."""
+        if not progress or progress.get("batchId") not in self._batch_times:
+            return
+        d = progress.get("durationMs", {})
+        log.info("batch %d: %s; trigger %d ms (latestOffset %d, planning %d, addBatch %d, walCommit %d, commit %d)",
+                 progress["batchId"], self._batch_times.pop(progress["batchId"]), d.get("triggerExecution", 0),
+                 d.get("latestOffset", 0), d.get("queryPlanning", 0), d.get("addBatch", 0), d.get("walCommit", 0),
+                 d.get("commitOffsets", 0))
+        self._batch_times = {k: v for k, v in self._batch_times.items() if k > progress["batchId"]}
 
     def _drop_publisher(self) -> None:
         """A failed delivery may leave the idempotent producer fenced (a new broker, a deleted topic knows nothing
@@ -211,6 +254,19 @@ class StreamJob:
         while query.isActive and query.status.get("isTriggerActive") and self.clock.monotonic() < deadline:
             time.sleep(0.1)  # let the running micro-batch publish and commit
         query.stop()
+
+
+def describe_batch(rows: list[Any], stages: list[StageTime], collect_s: float, publish_s: float) -> str:
+    """What a micro-batch did: decisions, observed_at spread, each Spark stage (the source's polls and the shuffle
+    write first, the stateful step last), the collect on the driver (it includes the stages) and the publication."""
+    spread = 0.0
+    if rows:
+        observed = [r.observed_at for r in rows]
+        spread = (max(observed) - min(observed)).total_seconds()
+    parts = ", ".join(f"stage {s.stage_id} {s.seconds * 1000:.0f} ms ({s.tasks} tasks, {s.task_seconds * 1000:.0f} ms "
+                      f"in tasks)" for s in stages)
+    return (f"{len(rows)} decisions, observed_at spread {spread * 1000:.0f} ms; {parts or 'no stage'}; "
+            f"collect {collect_s * 1000:.0f} ms, publish {publish_s * 1000:.0f} ms")
 
 
 def _first_line(error: object) -> str:

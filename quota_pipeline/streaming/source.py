@@ -1,17 +1,21 @@
 """Streaming source `kafka_volumes`: polls each cluster once per check interval, journals, emits Volume rows.
 
 Offsets are ticks of each cluster's check interval (tick n = the interval starting at n x interval
-since the epoch). A micro-batch covering ticks (start, end] polls each cluster once, for tick `end`:
-ticks missed while the job was down are not invented. One input partition per cluster and tick, so
-executors do the polling. A snapshot is journaled before its rows are returned, and a re-read of a
-tick after a restart returns the journaled snapshot instead of polling again: exactly-once from the
-source's side. Rows: one status row per snapshot (broker_id null, so a failed poll still reaches the
-state machine) and one row per volume.
+since the epoch), keyed by the cluster's config name, so a restart from the same checkpoint with a
+cluster added (polled at once) or removed (left out) continues the others. A micro-batch covering ticks
+(start, end] polls each cluster once, for tick `end`: ticks missed while the job was down are not
+invented. The clusters due are spread over at most `poll_tasks` input partitions (one per executor
+core), and a partition polls all of its clusters at once in threads: every cluster of a tick is
+observed at about the same moment, however many clusters share a core. A snapshot is journaled before
+its rows are returned, and a re-read of a tick after a restart returns the journaled snapshot instead of
+polling again: exactly-once from the source's side. Rows: one status row per snapshot (broker_id null,
+so a failed poll still reaches the state machine) and one row per volume.
 """
 from __future__ import annotations
 
 import datetime as dt
 import json
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from typing import Iterator
 
@@ -23,6 +27,7 @@ from quota_pipeline.core.clock import SYSTEM, Clock
 from quota_pipeline.core.model import UTC, Status, VolumeSnapshot
 from quota_pipeline.journal.store import Journal
 
+REMOVED = "REMOVED"  # the status of a row that says a cluster left the fleet (never a poll's status)
 ROW_SCHEMA = (
     "config_name string, tick long, cluster_id string, observed_at timestamp, status string, message string, "
     "brokers array<int>, fenced_brokers array<int>, broker_id int, log_dir string, total_bytes long, "
@@ -65,11 +70,31 @@ def tick_time(conf: cfg.Config, tick: int) -> dt.datetime:
     return dt.datetime.fromtimestamp(tick * tick_seconds(conf), UTC)
 
 
+MAX_POLL_THREADS = 64  # per partition; each poll mostly waits on its cluster's brokers
+
+
 @dataclass(frozen=True)
 class TickPartition(InputPartition):
     config_name: str
     props_json: str
     tick: int
+
+
+@dataclass(frozen=True)
+class Removal:
+    """A cluster in the checkpoint's offsets whose config is gone: one REMOVED row drops its state."""
+
+    config_name: str
+    cluster_id: str
+    tick: int
+
+
+@dataclass(frozen=True)
+class PollPartition(InputPartition):
+    """The clusters one task polls, concurrently, each for its own tick (and the fleet's removals, if any)."""
+
+    ticks: tuple[TickPartition, ...]
+    removals: tuple[Removal, ...] = ()
 
 
 def snapshot_rows(config_name: str, tick: int, snap: VolumeSnapshot) -> Iterator[tuple]:
@@ -109,9 +134,10 @@ def poll_or_replay(config_name: str, conf: cfg.Config, tick: int) -> VolumeSnaps
 
 
 class KafkaVolumesReader(DataSourceStreamReader):
-    def __init__(self, clusters: list[ObservedCluster], clock: Clock = SYSTEM) -> None:
+    def __init__(self, clusters: list[ObservedCluster], clock: Clock = SYSTEM, poll_tasks: int = 2) -> None:
         self.clusters = clusters
         self.clock = clock
+        self.poll_tasks = max(1, poll_tasks)
         self.configs = {c.name: c.config for c in clusters}
 
     def _now_ticks(self) -> dict[str, int]:
@@ -125,19 +151,55 @@ class KafkaVolumesReader(DataSourceStreamReader):
     def latestOffset(self, start: dict, limit=None) -> dict:
         return self._now_ticks()
 
-    def partitions(self, start: dict, end: dict) -> list[TickPartition]:
-        parts = []
-        for c in self.clusters:
+    def due(self, start: dict, end: dict) -> list[TickPartition]:
+        """Each configured cluster with a new tick in (start, end]; a cluster new to the checkpoint has one at
+        once, one no longer configured has none (the offsets of either come and go with the fleet)."""
+        due = []
+        for c in sorted(self.clusters, key=lambda c: c.name):
             to = end.get(c.name)
             since = start.get(c.name, -1 if to is None else to - 1)
             if to is not None and to > since:
-                parts.append(TickPartition(c.name, json.dumps(c.props), to))
+                due.append(TickPartition(c.name, json.dumps(c.props), to))
+        return due
+
+    def removals(self, start: dict) -> list[Removal]:
+        """Clusters of the previous run (in `start`) no longer configured, by the cluster id their journal
+        remembers (the state's key); one never observed successfully has no state to drop."""
+        journals = {c.effective_journal_path for c in self.configs.values()}
+        out = []
+        for name in sorted(set(start) - set(self.configs)):
+            ids = {Journal(path).last_cluster_id(name) for path in journals} - {None}
+            out.extend(Removal(name, cluster_id, int(start[name])) for cluster_id in sorted(ids))
+        return out
+
+    def partitions(self, start: dict, end: dict) -> list[PollPartition]:
+        due = self.due(start, end)
+        removals = tuple(self.removals(start))
+        # Round-robin over the names in order: a cluster keeps its task (and its worker's admin client) while
+        # the fleet does not change.
+        n = min(len(due), self.poll_tasks)
+        parts = [PollPartition(tuple(due[i::n])) for i in range(n)]
+        if removals:
+            parts = [replace(parts[0], removals=removals), *parts[1:]] if parts else [PollPartition((), removals)]
         return parts
 
-    def read(self, partition: TickPartition) -> Iterator[tuple]:
-        conf = cfg.parse(json.loads(partition.props_json), partition.config_name)
-        snap = poll_or_replay(partition.config_name, conf, partition.tick)
-        yield from snapshot_rows(partition.config_name, partition.tick, snap)
+    def read(self, partition: PollPartition) -> Iterator[tuple]:
+        def poll(tick: TickPartition) -> VolumeSnapshot:
+            return poll_or_replay(tick.config_name, cfg.parse(json.loads(tick.props_json), tick.config_name),
+                                  tick.tick)
+
+        ticks = partition.ticks
+        if len(ticks) <= 1:
+            snaps = [poll(t) for t in ticks]  # no thread for one cluster (or none: only removals)
+        else:
+            with ThreadPoolExecutor(min(len(ticks), MAX_POLL_THREADS), thread_name_prefix="poll") as pool:
+                snaps = list(pool.map(poll, ticks))
+        for tick, snap in zip(ticks, snaps):
+            yield from snapshot_rows(tick.config_name, tick.tick, snap)
+        now = dt.datetime.now(UTC).replace(tzinfo=None)
+        for r in partition.removals:
+            yield (r.config_name, r.tick, r.cluster_id, now, REMOVED, "its config left the fleet", None, None,
+                   None, None, None, None, None, None, None, None)
 
     def commit(self, end: dict) -> None:
         pass  # the journal is the durable record; nothing to acknowledge upstream
@@ -155,7 +217,7 @@ class KafkaVolumesSource(DataSource):
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
         clusters = [ObservedCluster(c["name"], c["props"]) for c in json.loads(self.options["clusters"])]
-        return KafkaVolumesReader(clusters)
+        return KafkaVolumesReader(clusters, poll_tasks=int(self.options.get("poll_tasks", "2")))
 
 
 def clusters_option(configs: list[cfg.Config]) -> str:

@@ -32,17 +32,9 @@ def spark(tmp_path_factory):
     session.stop()
 
 
-REAL_KAFKA_FIXTURES = {"real_kafka", "real_kafka3", "real_kafka_tmpfs"}
-
-
-@pytest.hookimpl(tryfirst=True)  # before xdist reads the groups
-def pytest_collection_modifyitems(config, items):
-    """With pytest-xdist (`-n 2 --dist loadgroup`, the README's command) a file's tests stay on one worker, so its
-    module fixtures (a streaming story, a broker) run once, and every real-Kafka test shares one worker, so the
-    session's Kafka clusters start once. Most of the suite waits on processes and intervals, not on the CPU."""
-    for item in items:
-        real = item.get_closest_marker("realkafka") or REAL_KAFKA_FIXTURES & set(getattr(item, "fixturenames", ()))
-        item.add_marker(pytest.mark.xdist_group("realkafka" if real else item.path.name))
+# The README's command runs two pytest-xdist workers with `--dist loadfile`: a file's tests stay on one worker, so
+# its module fixtures (a streaming story, a broker) run once; each worker starts the session-scoped real-Kafka
+# clusters it needs. Most of the suite waits on processes and intervals, not on the CPU.
 
 
 # Real Apache Kafka clusters (KAFKA_HOME), started on first use: real_kafka, real_kafka3, real_kafka_tmpfs.

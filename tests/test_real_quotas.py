@@ -141,7 +141,7 @@ def test_the_reader_follows_decisions_on_a_real_compacted_topic_over_scram(real_
     topic = f"decisions-{uuid.uuid4().hex[:8]}"
     output = client_properties(real_kafka, rc.SASL)
     conf = cfg.parse(pipeline_properties(real_kafka, **prefixed(cfg.OUTPUT_KAFKA_PREFIX, output), **{
-        cfg.OUTPUT_TOPIC: topic, cfg.PRODUCE: "1000", cfg.EXCLUDED: "User:pipeline",
+        cfg.OUTPUT_TOPIC: topic, cfg.PRODUCE: "10000000", cfg.EXCLUDED: "User:pipeline",
         cfg.VALIDITY: "PT5M", cfg.FALLBACK: "0.5"}))
     assert ensure_topic(conf.output_settings, topic) == "created"
     admin = AdminClient(real_kafka.client_config())
@@ -169,8 +169,8 @@ def _follow(real_kafka: RealKafka, conf: cfg.Config, topic: str) -> None:
             (0.0, 0.25, 0.5)
         assert (reader.stats.records, reader.stats.older) == (3, 1)
         assert (reader.quota_limit("PRODUCE", "alice"), reader.quota_limit("PRODUCE", "pipeline")) == \
-            (1.0, UNLIMITED)
+            (131072.0, UNLIMITED)  # the default floor
         changed.clear()
         publish_decisions(real_kafka, topic, [("c1", 1.0, now + dt.timedelta(seconds=1))])
         assert changed.wait(15), "the reader did not see the release"
-        assert ("c1", 0.0, 1.0) in changes and reader.quota_limit("PRODUCE", "alice") == 1000.0
+        assert ("c1", 0.0, 1.0) in changes and reader.quota_limit("PRODUCE", "alice") == 10000000.0

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from quota_pipeline.core import config as cfg
+from quota_pipeline.core.properties import DEFAULT_PRODUCE_FLOOR
 from quota_pipeline.kafka.client_quotas import PRODUCER_BYTE_RATE, Entity
 from quota_pipeline.kafka.publisher import ensure_topic
 from quota_pipeline.kafka.quota_admin import QuotaAdmin
@@ -124,7 +125,7 @@ def test_enforce_throttles_and_restores_through_scram_and_ssl(real_kafka: RealKa
     conf = cfg.load(files["scram"])
     ensure_topic(client_properties(real_kafka), conf.output_topic)
     baseline_file = Path(conf.checkpoint_path) / "enforce" / "secure.json"
-    catch_all = Entity.of(default_client_id=True)
+    floor = Entity.of(default_user=True, default_client_id=True)  # factor 0: the floor on a new quota window
     log = tmp_path / "enforce.log"
     with QuotaAdmin(client_properties(real_kafka)) as admin, log.open("w") as out:
         before = admin.describe()
@@ -133,7 +134,8 @@ def test_enforce_throttles_and_restores_through_scram_and_ssl(real_kafka: RealKa
         try:
             now = dt.datetime.now(dt.timezone.utc)
             publish_decisions(real_kafka, conf.output_topic, [("secure", 0.0, now)])
-            wait_for(lambda: admin.describe().get(catch_all) == {PRODUCER_BYTE_RATE: 1.0}, 30, "the throttle")
+            wait_for(lambda: admin.describe().get(floor) == {PRODUCER_BYTE_RATE: DEFAULT_PRODUCE_FLOOR}, 30,
+                     "the throttle")
             assert_no_secrets(real_kafka, baseline_file.read_text())
             publish_decisions(real_kafka, conf.output_topic, [("secure", 1.0, now + dt.timedelta(seconds=1))])
             wait_for(lambda: not baseline_file.exists(), 30, "the restore deletes the baseline file")

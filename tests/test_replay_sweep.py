@@ -39,7 +39,7 @@ def journal(tmp_path_factory) -> Path:
 
 
 def plain(spark, conf: Path, journal: Path, out: Path) -> dict[str, dict]:
-    """What a plain replay with this configuration alone reports per cluster."""
+    """What a plain replay with this configuration alone reports per cluster (the summary the CLI prints)."""
     settings = Settings.of(cfg.load(conf, require_admin=False))
     job.run(spark, settings, str(journal), str(out))
     return {r["cluster_id"]: r for r in job.summary_table(spark.read.parquet(str(out)))}

@@ -130,9 +130,9 @@ def sweep_table(rows, path: str | None):
     from rich.table import Table
 
     key = rows[0].key.removeprefix("client.quota.callback.static.") if rows else "setting"
-    table = Table(title=f"what-if sweep of {key} -> {path}")
-    for col in ("cluster", key, "throttled", "episodes", "longest episode", "fallback", "least avail. unthrottled"):
-        table.add_column(col, no_wrap=True, justify="left" if col == "cluster" else "right")
+    table = Table(title=f"what-if sweep of {key} (also in {path})")
+    for col in ("cluster", "value", "throttled", "episodes", "longest episode", "fallback", "least avail. unthrottled"):
+        table.add_column(col, no_wrap=True, min_width=len(col), justify="left" if col == "cluster" else "right")
     for r in rows:
         table.add_row(r.cluster_id, r.value, _duration(r.throttled_s), str(r.episodes),
                       _duration(r.longest_episode_s), _duration(r.fallback_s),

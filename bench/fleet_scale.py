@@ -225,9 +225,9 @@ def summarize(args: argparse.Namespace, records: list, loads: list[float], memor
     for _, _, cluster, observed in records:
         by_cluster[cluster].append(observed)
     gaps = [b - a for times in by_cluster.values() for a, b in zip(sorted(times), sorted(times)[1:])]
-    # Batches of the measured window: those that published its records (the warm-up's batches left out).
-    all_batches = batches(log, 0)
-    measured = all_batches[max(0, len(all_batches) - max(1, int(args.seconds / args.interval))):]
+    # Batches of the measured window: the last ones, as many as the window has intervals; never the first two
+    # (Python workers and the state store start in them).
+    measured = batches(log, 2)[-max(1, int(args.seconds / args.interval)):]
     stage_ms = defaultdict(list)
     for b in measured:
         for i, (ms, _) in enumerate(b["stages"]):

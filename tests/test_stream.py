@@ -136,8 +136,11 @@ def test_a_failed_delivery_restarts_the_query_instead_of_ending_the_job(story):
     assert story["after_restart"]["throttle_factor"] == 1.0
 
 
-def test_crossing_the_limit_throttles_within_one_interval_plus_two_seconds(story):
-    assert story["throttle_latency"] <= 1 + 2, story["throttle_latency"]
+def test_crossing_the_limit_throttles_within_one_interval_plus_a_few_seconds(story):
+    # The latency itself is a benchmark's (bench/stream_latency.py, bench/real_latency.py: p99 about 0.5 s on a quiet
+    # machine); here the other test worker's Spark shares the 2 CPUs, and the bound only catches a decision that
+    # waits for a later poll, a restart or the validity.
+    assert story["throttle_latency"] <= 1 + 4, story["throttle_latency"]
 
 
 def test_freeing_the_disk_releases(story):

@@ -175,8 +175,8 @@ class KafkaVolumesReader(DataSourceStreamReader):
     def partitions(self, start: dict, end: dict) -> list[PollPartition]:
         due = self.due(start, end)
         removals = tuple(self.removals(start))
-        # Round-robin over the names in order: a cluster keeps its task (and its worker's admin client) while
-        # the fleet does not change.
+        # Round-robin over the names in order: a cluster keeps its partition while the fleet does not change, and
+        # each partition gets about as many clusters to poll.
         n = min(len(due), self.poll_tasks)
         parts = [PollPartition(tuple(due[i::n])) for i in range(n)]
         if removals:

@@ -69,7 +69,7 @@ def _events(snaps: DataFrame, numbered: DataFrame, settings: Settings) -> DataFr
     recent = Window.partitionBy(*KEY, "offline").orderBy("seq").rowsBetween(-(trend.FILL_READINGS - 1), 0)
     history = F.filter(F.collect_list(F.struct("t_us", "available_bytes")).over(recent),
                        lambda h: h.t_us >= F.col("t_us") - micros(settings.validity))
-    events = events.withColumn("fill_rate", F.when(~F.col("offline"), _fill_rate(history)))
+    events = _with_fill_rate(events.withColumn("_history", F.when(~F.col("offline"), history)))
     return events.select(
         *KEY, "seq", "expires_at", "n_snapshots", "offline", "fill_rate",
         F.when(~F.col("offline"), F.col("total_bytes")).alias("total_bytes"),
@@ -78,19 +78,30 @@ def _events(snaps: DataFrame, numbered: DataFrame, settings: Settings) -> DataFr
     )
 
 
-def _fill_rate(history: Column) -> Column:
-    """core.trend.fill_rate as an array expression, term by term in the same order (so the same doubles)."""
-    n = F.size(history)
-    last = F.element_at(history, -1).t_us
-    ts = F.transform(history, lambda h: (h.t_us - last) / F.lit(1e6))
-    avail = F.transform(history, lambda h: h.available_bytes.cast("double"))
-    mean_t = F.aggregate(ts, F.lit(0.0), lambda acc, x: acc + x) / n
-    mean_a = F.aggregate(avail, F.lit(0.0), lambda acc, x: acc + x) / n
-    var = F.aggregate(ts, F.lit(0.0), lambda acc, x: acc + (x - mean_t) * (x - mean_t))
-    cov = F.aggregate(F.arrays_zip(ts, avail), F.lit(0.0),
-                      lambda acc, z: acc + (z["0"] - mean_t) * (z["1"] - mean_a))
-    rate = -cov / var
-    return F.when((n >= 2) & (var != 0.0) & (rate > 0.0), rate)
+def _with_fill_rate(events: DataFrame) -> DataFrame:
+    """`fill_rate`: core.trend.fill_rate over `_history` as array expressions, term by term in the same order (so
+    the same doubles). Every term is a column of its own, passed through the next step so that Spark keeps it
+    computed once per row: written as one expression, the offsets and means were inlined into every lambda call
+    (a mean recomputed per element), which made this the costliest step of replay."""
+    h = F.col("_history")
+    steps = [
+        {"_n": F.size(h), "_last": F.element_at(h, -1).t_us},
+        {"_ts": F.transform(h, lambda x: (x.t_us - F.col("_last")) / F.lit(1e6)),
+         "_avail": F.transform(h, lambda x: x.available_bytes.cast("double"))},
+        {"_mean_t": F.aggregate("_ts", F.lit(0.0), lambda acc, x: acc + x) / F.col("_n"),
+         "_mean_a": F.aggregate("_avail", F.lit(0.0), lambda acc, x: acc + x) / F.col("_n")},
+        {"_var": F.aggregate("_ts", F.lit(0.0), lambda acc, x: acc + (x - F.col("_mean_t")) * (x - F.col("_mean_t"))),
+         "_cov": F.aggregate(F.arrays_zip("_ts", "_avail"), F.lit(0.0),
+                             lambda acc, z: acc + (z["_ts"] - F.col("_mean_t")) * (z["_avail"] - F.col("_mean_a")))},
+        # ANSI mode fails a division by zero even on doubles: a single reading (no variance) has no rate.
+        {"_rate": F.when(F.col("_var") != 0.0, -F.col("_cov") / F.col("_var"))},
+    ]
+    for step in steps:
+        events = events.withColumns(step)
+    rate = F.col("_rate")
+    fill_rate = F.when(h.isNotNull() & (F.col("_n") >= 2) & (F.col("_var") != 0.0) & (rate > 0.0), rate)
+    temporary = ["_history", *(name for step in steps for name in step)]
+    return events.withColumn("fill_rate", fill_rate).drop(*temporary)
 
 
 def _first_fenced(ev: DataFrame, numbered: DataFrame, until: Column) -> DataFrame:

@@ -250,9 +250,15 @@ class StreamJob:
             log.warning("output topic %s not ready: %s", self.first.output_topic, _first_line(exc))
 
     def _graceful_stop(self, query: Any, timeout: float = 60.0) -> None:
+        """Let the micro-batch running now publish and commit, then stop. Only that one: when batches run back to
+        back (a batch longer than the interval) the trigger is always active, and waiting for it to go idle took the
+        whole timeout. A batch stopped as it starts is re-run from the journal on restart."""
         deadline = self.clock.monotonic() + timeout
+        running = (query.lastProgress or {}).get("batchId")
         while query.isActive and query.status.get("isTriggerActive") and self.clock.monotonic() < deadline:
-            time.sleep(0.1)  # let the running micro-batch publish and commit
+            if (query.lastProgress or {}).get("batchId") != running:
+                break  # the batch that was running has committed
+            time.sleep(0.1)
         query.stop()
 
 

@@ -1,13 +1,25 @@
 """The README's main command, `quota-pipeline demo`, shortened: it runs the story and ends with a summary; its
-dashboard URL comes first, and the page's event stream shows the throttle within two check intervals."""
+dashboard URL comes first, and the page's event stream shows the throttle within two check intervals. And
+`./spark-submit.sh conf/demo.properties` against the demo services. Both need the demo's fixed ports: one file, so
+the test workers run them one after the other."""
 from __future__ import annotations
 
 import json
+import os
+import signal
 import subprocess
 import sys
 import threading
 import time
 import urllib.request
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Consumer, TopicPartition
+
+from quota_pipeline.demo import runner as demo
+
+ROOT = Path(__file__).resolve().parent.parent
 
 CHECK_INTERVAL = 2.0  # conf/demo.properties
 
@@ -58,3 +70,46 @@ def throttle_lag(url: str) -> float:
                 if throttled:
                     return time.time() - throttled[0]["decided_at"]
     raise AssertionError("the event stream ended before a throttle")
+
+
+def test_spark_submit_runs_the_demo_config(tmp_path):
+    def ports_free() -> bool:
+        return demo._port_free(demo.SIM_PORT, 6) and demo._port_free(demo.BROKER_PORT) and demo._port_free(9404)
+
+    deadline = time.time() + 30  # the demo test before this one may still be letting its ports go
+    while not ports_free() and time.time() < deadline:
+        time.sleep(0.5)
+    if not ports_free():
+        pytest.fail("conf/demo.properties needs ports 29092-29097, 29192 and 9404 free; something else uses them")
+    services = demo.DemoServices(forever=True).start()
+    log = tmp_path / "spark-submit.log"
+    job = subprocess.Popen([str(ROOT / "spark-submit.sh"), "--driver-memory", "1g", str(ROOT / "conf" / "demo.properties")],
+                           cwd=tmp_path, stdout=log.open("wb"), stderr=subprocess.STDOUT, start_new_session=True)
+    records = []
+    try:
+        deadline = time.time() + 180
+        consumer = None
+        while len(records) < 3 and time.time() < deadline and job.poll() is None:
+            if consumer is None:
+                if b"output topic" not in log.read_bytes():
+                    time.sleep(0.5)
+                    continue
+                consumer = Consumer({"bootstrap.servers": services.broker.bootstrap_servers, "group.id": "t",
+                                     "enable.auto.commit": False})
+                consumer.assign([TopicPartition("__quota_throttle_factors", 0, 0)])
+            msg = consumer.poll(0.5)
+            if msg is not None and not msg.error():
+                records.append(json.loads(msg.value()))
+        if consumer:
+            consumer.close()
+    finally:
+        if job.poll() is None:
+            os.killpg(job.pid, signal.SIGTERM)
+            try:
+                job.wait(30)
+            except subprocess.TimeoutExpired:
+                os.killpg(job.pid, signal.SIGKILL)
+        services.stop()
+    assert len(records) >= 3, log.read_text()[-3000:]
+    assert {r["cluster_id"] for r in records} == {"demo-cluster"}
+    assert (tmp_path / "checkpoints" / "demo" / "journal").is_dir()  # relative paths resolve where it runs

@@ -1,10 +1,11 @@
-"""A paced confluent-kafka producer on a real cluster that records when each byte was acknowledged."""
+"""A paced confluent-kafka producer on a real cluster that records when each byte was acknowledged, and the search
+for the first 1-s window of its rate that meets a goal."""
 from __future__ import annotations
 
 import bisect
 import threading
 import time
-from typing import Any
+from typing import Any, Callable
 
 RECORD_BYTES = 10 * 1024
 
@@ -57,3 +58,22 @@ class PacedProducer:
         self._producer.purge()
         self._producer.flush(0)
         self._producer = None  # destroyed now, not when the cluster is already gone
+
+
+STEP_S = 0.25  # windows start every 0.25 s
+
+
+def first_window(since: float, until: float, accept: Callable[[float, float], bool]) -> float | None:
+    """Seconds from `since` to the end of the first 1-s window [a, a + 1) (steps of STEP_S) that `accept(a, a + 1)`
+    takes, or None within `until`."""
+    t = since + 1.0
+    while t <= until:
+        if accept(t - 1.0, t):
+            return t - since
+        t += STEP_S
+    return None
+
+
+def window_starts(start: float, end: float) -> list[float]:
+    """The window starts from `start` to `end`, STEP_S apart."""
+    return [start + STEP_S * i for i in range(int((end - start) / STEP_S) + 1)]

@@ -21,6 +21,7 @@ from tests.realkafka import (
     ClusterSpec, KafkaUnavailable, RealKafka, free_ports, kafka_home, partition_on, start_cluster,
 )
 from tests.realkafka_process import TmpfsUnavailable
+from tests.realkafka_load import first_window, window_starts
 from tests.realkafka_props import wait_for
 from tests.realkafka_process import FAST_START_JVM
 
@@ -305,31 +306,17 @@ def end_to_end(callback_jar: Path, real_kafka: RealKafka, tmp_path_factory) -> I
 
 
 def _first_below(producer, since: float, until: float, rate: float) -> float | None:
-    """Seconds from `since` to the end of the first 1-s window whose rate, and every later one's, is below `rate`."""
-    while time.monotonic() < until:
-        time.sleep(0.25)
-    t = since + 1.0
-    while t <= until:
-        if all(producer.rate_between(a, a + 1.0) < rate for a in _steps(t - 1.0, until - 1.0)):
-            return t - since
-        t += 0.25
-    return None
+    """Seconds from `since` to the end of the first 1-s window whose rate, and every later one's, is below `rate`
+    (waits until `until`)."""
+    time.sleep(max(0.0, until - time.monotonic()))
+    return first_window(since, until, lambda a, _: all(producer.rate_between(x, x + 1.0) < rate
+                                                       for x in window_starts(a, until - 1.0)))
 
 
 def _first_at_least(producer, since: float, until: float, rate: float) -> float | None:
     """Seconds from `since` to the end of the first 1-s window at `rate` or more (waits until `until`)."""
-    while time.monotonic() < until:
-        time.sleep(0.25)
-    t = since + 1.0
-    while t <= until:
-        if producer.rate_between(t - 1.0, t) >= rate:
-            return t - since
-        t += 0.25
-    return None
-
-
-def _steps(start: float, end: float) -> list[float]:
-    return [start + 0.25 * i for i in range(int((end - start) / 0.25) + 1)]
+    time.sleep(max(0.0, until - time.monotonic()))
+    return first_window(since, until, lambda a, b: producer.rate_between(a, b) >= rate)
 
 
 def test_end_to_end_a_filling_log_dir_throttles_a_producer_within_the_interval_plus_5_s(end_to_end):

@@ -24,7 +24,7 @@ from quota_pipeline.enforce.plan import FRESH_DEFAULT
 from quota_pipeline.kafka.publisher import ensure_topic
 from quota_pipeline.kafka.quota_admin import Change, QuotaAdmin
 from tests.realkafka import RealKafka
-from tests.realkafka_load import PacedProducer
+from tests.realkafka_load import PacedProducer, first_window
 from tests.realkafka_props import (
     client_properties, pipeline_properties, publish_decisions, restore_quotas, wait_for, write_properties,
 )
@@ -39,20 +39,11 @@ FLOOR = 65536  # bytes/s per client at factor 0: 3.3 % of RATE, so "down by 95 %
 OPERATOR = {Entity.of("ops-alice"): {PRODUCER_BYTE_RATE: 5_000_000.0},
             Entity.of(client_id="reporting"): {"consumer_byte_rate": 2_000_000.0}}
 EDIT, EDIT_RATE = Entity.of("ops-bob"), 8_000_000.0  # set by an operator while throttled
+EDIT_FLOOR = Entity.of("ops-bob", default_client_id=True)  # where the enforcer puts that user's floor
 
 
 def _quotas_shown(admin: QuotaAdmin, expected: dict, what: str, timeout: float = 20.0) -> dict:
     return wait_for(lambda: (lambda q: q if q == expected else None)(admin.describe()), timeout, what)
-
-
-def _first(since: float, until: float, accept) -> float | None:
-    """Seconds from `since` to the end of the first 1-s window (steps of 0.25 s) that `accept` takes."""
-    t = since + 1.0
-    while t <= until:
-        if accept(t - 1.0, t):
-            return t - since
-        t += 0.25
-    return None
 
 
 @pytest.fixture(scope="module")
@@ -88,15 +79,15 @@ def story(real_kafka: RealKafka, tmp_path_factory) -> Iterator[dict[str, Any]]:
             publish_decisions(real_kafka, decisions, [(CLUSTER, 0.0, observed)])
             time.sleep(DROP_WITHIN_S)
             now = time.monotonic()  # from when on did the rate stay below 5 % of the former one?
-            events["drop"] = _first(throttled_at, now, lambda a, _: load.rate_between(a, now) < DROP_GOAL * events[
-                "pre"][0])
+            events["drop"] = first_window(throttled_at, now, lambda a, _: load.rate_between(a, now)
+                                          < DROP_GOAL * events["pre"][0])
             events["throttled"] = (load.rate_between(throttled_at + 5, time.monotonic()),
                                    publisher.rate_between(throttled_at + 5, time.monotonic()))
             events["quotas_throttled"] = admin.describe()
             admin.alter([Change(EDIT, PRODUCER_BYTE_RATE, EDIT_RATE)])  # the operator's edit while throttled
             # A user's own quota is outranked by the floor on `user=U, client-id=<default>` (a new window).
             events["edit_scaled"] = wait_for(
-                lambda: admin.describe().get(Entity.of("ops-bob", default_client_id=True)) == {PRODUCER_BYTE_RATE: float(FLOOR)}, 15,
+                lambda: admin.describe().get(EDIT_FLOOR) == {PRODUCER_BYTE_RATE: float(FLOOR)}, 15,
                 "the enforcer puts the floor above the operator's new quota")
             released_at = time.monotonic()
             publish_decisions(real_kafka, decisions, [(CLUSTER, 1.0, observed + dt.timedelta(seconds=30))])
@@ -107,8 +98,8 @@ def story(real_kafka: RealKafka, tmp_path_factory) -> Iterator[dict[str, Any]]:
             while time.monotonic() < deadline and load.rate_between(time.monotonic() - 1, time.monotonic()) < \
                     RECOVERY_SHARE * events["pre"][0]:
                 time.sleep(0.25)
-            events["recovery"] = _first(released_at, time.monotonic(), lambda a, b: load.rate_between(a, b)
-                                        >= RECOVERY_SHARE * events["pre"][0])
+            events["recovery"] = first_window(released_at, time.monotonic(), lambda a, b: load.rate_between(a, b)
+                                              >= RECOVERY_SHARE * events["pre"][0])
             events["max_throttle_ms"] = max((ms for _, ms in load.throttles), default=0.0)
             events["publisher_throttles"] = [(round(t - throttled_at, 2), ms) for t, ms in publisher.throttles]
             events["released_after"] = released_at - throttled_at

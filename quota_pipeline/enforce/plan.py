@@ -59,7 +59,8 @@ def client_exemptions(baseline: Mapping[Entity, Mapping[str, float]], policy: Po
         for c in sorted(policy.excluded_client_ids)]
 
 
-def _users_with_own_quota(baseline: Mapping[Entity, Mapping[str, float]], with_default_client: bool = False) -> list[str]:
+def _users_with_own_quota(baseline: Mapping[Entity, Mapping[str, float]],
+                          with_default_client: bool = False) -> list[str]:
     """Users with a produce quota on `user=U` (and, if asked, on `user=U, client-id=<default>`)."""
     return sorted({e.name(USER) for e, v in baseline.items() if PRODUCER_BYTE_RATE in v and e.has(USER)
                    and e.name(USER) is not None and not e.has(IP)

@@ -64,8 +64,9 @@ public class PipelineQuotaCallback implements ClientQuotaCallback {
         Map<String, Object> consumer = config.consumerSettings(jmx.instance());
         Follower follower = followers.start(config.topic(), consumer, holder::apply);
         configured = new Configured(config, holder, policy, new QuotaWindows(), metrics, jmx, follower);
-        if (config.floorWarning() != null) {
-            log.warn(config.floorWarning());
+        String floorWarning = config.floorWarning();
+        if (floorWarning != null) {
+            log.warn(floorWarning);
         }
         log.info("quota callback for cluster {}: topic {}, consumer {}, static quotas {}, validity {}, fallback {}, "
                         + "produce floor {} (per client, on a new quota window), excluded principals {}, "

@@ -1,7 +1,6 @@
 """The README's main command, `quota-pipeline demo`, shortened: it runs the story and ends with a summary; its
 dashboard URL comes first, and the page's event stream shows the throttle within two check intervals. And
-`./spark-submit.sh conf/demo.properties` against the demo services. Both need the demo's fixed ports: one file, so
-the test workers run them one after the other."""
+`./spark-submit.sh` with the demo config against the demo services."""
 from __future__ import annotations
 
 import json
@@ -14,10 +13,12 @@ import time
 import urllib.request
 from pathlib import Path
 
-import pytest
+import javaproperties
 from confluent_kafka import Consumer, TopicPartition
 
+from quota_pipeline.core import config as cfg
 from quota_pipeline.demo import runner as demo
+from quota_pipeline.demo.local_broker import free_port
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -73,17 +74,18 @@ def throttle_lag(url: str) -> float:
 
 
 def test_spark_submit_runs_the_demo_config(tmp_path):
-    def ports_free() -> bool:
-        return demo._port_free(demo.SIM_PORT, 6) and demo._port_free(demo.BROKER_PORT) and demo._port_free(9404)
-
-    deadline = time.time() + 30  # the demo test before this one may still be letting its ports go
-    while not ports_free() and time.time() < deadline:
-        time.sleep(0.5)
-    if not ports_free():
-        pytest.fail("conf/demo.properties needs ports 29092-29097, 29192 and 9404 free; something else uses them")
+    # The demo's services take its fixed ports when they are free, else any; the job then gets the demo config
+    # with the ports they really have, so a busy port on the test machine cannot fail the test.
     services = demo.DemoServices(forever=True).start()
+    props = cfg.read_properties(ROOT / "conf" / "demo.properties")
+    props[cfg.BOOTSTRAP] = services.sim.bootstrap_servers
+    props[cfg.OUTPUT_KAFKA_PREFIX + "bootstrap.servers"] = services.broker.bootstrap_servers
+    props[cfg.METRICS_PORT] = str(free_port())
+    conf = tmp_path / "demo.properties"
+    with conf.open("w") as f:
+        javaproperties.dump(props, f, timestamp=False)
     log = tmp_path / "spark-submit.log"
-    job = subprocess.Popen([str(ROOT / "spark-submit.sh"), "--driver-memory", "1g", str(ROOT / "conf" / "demo.properties")],
+    job = subprocess.Popen([str(ROOT / "spark-submit.sh"), "--driver-memory", "1g", str(conf)],
                            cwd=tmp_path, stdout=log.open("wb"), stderr=subprocess.STDOUT, start_new_session=True)
     records = []
     try:

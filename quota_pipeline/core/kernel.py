@@ -1,0 +1,443 @@
+"""Steps 1-4 of the decision semantics over columns: one cluster's snapshots in time order, compiled by numba.
+
+Replay's formulation. core/cache.py and core/decision.py are the streaming form and the reference: this is the
+same sequence of steps with the float operations in the same order, so the two agree to the last bit
+(tests/test_equivalence.py). One call advances a cluster by a chunk of snapshots; the cache is a set of arrays
+(one slot per log dir) carried from chunk to chunk, so memory is bounded by the chunk and the number of log
+dirs, never by the length of the journal. Log dirs are numbered in (broker_id, log_dir) order, which is the
+last tie-break of "worst" and "closest", so comparing numbers compares keys.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numba
+import numpy as np
+
+from quota_pipeline.core.config import Limit
+from quota_pipeline.core.model import DecisionSource, micros
+from quota_pipeline.core.settings import Settings
+from quota_pipeline.core.trend import FILL_READINGS
+
+OFFLINE_POLICIES = ("violate", "pin", "last-known")
+SOURCES = (DecisionSource.OBSERVATION.value, DecisionSource.RETAINED.value, DecisionSource.FALLBACK.value)
+OBSERVATION, RETAINED, FALLBACK = 0, 1, 2
+NO_LIMIT, BYTES, RATIO = 0, 1, 2
+NONE = -1  # no time, no snapshot row, no log dir
+
+
+@dataclass(frozen=True)
+class Params:
+    """Settings as the numbers the kernel reads."""
+
+    validity_us: int
+    hard_kind: int
+    hard_value: float
+    soft_kind: int
+    soft_value: float
+    fallback: float
+    offline: int
+    fenced_pin: bool
+    closest: int
+
+    @classmethod
+    def of(cls, s: Settings) -> "Params":
+        def kind(limit: Limit | None) -> int:
+            return NO_LIMIT if limit is None else BYTES if limit.kind == "bytes" else RATIO
+
+        soft = s.limits.soft
+        return cls(micros(s.validity), kind(s.limits.hard), float(s.limits.hard.value), kind(soft),
+                   0.0 if soft is None else float(soft.value), float(s.fallback_factor),
+                   OFFLINE_POLICIES.index(s.offline_policy), s.fenced_policy == "pin", s.closest_volumes)
+
+    def tuple(self) -> tuple:
+        return (self.validity_us, self.hard_kind, self.hard_value, self.soft_kind, self.soft_value, self.fallback,
+                self.offline, self.fenced_pin, self.closest)
+
+
+@dataclass
+class State:
+    """One cluster between chunks: the cached reading per log dir (numbered as the chunk's keys), the fill-rate
+    history, the registered brokers of the last SUCCESS (by broker number) and the decision in force."""
+
+    has: np.ndarray         # bool[K]: a reading (or offline report) is cached
+    pinned: np.ndarray      # bool[K]
+    observed: np.ndarray    # int64[K] µs
+    total: np.ndarray       # int64[K]
+    available: np.ndarray   # int64[K]
+    offline: np.ndarray     # bool[K]: no bytes
+    fill: np.ndarray        # float64[K], NaN when not filling
+    row: np.ndarray         # int64[K]: the input row the reading came from (its top partitions), NONE if offline
+    hist_t: np.ndarray      # int64[K, FILL_READINGS]: the key's last readings, oldest first
+    hist_a: np.ndarray      # int64[K, FILL_READINGS]
+    hist_n: np.ndarray      # int64[K]
+    registered: np.ndarray  # bool[B]
+    decision: np.ndarray    # float64[5]: has, factor, source, valid_from µs, throttled_since µs (NONE)
+
+    @classmethod
+    def empty(cls, keys: int, brokers: int) -> "State":
+        return cls(np.zeros(keys, bool), np.zeros(keys, bool), np.zeros(keys, np.int64), np.zeros(keys, np.int64),
+                   np.zeros(keys, np.int64), np.zeros(keys, bool), np.full(keys, np.nan), np.full(keys, NONE, np.int64),
+                   np.zeros((keys, FILL_READINGS), np.int64), np.zeros((keys, FILL_READINGS), np.int64),
+                   np.zeros(keys, np.int64), np.zeros(brokers, bool), np.array([0.0, 1.0, 0.0, 0.0, NONE]))
+
+    def remap(self, key_of: np.ndarray, keys: int, broker_of: np.ndarray, brokers: int) -> "State":
+        """The same state numbered for a new chunk: old key i becomes key_of[i], old broker j broker_of[j]."""
+        out = State.empty(keys, brokers)
+        for name in ("has", "pinned", "observed", "total", "available", "offline", "fill", "row", "hist_t",
+                     "hist_a", "hist_n"):
+            getattr(out, name)[key_of] = getattr(self, name)
+        out.registered[broker_of] = self.registered
+        out.decision = self.decision.copy()
+        return out
+
+    @property
+    def decision_started(self) -> bool:
+        return bool(self.decision[0])
+
+
+@dataclass
+class Chunk:
+    """Snapshots of one cluster in time order (unique times) with their volume rows grouped by snapshot."""
+
+    t: np.ndarray           # int64[S] µs
+    ok: np.ndarray          # bool[S]: status SUCCESS
+    brokers_at: np.ndarray  # int64[S+1]: offsets into brokers
+    brokers: np.ndarray     # int64: broker numbers (0..B-1, in broker id order)
+    fenced_at: np.ndarray   # int64[S+1]
+    fenced: np.ndarray      # int64
+    rows_at: np.ndarray     # int64[S+1]: offsets into the row arrays
+    key: np.ndarray         # int64[R]: log dir number (0..K-1, in (broker_id, log_dir) order)
+    total: np.ndarray       # int64[R]
+    available: np.ndarray   # int64[R]
+    offline: np.ndarray     # bool[R]
+    row: np.ndarray         # int64[R]: the row's number in the caller's table
+    key_broker: np.ndarray  # int64[K]: broker number of each log dir
+
+
+@dataclass
+class Out:
+    """Per snapshot of a chunk: the summary (steps 1-3) and the decision (step 4)."""
+
+    active_brokers: np.ndarray
+    active_log_dirs: np.ndarray
+    violations: np.ndarray
+    policy_factor: np.ndarray
+    complete: np.ndarray
+    min_ratio: np.ndarray         # NaN: none in force
+    worst: np.ndarray             # log dir number or NONE
+    worst_available: np.ndarray   # NONE when offline
+    worst_ratio: np.ndarray       # NaN when offline
+    missing_at: np.ndarray        # int64[S+1] offsets into missing
+    missing: np.ndarray           # broker numbers
+    closest: np.ndarray           # int64[S, N]: log dir numbers, nearest first, NONE after the last
+    c_available: np.ndarray       # int64[S, N] (NONE when offline)
+    c_total: np.ndarray
+    c_ratio: np.ndarray           # float64[S, N] NaN when offline
+    c_headroom: np.ndarray
+    c_fill: np.ndarray
+    c_eta: np.ndarray
+    c_row: np.ndarray             # int64[S, N]: row of the reading (top partitions), NONE when offline
+    factor: np.ndarray
+    source: np.ndarray            # int8: OBSERVATION, RETAINED, FALLBACK
+    valid_from: np.ndarray        # int64 µs
+    throttled_since: np.ndarray   # int64 µs, NONE
+
+
+def run(state: State, chunk: Chunk, params: Params) -> Out:
+    """Advance `state` (in place) over `chunk`; what each snapshot decided."""
+    s = len(chunk.t)
+    n = params.closest
+    expected = len(chunk.brokers) + len(chunk.fenced)
+    out = Out(
+        np.zeros(s, np.int64), np.zeros(s, np.int64), np.zeros(s, np.int64), np.ones(s), np.zeros(s, bool),
+        np.full(s, np.nan), np.full(s, NONE, np.int64), np.full(s, NONE, np.int64), np.full(s, np.nan),
+        np.zeros(s + 1, np.int64), np.zeros(expected, np.int64),
+        np.full((s, n), NONE, np.int64), np.full((s, n), NONE, np.int64), np.full((s, n), NONE, np.int64),
+        np.full((s, n), np.nan), np.full((s, n), np.nan), np.full((s, n), np.nan), np.full((s, n), np.nan),
+        np.full((s, n), NONE, np.int64),
+        np.zeros(s), np.zeros(s, np.int8), np.zeros(s, np.int64), np.full(s, NONE, np.int64))
+    _run(state.has, state.pinned, state.observed, state.total, state.available, state.offline, state.fill, state.row,
+         state.hist_t, state.hist_a, state.hist_n, state.registered, state.decision,
+         chunk.t, chunk.ok, chunk.brokers_at, chunk.brokers, chunk.fenced_at, chunk.fenced, chunk.rows_at,
+         chunk.key, chunk.total, chunk.available, chunk.offline, chunk.row, chunk.key_broker,
+         *params.tuple(),
+         out.active_brokers, out.active_log_dirs, out.violations, out.policy_factor, out.complete, out.min_ratio,
+         out.worst, out.worst_available, out.worst_ratio, out.missing_at, out.missing, out.closest, out.c_available,
+         out.c_total, out.c_ratio, out.c_headroom, out.c_fill, out.c_eta, out.c_row,
+         out.factor, out.source, out.valid_from, out.throttled_since)
+    out.missing = out.missing[:out.missing_at[-1]]
+    return out
+
+
+@numba.njit(cache=True)
+def _fill_rate(ts_us, av, lo, n):
+    """trend.fill_rate over ts_us[lo:n], av[lo:n], term by term in the same order; NaN for None."""
+    count = n - lo
+    if count < 2:
+        return np.nan
+    last = ts_us[n - 1]
+    mean_t = 0.0
+    for j in range(lo, n):
+        mean_t += (ts_us[j] - last) / 1e6
+    mean_t = mean_t / count
+    mean_a = 0.0
+    for j in range(lo, n):
+        mean_a += float(av[j])
+    mean_a = mean_a / count
+    var = 0.0
+    for j in range(lo, n):
+        d = (ts_us[j] - last) / 1e6 - mean_t
+        var += d * d
+    if var == 0.0:
+        return np.nan
+    cov = 0.0
+    for j in range(lo, n):
+        cov += ((ts_us[j] - last) / 1e6 - mean_t) * (float(av[j]) - mean_a)
+    rate = -cov / var
+    return rate if rate > 0.0 else np.nan
+
+
+@numba.njit(cache=True)
+def _limit_bytes(kind, value, total):
+    return value if kind == BYTES else total * value
+
+
+@numba.njit(cache=True)
+def _ratio(available, total):
+    return 0.0 if total == 0 else available / total
+
+
+@numba.njit(cache=True)
+def _factor(offline, available, total, hard_kind, hard_value, soft_kind, soft_value):
+    """(volume factor, violates): policy.volume_factor and policy.violates, in the same order of operations."""
+    if offline:
+        return 0.0, True
+    if hard_kind == BYTES:
+        violating = available <= hard_value
+    else:
+        violating = _ratio(available, total) <= hard_value
+    if violating:
+        return 0.0, True
+    if soft_kind == NO_LIMIT:
+        return 1.0, False
+    hard_b = _limit_bytes(hard_kind, hard_value, total)
+    soft_b = _limit_bytes(soft_kind, soft_value, total)
+    if available > soft_b:
+        return 1.0, False
+    return min(1.0, max(0.0, (available - hard_b) / (soft_b - hard_b))), False
+
+
+@numba.njit(cache=True)
+def _worse(f1, off1, r1, a1, k1, f2, off2, r2, a2, k2):
+    """cache.worst_key(1) < worst_key(2): factor, offline first, ratio, bytes, then key number."""
+    if f1 != f2:
+        return f1 < f2
+    if off1 != off2:
+        return off1
+    if not off1:
+        if r1 != r2:
+            return r1 < r2
+        if a1 != a2:
+            return a1 < a2
+    return k1 < k2
+
+
+@numba.njit(cache=True)
+def _closer(off1, h1, k1, off2, h2, k2):
+    """cache.closest_key(1) < closest_key(2): offline first, then least headroom, then key number."""
+    if off1 != off2:
+        return off1
+    if not off1 and h1 != h2:
+        return h1 < h2
+    return k1 < k2
+
+
+@numba.njit(cache=True)
+def _run(has, pinned, observed, total, available, offline, fill, row, hist_t, hist_a, hist_n, registered, decision,
+         t, ok, brokers_at, brokers, fenced_at, fenced, rows_at, key, r_total, r_available, r_offline, r_row,
+         key_broker,
+         validity_us, hard_kind, hard_value, soft_kind, soft_value, fallback, offline_policy, fenced_pin, closest,
+         o_active_brokers, o_active_log_dirs, o_violations, o_policy_factor, o_complete, o_min_ratio, o_worst,
+         o_worst_available, o_worst_ratio, o_missing_at, o_missing, o_closest, o_c_available, o_c_total, o_c_ratio,
+         o_c_headroom, o_c_fill, o_c_eta, o_c_row, o_factor, o_source, o_valid_from, o_since):
+    keys = has.shape[0]
+    nb = registered.shape[0]
+    depth = hist_t.shape[1]
+    listed = np.zeros(nb, np.bool_)     # brokers of this snapshot
+    fenced_now = np.zeros(nb, np.bool_)
+    present = np.zeros(nb, np.bool_)    # brokers with a log dir in force
+    n_missing = 0
+    for i in range(t.shape[0]):
+        now = t[i]
+        # Step 1: evict what expired (pinned readings stay).
+        for k in range(keys):
+            if has[k] and not pinned[k] and not (now < observed[k] + validity_us):
+                has[k] = False
+        listed[:] = False
+        fenced_now[:] = False
+        for j in range(brokers_at[i], brokers_at[i + 1]):
+            listed[brokers[j]] = True
+        for j in range(fenced_at[i], fenced_at[i + 1]):
+            fenced_now[fenced[j]] = True
+        if ok[i]:
+            # Step 2: upsert readings, offline reports as the policy says, and the registered brokers.
+            for b in range(nb):
+                registered[b] = listed[b] or fenced_now[b]
+            for r in range(rows_at[i], rows_at[i + 1]):
+                k = key[r]
+                if not r_offline[r]:
+                    m = hist_n[k]
+                    if m == depth:
+                        for j in range(depth - 1):
+                            hist_t[k, j] = hist_t[k, j + 1]
+                            hist_a[k, j] = hist_a[k, j + 1]
+                        m -= 1
+                    hist_t[k, m] = now
+                    hist_a[k, m] = r_available[r]
+                    m += 1
+                    hist_n[k] = m
+                    lo = 0
+                    while lo < m and hist_t[k, lo] < now - validity_us:
+                        lo += 1
+                    has[k] = True
+                    pinned[k] = False
+                    observed[k] = now
+                    total[k] = r_total[r]
+                    available[k] = r_available[r]
+                    offline[k] = False
+                    fill[k] = _fill_rate(hist_t[k], hist_a[k], lo, m)
+                    row[k] = r_row[r]
+                elif offline_policy == 0 or (offline_policy == 1 and not has[k]):
+                    has[k] = True
+                    pinned[k] = offline_policy == 1
+                    observed[k] = now
+                    total[k] = NONE
+                    available[k] = NONE
+                    offline[k] = True
+                    fill[k] = np.nan
+                    row[k] = NONE
+                elif offline_policy == 1:
+                    pinned[k] = True
+            if fenced_pin:
+                # A fenced broker takes no writes: its last readings are its current state (cache.py).
+                for k in range(keys):
+                    b = key_broker[k]
+                    if has[k] and fenced_now[b] and not listed[b]:
+                        pinned[k] = True
+        # Step 3: summarise the entries in force.
+        present[:] = False
+        in_force = 0
+        violations = 0
+        policy_factor = 1.0
+        min_ratio = np.nan
+        worst = NONE
+        wf = 0.0
+        w_off = False
+        w_ratio = 0.0
+        w_avail = 0
+        filled = 0
+        for k in range(keys):
+            if not has[k] or (pinned[k] and not registered[key_broker[k]]):
+                continue
+            in_force += 1
+            present[key_broker[k]] = True
+            off = offline[k]
+            f, violating = _factor(off, available[k], total[k], hard_kind, hard_value, soft_kind, soft_value)
+            if violating:
+                violations += 1
+            if f < policy_factor:
+                policy_factor = f
+            ratio = 0.0
+            if not off:
+                ratio = _ratio(available[k], total[k])
+                if np.isnan(min_ratio) or ratio < min_ratio:
+                    min_ratio = ratio
+            if worst == NONE or _worse(f, off, ratio, available[k], k, wf, w_off, w_ratio, w_avail, worst):
+                worst, wf, w_off, w_ratio, w_avail = k, f, off, ratio, available[k]
+            if closest > 0:
+                head = 0.0 if off else available[k] - _limit_bytes(hard_kind, hard_value, total[k])
+                if filled < closest:
+                    pos = filled
+                    filled += 1
+                elif _closer(off, head, k, o_c_available[i, closest - 1] == NONE, o_c_headroom[i, closest - 1],
+                             o_closest[i, closest - 1]):
+                    pos = closest - 1
+                else:
+                    pos = -1
+                if pos >= 0:
+                    while pos > 0 and _closer(off, head, k, o_c_available[i, pos - 1] == NONE,
+                                              o_c_headroom[i, pos - 1], o_closest[i, pos - 1]):
+                        o_closest[i, pos] = o_closest[i, pos - 1]
+                        o_c_available[i, pos] = o_c_available[i, pos - 1]
+                        o_c_total[i, pos] = o_c_total[i, pos - 1]
+                        o_c_ratio[i, pos] = o_c_ratio[i, pos - 1]
+                        o_c_headroom[i, pos] = o_c_headroom[i, pos - 1]
+                        o_c_fill[i, pos] = o_c_fill[i, pos - 1]
+                        o_c_row[i, pos] = o_c_row[i, pos - 1]
+                        pos -= 1
+                    o_closest[i, pos] = k
+                    o_c_available[i, pos] = NONE if off else available[k]
+                    o_c_total[i, pos] = NONE if off else total[k]
+                    o_c_ratio[i, pos] = np.nan if off else ratio
+                    o_c_headroom[i, pos] = np.nan if off else head
+                    o_c_fill[i, pos] = fill[k]
+                    o_c_row[i, pos] = row[k]
+        for p in range(filled):
+            h = o_c_headroom[i, p]
+            rate = o_c_fill[i, p]
+            if not np.isnan(h) and not np.isnan(rate):
+                o_c_eta[i, p] = 0.0 if h <= 0 else h / rate
+        active = 0
+        for b in range(nb):
+            if listed[b]:
+                active += 1
+        o_missing_at[i] = n_missing
+        if ok[i]:
+            for b in range(nb):
+                if (listed[b] or fenced_now[b]) and not present[b]:
+                    o_missing[n_missing] = b
+                    n_missing += 1
+        complete = ok[i] and n_missing == o_missing_at[i]
+        o_active_brokers[i] = active
+        o_active_log_dirs[i] = in_force
+        o_violations[i] = violations
+        o_policy_factor[i] = policy_factor
+        o_complete[i] = complete
+        o_min_ratio[i] = min_ratio
+        o_worst[i] = worst
+        if worst != NONE:
+            o_worst_available[i] = NONE if w_off else w_avail
+            o_worst_ratio[i] = np.nan if w_off else w_ratio
+        # Step 4: decide on an observation, retain within validity, or fall back (decision.advance).
+        if decision[0] == 0.0:
+            decision[0] = 1.0
+            decision[1] = 1.0
+            decision[2] = OBSERVATION
+            decision[3] = now
+            decision[4] = NONE
+        cur_factor = decision[1]
+        cur_source = int(decision[2])
+        cur_from = int(decision[3])
+        cur_since = int(decision[4])
+        if ok[i] and (violations > 0 or complete):
+            factor, source, valid_from = policy_factor, OBSERVATION, now
+        elif cur_source == FALLBACK or now > cur_from + validity_us:
+            factor, source, valid_from = fallback, FALLBACK, cur_from
+        else:
+            factor, source, valid_from = cur_factor, RETAINED, cur_from
+        if factor >= 1.0:
+            since = NONE
+        elif cur_factor < 1.0 and cur_since != NONE:
+            since = cur_since
+        else:
+            since = now
+        decision[1] = factor
+        decision[2] = source
+        decision[3] = valid_from
+        decision[4] = since
+        o_factor[i] = factor
+        o_source[i] = source
+        o_valid_from[i] = valid_from
+        o_since[i] = since
+    o_missing_at[t.shape[0]] = n_missing

@@ -1,0 +1,518 @@
+"""One cluster's flattened journal rows in, its decision records out: read with pyarrow in time chunks, checked
+against journal/rules.py, decided by core/kernel.py. Runs inside a Spark task (replay/job.py); no Spark here.
+
+Memory is bounded by the chunk: the cluster's files are read by row group, a chunk is the rows of a time range
+(every row of one snapshot falls in one chunk), and the kernel's state carries the cache from chunk to chunk.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Iterator, Sequence
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from quota_pipeline.core import kernel
+from quota_pipeline.core.model import parse_time, epoch_micros
+from quota_pipeline.core.settings import Settings
+from quota_pipeline.journal import rules
+
+CHUNK_ROWS = 2_000_000
+PARTITION = pa.struct([("topic", pa.string()), ("partition", pa.int32()), ("size_bytes", pa.int64())])
+CLOSEST = pa.struct([
+    ("broker_id", pa.int64()), ("log_dir", pa.string()), ("available_bytes", pa.int64()),
+    ("total_bytes", pa.int64()), ("available_ratio", pa.float64()), ("headroom_bytes", pa.float64()),
+    ("fill_rate_bytes_per_second", pa.float64()), ("eta_seconds", pa.float64()),
+    ("top_partitions", pa.list_(PARTITION)),
+])
+WORST = pa.struct([("broker_id", pa.int64()), ("log_dir", pa.string()), ("available_bytes", pa.int64()),
+                   ("available_ratio", pa.float64())])
+UTC_US = pa.timestamp("us", tz="UTC")
+# What a task returns per snapshot; job.py adds the constant columns (schema version, decided_at, limits).
+RECORD = pa.schema([
+    ("cluster_id", pa.string()), ("observed_at", UTC_US), ("throttle_factor", pa.float64()), ("source", pa.string()),
+    ("valid_until", UTC_US), ("status", pa.string()), ("active_brokers", pa.int32()),
+    ("active_log_dirs", pa.int64()), ("missing_brokers", pa.list_(pa.int64())), ("violations", pa.int32()),
+    ("worst_volume", WORST), ("min_available_ratio", pa.float64()), ("throttled_since", UTC_US),
+    ("closest_volumes", pa.list_(CLOSEST)),
+])
+COLUMNS = ("cluster_id", "observed_at", "observed_us", "status", "brokers", "fenced_brokers", "broker_id", "log_dir",
+           "total_bytes", "available_bytes", "error", "top_partitions")
+TYPES = {"cluster_id": pa.string(), "observed_at": pa.string(), "observed_us": pa.int64(), "status": pa.string(),
+         "brokers": pa.list_(pa.int64()), "fenced_brokers": pa.list_(pa.int64()), "broker_id": pa.int64(),
+         "log_dir": pa.string(), "total_bytes": pa.int64(), "available_bytes": pa.int64(), "error": pa.string(),
+         "top_partitions": pa.list_(PARTITION)}
+# Staged JSONL (job.py) says where each row came from; any other file is its own origin, row by row.
+ORIGIN = ("_file", "_offset", "_line")
+
+# Rule codes in the order both other readers check them (rules.first_problem): the first broken one is reported.
+DISAGREE = "rows of one snapshot disagree on status"
+DUPLICATE = "duplicate snapshot of this cluster and observed_at"
+REASONS = (DISAGREE,) + tuple(r.reason for r in rules.SNAPSHOT_RULES[1:]) + tuple(
+    r.reason for r in rules.VOLUME_RULES) + (rules.DUPLICATE_VOLUMES.reason,)
+C_STATUS, C_BROKERS, C_FENCED, C_PARTS = 3, 4, 5, 6
+C_VOLUME = len(rules.SNAPSHOT_RULES)
+C_DUP_VOLUMES = len(REASONS) - 1
+VALID = len(REASONS)
+
+
+@dataclass(frozen=True)
+class Task:
+    """One cluster (None: the rows without a cluster id) and the files that hold its rows, in file order."""
+
+    cluster_id: str | None
+    files: tuple[str, ...]
+
+    def to_json(self) -> str:
+        return json.dumps({"cluster_id": self.cluster_id, "files": list(self.files)})
+
+    @classmethod
+    def from_json(cls, text: str) -> "Task":
+        raw = json.loads(text)
+        return cls(raw["cluster_id"], tuple(raw["files"]))
+
+
+@dataclass
+class Outcome:
+    """What a task found besides the records: rejected snapshots and, with a sweep, per setting its series."""
+
+    rejected: list[dict] = field(default_factory=list)
+    snapshots: int = 0
+    sweep_t: list[np.ndarray] = field(default_factory=list)
+    sweep_ratio: list[np.ndarray] = field(default_factory=list)
+    sweep_factor: list[list[np.ndarray]] = field(default_factory=list)
+    sweep_fallback: list[list[np.ndarray]] = field(default_factory=list)
+
+
+def parse_times(values: pa.Array) -> np.ndarray:
+    """observed_at strings to epoch µs (int64), NONE where a value is not an ISO-8601 timestamp (rules.py's test);
+    a time without a zone is UTC, as model.parse_time reads it. Each distinct string is parsed once."""
+    encoded = pc.dictionary_encode(values).combine_chunks() if isinstance(values, pa.ChunkedArray) else \
+        pc.dictionary_encode(values)
+    words = encoded.dictionary
+    try:
+        parsed = pc.cast(words, UTC_US).cast(pa.int64()).to_numpy(zero_copy_only=False)
+    except pa.ArrowInvalid:
+        parsed = np.array([_parse_one(w) for w in words.to_pylist()], dtype=np.int64)
+    if len(parsed) == 0:
+        return np.full(len(values), kernel.NONE, np.int64)
+    idx = encoded.indices.fill_null(0).to_numpy(zero_copy_only=False)
+    out = parsed[idx]
+    if encoded.indices.null_count:
+        out[encoded.indices.is_null().to_numpy(zero_copy_only=False)] = kernel.NONE
+    return out
+
+
+def _parse_one(text: str | None) -> int:
+    if rules._timestamp(text) is None:
+        return kernel.NONE
+    return epoch_micros(parse_time(text))
+
+
+def _read(path: str, groups: Sequence[int], columns: Sequence[str]) -> pa.Table:
+    """Row groups of one file, the journal's columns (absent ones as nulls), with each row's origin."""
+    f = pq.ParquetFile(path)
+    names = set(f.schema_arrow.names)
+    table = f.read_row_groups(list(groups), columns=[c for c in columns if c in names], use_threads=True)
+    sizes = [f.metadata.row_group(g).num_rows for g in range(f.metadata.num_row_groups)]
+    begins = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+    lines = np.concatenate([np.arange(begins[g], begins[g + 1], dtype=np.int64) + 1 for g in groups]) \
+        if groups else np.zeros(0, np.int64)
+    out = {}
+    for c in columns:
+        if c in names:
+            col = table.column(c)
+            out[c] = col if c in ORIGIN or col.type == TYPES.get(c, col.type) else pc.cast(col, TYPES[c])
+        elif c in TYPES:
+            out[c] = pa.nulls(table.num_rows, TYPES[c])
+    if "_file" not in names:
+        out["_file"] = pa.array(np.full(table.num_rows, path, dtype=object), pa.string())
+        out["_offset"] = pa.array(np.zeros(table.num_rows, np.int64))
+        out["_line"] = pa.array(lines)
+    return pa.table(out)
+
+
+def _times(table: pa.Table) -> np.ndarray:
+    """Each row's observed_at in µs: observed_us where the store wrote it, else the parsed text."""
+    t = parse_times(table.column("observed_at"))
+    if "observed_us" in table.column_names:
+        us = table.column("observed_us")
+        if us.null_count < len(us):
+            have = us.is_valid().to_numpy(zero_copy_only=False)
+            t[have] = us.fill_null(0).to_numpy()[have]
+    return t
+
+
+class ClusterPass:
+    """Decisions of one cluster over its files, chunk by chunk, under the base settings and any sweep settings."""
+
+    def __init__(self, task: Task, settings: Settings, sweep: Sequence[Settings] = (), chunk_rows: int = CHUNK_ROWS):
+        self.task = task
+        self.params = [kernel.Params.of(settings)] + [kernel.Params.of(s) for s in sweep]
+        self.chunk_rows = chunk_rows
+        self.outcome = Outcome(sweep_factor=[[] for _ in sweep], sweep_fallback=[[] for _ in sweep])
+        self.states: list[kernel.State] | None = None
+        self.keys = (np.zeros(0, np.int64), np.zeros(0, object))   # carried log dirs: broker ids, names
+        self.brokers = np.zeros(0, np.int64)                       # carried broker ids
+        self.partitions = pa.array([], pa.list_(PARTITION))        # top partitions of carried readings
+
+    # ---- the plan: which row groups each time range reads ----------------------------------------------------
+    def _plan(self) -> list[tuple[int, int, list[tuple[str, list[int]]]]]:
+        """Chunks as (from µs, to µs exclusive, [(file, row groups)]); rows without a valid time are rejected here."""
+        spans = []  # (min t, max t, rows, file, group)
+        for path in self.task.files:
+            f = pq.ParquetFile(path)
+            for g in range(f.metadata.num_row_groups):
+                table = _read(path, [g], ("cluster_id", "observed_at", "observed_us", "status", "brokers",
+                                          "fenced_brokers", *ORIGIN))
+                mine = self._mine(table)
+                t = _times(table)
+                bad = mine & (t == kernel.NONE)
+                if bad.any():
+                    self._reject_rows(table.filter(pa.array(bad)), REASONS.index(rules.SNAPSHOT_RULES[2].reason))
+                good = mine & (t != kernel.NONE)
+                if good.any():
+                    spans.append((int(t[good].min()), int(t[good].max()), int(good.sum()), path, g))
+        spans.sort(key=lambda s: (s[1], s[0]))
+        chunks, rows, lo = [], 0, None
+        for i, (_, hi, n, _, _) in enumerate(spans):
+            rows += n
+            last = i == len(spans) - 1
+            if (rows >= self.chunk_rows or last) and (lo is None or hi + 1 > lo):
+                chunks.append((lo, hi + 1))
+                lo, rows = hi + 1, 0
+        plan = []
+        for lo, hi in chunks:
+            reads: dict[str, list[int]] = {}
+            for smin, smax, _, path, g in spans:
+                if smax >= (lo if lo is not None else smin) and smin < hi:
+                    reads.setdefault(path, []).append(g)
+            plan.append((lo if lo is not None else -2 ** 62, hi, list(reads.items())))
+        return plan
+
+    def _mine(self, table: pa.Table) -> np.ndarray:
+        c = table.column("cluster_id")
+        if self.task.cluster_id is None:
+            return (c.is_null() | pc.equal(c, "")).fill_null(True).to_numpy(zero_copy_only=False)
+        return pc.equal(c, self.task.cluster_id).fill_null(False).to_numpy(zero_copy_only=False)
+
+    # ---- the pass ---------------------------------------------------------------------------------------------
+    def batches(self) -> Iterator[pa.RecordBatch]:
+        plan = self._plan()
+        if self.task.cluster_id is None:
+            for lo, hi, reads in plan:
+                for path, groups in reads:
+                    table = _read(path, groups, (*COLUMNS, *ORIGIN))
+                    self._reject_rows(table.filter(pa.array(self._mine(table))), 1)
+            return
+        for lo, hi, reads in plan:
+            if not reads:
+                continue
+            parts = [_read(path, groups, (*COLUMNS, *ORIGIN)) for path, groups in reads]
+            table = pa.concat_tables(parts, promote_options="permissive") if len(parts) > 1 else parts[0]
+            t = _times(table)
+            keep = self._mine(table) & (t >= lo) & (t < hi)
+            table, t = table.filter(pa.array(keep)), t[keep]
+            if table.num_rows:
+                batch = self._chunk(table, t)
+                if batch is not None:
+                    yield batch
+
+    def _chunk(self, table: pa.Table, t: np.ndarray) -> pa.RecordBatch | None:
+        files = table.column("_file").to_numpy(zero_copy_only=False)
+        offsets = table.column("_offset").to_numpy()
+        lines = table.column("_line").to_numpy()
+        file_rank = np.unique(files, return_inverse=True)[1]
+        order = np.lexsort((lines, offsets, file_rank, t))
+        table, t, file_rank = table.take(pa.array(order)), t[order], file_rank[order]
+        n = table.num_rows
+        # Snapshots: one (time, file) each; rows of a snapshot are consecutive now.
+        new = np.ones(n, bool)
+        new[1:] = (t[1:] != t[:-1]) | (file_rank[1:] != file_rank[:-1])
+        starts = np.flatnonzero(new)
+        snap_of = np.cumsum(new) - 1
+        code = self._codes(table, starts, snap_of)
+        # The same time from another file is a duplicate of the first valid one (by file, then line).
+        valid = code == VALID
+        vt = t[starts]
+        first_of_time = np.ones(len(starts), bool)
+        seen = {}
+        for s in np.flatnonzero(valid):
+            if vt[s] in seen:
+                first_of_time[s] = False
+                self._reject_snapshot(table, starts[s], DUPLICATE, first=seen[vt[s]])
+            else:
+                seen[vt[s]] = starts[s]
+        for s in np.flatnonzero(~valid):
+            self._reject_snapshot(table, starts[s], REASONS[code[s]])
+        keep = valid & first_of_time
+        if not keep.any():
+            return None
+        return self._decide(table, t, starts, snap_of, keep)
+
+    def _codes(self, table: pa.Table, starts: np.ndarray, snap_of: np.ndarray) -> np.ndarray:
+        """The first rule each snapshot breaks (VALID when none), as rules.first_problem orders them."""
+        n = table.num_rows
+        code = np.full(n, VALID, np.int64)
+
+        def mark(cond, c):
+            np.minimum(code, np.where(np.asarray(cond, bool), c, VALID), out=code)
+
+        status = table.column("status")
+        st_valid = status.is_valid().to_numpy(zero_copy_only=False)
+        # Statuses of a snapshot must agree (nulls aside): its first non-null status is its status.
+        codes = pc.index_in(status, pa.array(rules.STATUSES)).fill_null(-1).to_numpy(zero_copy_only=False)
+        first_status = self._first_valid(codes, st_valid, starts, snap_of)
+        disagree = st_valid & (codes != first_status[snap_of])
+        mark(self._any(disagree, starts)[snap_of], 0)
+        mark(first_status[snap_of] < 0, C_STATUS)
+        success = first_status == rules.STATUSES.index("SUCCESS")
+        brokers = table.column("brokers")
+        b_valid = brokers.is_valid().to_numpy(zero_copy_only=False)
+        has_brokers = self._any(b_valid, starts)
+        mark((success & ~has_brokers)[snap_of], C_BROKERS)
+        mark(_null_elements(brokers), C_BROKERS)
+        mark(_null_elements(table.column("fenced_brokers")), C_FENCED)
+        parts = table.column("top_partitions")
+        flat = pc.list_flatten(parts)
+        if len(flat):
+            broken = pc.or_kleene(pc.or_kleene(flat.is_null(), pc.struct_field(flat, "topic").is_null()), pc.or_kleene(
+                pc.struct_field(flat, "partition").is_null(), pc.struct_field(flat, "size_bytes").is_null()))
+            per_row = np.zeros(n, bool)
+            np.logical_or.at(per_row, pc.list_parent_indices(parts).to_numpy(),
+                             broken.to_numpy(zero_copy_only=False))
+            mark(per_row, C_PARTS)
+        bid, ldir = table.column("broker_id"), table.column("log_dir")
+        is_volume = _np(bid.is_valid()) | _np(ldir.is_valid())
+        tot, av, err = table.column("total_bytes"), table.column("available_bytes"), table.column("error")
+        mark(is_volume & _np(bid.is_null()), C_VOLUME)
+        mark(is_volume & (_np(ldir.is_null()) | _np(pc.equal(ldir, "").fill_null(False))), C_VOLUME + 1)
+        mark(is_volume & _np(err.is_null()) & (_np(tot.is_null()) | _np(av.is_null())), C_VOLUME + 2)
+        mark(is_volume & (_np(pc.less(tot, 0).fill_null(False)) | _np(pc.less(av, 0).fill_null(False))), C_VOLUME + 3)
+        # The same (broker, log dir) twice in one snapshot.
+        if is_volume.any():
+            vrows = np.flatnonzero(is_volume)
+            d = pc.dictionary_encode(ldir.take(pa.array(vrows))).combine_chunks() \
+                if isinstance(ldir, pa.ChunkedArray) else pc.dictionary_encode(ldir.take(pa.array(vrows)))
+            di = d.indices.fill_null(-1).to_numpy(zero_copy_only=False).astype(np.int64)
+            bi = bid.take(pa.array(vrows)).fill_null(-1).to_numpy(zero_copy_only=False).astype(np.int64)
+            sk = np.lexsort((di, bi, snap_of[vrows]))
+            same = (snap_of[vrows][sk][1:] == snap_of[vrows][sk][:-1]) & (bi[sk][1:] == bi[sk][:-1]) & (
+                di[sk][1:] == di[sk][:-1])
+            dup = np.zeros(n, bool)
+            dup[vrows[sk][1:][same]] = True
+            mark(self._any(dup, starts)[snap_of], C_DUP_VOLUMES)
+        return np.minimum.reduceat(code, starts)
+
+    @staticmethod
+    def _any(flags: np.ndarray, starts: np.ndarray) -> np.ndarray:
+        return np.logical_or.reduceat(flags, starts) if len(flags) else np.zeros(0, bool)
+
+    @staticmethod
+    def _first_valid(values: np.ndarray, valid: np.ndarray, starts: np.ndarray, snap_of: np.ndarray) -> np.ndarray:
+        """Per snapshot, the value of its first row where `valid` (-1 when none)."""
+        idx = np.where(valid, np.arange(len(values)), len(values))
+        first = np.minimum.reduceat(idx, starts) if len(idx) else np.zeros(0, np.int64)
+        padded = np.append(values, -1)
+        return padded[first]
+
+    # ---- rejects ----------------------------------------------------------------------------------------------
+    def _reject_rows(self, table: pa.Table, code: int) -> None:
+        """Rows rejected before they are grouped: one rejection per (file, observed_at) at its first row."""
+        seen = set()
+        for r in table.select(["_file", "_offset", "_line", "cluster_id", "observed_at", "status", "brokers",
+                               "fenced_brokers"]).to_pylist():
+            if (r["_file"], r["observed_at"]) in seen:
+                continue
+            seen.add((r["_file"], r["observed_at"]))
+            self.outcome.rejected.append(_rejection(r, REASONS[code]))
+
+    def _reject_snapshot(self, table: pa.Table, row: int, reason: str, first: int | None = None) -> None:
+        r = table.slice(row, 1).select(["_file", "_offset", "_line", "cluster_id", "observed_at", "status",
+                                        "brokers", "fenced_brokers"]).to_pylist()[0]
+        at = None
+        if first is not None:
+            f = table.slice(first, 1).select(["_file", "_offset", "_line"]).to_pylist()[0]
+            at = {"file": f["_file"], "offset": f["_offset"], "line": f["_line"]}
+        self.outcome.rejected.append(_rejection(r, reason, at))
+
+    # ---- decisions --------------------------------------------------------------------------------------------
+    def _decide(self, table: pa.Table, t: np.ndarray, starts: np.ndarray, snap_of: np.ndarray,
+                keep: np.ndarray) -> pa.RecordBatch:
+        first_rows = starts[keep]
+        n_snaps = len(first_rows)
+        # A snapshot's status and broker lists are those of its first row that has them.
+        status = self._first_non_null(table.column("status"), starts, keep)
+        ok = pc.equal(status, "SUCCESS").fill_null(False).to_numpy(zero_copy_only=False)
+        brokers = self._first_non_null(table.column("brokers"), starts, keep)
+        fenced = self._first_non_null(table.column("fenced_brokers"), starts, keep)
+        bid = table.column("broker_id").combine_chunks()
+        ldir = table.column("log_dir").combine_chunks()
+        snap_keep = keep[snap_of]
+        new_index = np.cumsum(keep) - 1
+        vol = snap_keep & bid.is_valid().to_numpy(zero_copy_only=False) & ok[new_index[snap_of]]
+        vrows = np.flatnonzero(vol)
+        # Log dirs numbered in (broker_id, log_dir) order, the carried ones included.
+        dirs = pc.dictionary_encode(ldir.take(pa.array(vrows)))
+        names = np.concatenate([self.keys[1], np.asarray(dirs.dictionary.to_pylist(), dtype=object)])
+        uniq_names = np.array(sorted(set(names.tolist())), dtype=object)
+        name_rank = {v: i for i, v in enumerate(uniq_names)}
+        rank_of_dict = np.array([name_rank[v] for v in dirs.dictionary.to_pylist()], dtype=np.int64)
+        row_b = bid.take(pa.array(vrows)).to_numpy(zero_copy_only=False).astype(np.int64)
+        row_d = rank_of_dict[dirs.indices.to_numpy(zero_copy_only=False)] if len(vrows) else np.zeros(0, np.int64)
+        carried_d = np.array([name_rank[v] for v in self.keys[1]], dtype=np.int64)
+        all_b = np.concatenate([self.keys[0], row_b])
+        all_d = np.concatenate([carried_d, row_d])
+        width = len(uniq_names) + 1
+        composite = all_b * width + all_d if len(all_b) else np.zeros(0, np.int64)
+        key_ids, key_of = np.unique(composite, return_inverse=True)
+        key_broker_id = key_ids // width
+        key_name = uniq_names[key_ids % width] if len(key_ids) else np.zeros(0, object)
+        carried_key_of, row_key = key_of[:len(self.keys[0])], key_of[len(self.keys[0]):]
+        # Brokers numbered in id order: those of the log dirs, the lists, and the carried registered ones.
+        b_vals, b_at = _flat(brokers)
+        f_vals, f_at = _flat(fenced)
+        broker_ids, inverse = np.unique(np.concatenate([key_broker_id, b_vals, f_vals, self.brokers]),
+                                        return_inverse=True)
+        k_n, b_n, f_n = len(key_broker_id), len(b_vals), len(f_vals)
+        key_broker = inverse[:k_n]
+        carried_broker_of = inverse[k_n + b_n + f_n:]
+        # Readings this chunk: their rows in a partitions table that begins with the carried readings'.
+        base = len(self.partitions)
+        parts_all = pa.concat_arrays([self.partitions, table.column("top_partitions").combine_chunks()
+                                      .take(pa.array(vrows))]) if len(vrows) or base else self.partitions
+        rows_at = np.searchsorted(new_index[snap_of[vrows]], np.arange(n_snaps + 1)) if len(vrows) else \
+            np.zeros(n_snaps + 1, np.int64)
+        err = table.column("error").combine_chunks().take(pa.array(vrows))
+        tot = table.column("total_bytes").combine_chunks().take(pa.array(vrows))
+        av = table.column("available_bytes").combine_chunks().take(pa.array(vrows))
+        offline = _np(err.is_valid()) | _np(tot.is_null()) | _np(av.is_null())
+        chunk = kernel.Chunk(
+            t=t[first_rows].astype(np.int64), ok=ok, brokers_at=b_at, brokers=inverse[k_n:k_n + b_n],
+            fenced_at=f_at, fenced=inverse[k_n + b_n:k_n + b_n + f_n], rows_at=rows_at.astype(np.int64),
+            key=row_key.astype(np.int64), total=tot.fill_null(0).to_numpy(zero_copy_only=False).astype(np.int64),
+            available=av.fill_null(0).to_numpy(zero_copy_only=False).astype(np.int64), offline=offline,
+            row=np.arange(base, base + len(vrows), dtype=np.int64), key_broker=key_broker.astype(np.int64))
+        if self.states is None:
+            self.states = [kernel.State.empty(len(key_ids), len(broker_ids)) for _ in self.params]
+        else:
+            self.states = [s.remap(carried_key_of, len(key_ids), carried_broker_of, len(broker_ids))
+                           for s in self.states]
+        outs = [kernel.run(state, chunk, p) for state, p in zip(self.states, self.params)]
+        self.outcome.snapshots += n_snaps
+        if len(self.params) > 1:
+            self.outcome.sweep_t.append(chunk.t)
+            self.outcome.sweep_ratio.append(outs[0].min_ratio)
+            for i, o in enumerate(outs[1:]):
+                self.outcome.sweep_factor[i].append(o.factor)
+                self.outcome.sweep_fallback[i].append(o.source == kernel.FALLBACK)
+        batch = self._records(outs[0], chunk, status, key_broker_id, key_name, broker_ids, parts_all)
+        self._carry(key_broker_id, key_name, broker_ids, parts_all)
+        return batch
+
+    @staticmethod
+    def _first_non_null(column: pa.ChunkedArray, starts: np.ndarray, keep: np.ndarray) -> pa.Array:
+        col = column.combine_chunks()
+        valid = col.is_valid().to_numpy(zero_copy_only=False)
+        n = len(col)
+        idx = np.where(valid, np.arange(n), n)
+        first = np.minimum.reduceat(idx, starts)[keep]
+        first = np.where(first >= n, starts[keep], first)  # none has it: the first row (a null)
+        return col.take(pa.array(first))
+
+    def _carry(self, key_broker_id, key_name, broker_ids, parts_all) -> None:
+        """What the next chunk needs to renumber the state: log dirs, brokers, cached readings' partitions."""
+        self.keys = (key_broker_id, key_name)
+        self.brokers = broker_ids
+        # Every state's cached rows (the sweep's too) move to the front of the next partitions table.
+        rows = np.unique(np.concatenate([s.row[s.row >= 0] for s in self.states]))
+        self.partitions = parts_all.take(pa.array(rows)) if len(rows) else pa.array([], pa.list_(PARTITION))
+        for s in self.states:
+            have = s.row >= 0
+            s.row[have] = np.searchsorted(rows, s.row[have])
+
+    def _records(self, o: kernel.Out, chunk: kernel.Chunk, status: pa.Array, key_broker_id: np.ndarray,
+                 key_name: np.ndarray, broker_ids: np.ndarray, parts_all: pa.Array) -> pa.RecordBatch:
+        s = len(chunk.t)
+        params = self.params[0]
+        t = pa.array(chunk.t, UTC_US)
+        sources = np.array(kernel.SOURCES, dtype=object)[o.source]
+        fallback = o.source == kernel.FALLBACK
+        valid_until = pa.array(o.valid_from + params.validity_us, UTC_US, mask=fallback)
+        since = pa.array(o.throttled_since, UTC_US, mask=o.throttled_since == kernel.NONE)
+        missing = pa.ListArray.from_arrays(pa.array(o.missing_at.astype(np.int32)),
+                                           pa.array(broker_ids[o.missing], pa.int64()))
+        no_worst = o.worst == kernel.NONE
+        w = np.where(no_worst, len(key_broker_id), o.worst)  # no worst: a masked row, read from a padding slot
+        worst = pa.StructArray.from_arrays(
+            [pa.array(np.append(key_broker_id, 0)[w], pa.int64()), pa.array(np.append(key_name, "")[w], pa.string()),
+             pa.array(o.worst_available, pa.int64(), mask=o.worst_available == kernel.NONE),
+             pa.array(o.worst_ratio, pa.float64(), mask=np.isnan(o.worst_ratio))],
+            fields=list(WORST), mask=pa.array(no_worst))
+        closest = self._closest(o, key_broker_id, key_name, parts_all)
+        return pa.RecordBatch.from_arrays([
+            pa.array(np.full(s, self.task.cluster_id, dtype=object), pa.string()), t, pa.array(o.factor),
+            pa.array(sources, pa.string()), valid_until, status.cast(pa.string()),
+            pa.array(o.active_brokers.astype(np.int32)), pa.array(o.active_log_dirs), missing,
+            pa.array(o.violations.astype(np.int32)), worst,
+            pa.array(o.min_ratio, pa.float64(), mask=np.isnan(o.min_ratio)), since, closest,
+        ], schema=RECORD)
+
+    @staticmethod
+    def _closest(o: kernel.Out, key_broker_id, key_name, parts_all: pa.Array) -> pa.Array:
+        have = o.closest != kernel.NONE
+        counts = have.sum(axis=1)
+        offsets = np.concatenate([[0], np.cumsum(counts)]).astype(np.int32)
+        k = o.closest[have]
+        rows = o.c_row[have]
+        # Offline readings have no partitions: an empty list, as the streaming form's ().
+        parts = parts_all.take(pa.array(rows, pa.int64(), mask=rows < 0))
+        if parts.null_count:
+            parts = pc.if_else(parts.is_null(), pa.scalar([], pa.list_(PARTITION)), parts)
+
+        def opt_int(a):
+            v = a[have]
+            return pa.array(v, pa.int64(), mask=v == kernel.NONE)
+
+        def opt_float(a):
+            v = a[have]
+            return pa.array(v, pa.float64(), mask=np.isnan(v))
+
+        values = pa.StructArray.from_arrays(
+            [pa.array(key_broker_id[k], pa.int64()), pa.array(key_name[k], pa.string()), opt_int(o.c_available),
+             opt_int(o.c_total), opt_float(o.c_ratio), opt_float(o.c_headroom), opt_float(o.c_fill),
+             opt_float(o.c_eta), parts], fields=list(CLOSEST))
+        return pa.ListArray.from_arrays(pa.array(offsets), values)
+
+
+def _np(values) -> np.ndarray:
+    return np.asarray(values.to_numpy(zero_copy_only=False))
+
+
+def _flat(lists: pa.Array) -> tuple[np.ndarray, np.ndarray]:
+    """(values, offsets) of a list array, a null list as empty."""
+    lists = pc.if_else(lists.is_null(), pa.scalar([], lists.type), lists) if lists.null_count else lists
+    offsets = lists.offsets.to_numpy().astype(np.int64)
+    values = lists.values.to_numpy(zero_copy_only=False).astype(np.int64) if len(lists.values) else np.zeros(0, np.int64)
+    values = values[offsets[0]:offsets[-1]]
+    return values, offsets - offsets[0]
+
+
+def _null_elements(lists: pa.ChunkedArray) -> np.ndarray:
+    """Per row: its list has a null element."""
+    flat = pc.list_flatten(lists)
+    out = np.zeros(len(lists), bool)
+    if len(flat) and flat.null_count:
+        parents = pc.list_parent_indices(lists).to_numpy()
+        np.logical_or.at(out, parents, flat.is_null().to_numpy(zero_copy_only=False))
+    return out
+
+
+def _rejection(r: dict, reason: str, first: dict | None = None) -> dict:
+    text = json.dumps({k: r[k] for k in ("cluster_id", "observed_at", "status", "brokers", "fenced_brokers")},
+                      separators=(",", ":"))
+    return {"file": r["_file"], "offset": r["_offset"], "line": r["_line"], "reason": reason, "text": text,
+            "first": first}

@@ -1,0 +1,126 @@
+"""Replay's per-cluster columnar pass (replay/cluster_pass.py over core/kernel.py) equals the streaming form
+(core/cache.py + core/decision.py) on random journals, in one chunk and in many; bad rows are rejected with the
+reasons of journal/rules.py."""
+from __future__ import annotations
+
+import datetime as dt
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from hypothesis import HealthCheck, given, settings as hsettings, strategies as st
+
+from builders import GB, ok, settings, vol
+from journal_strategies import fleets
+from quota_pipeline.core.decision import decide_all
+from quota_pipeline.journal import period_file, rules
+from quota_pipeline.replay.cluster_pass import ClusterPass, Task
+
+UTC = dt.timezone.utc
+
+
+def write_flat(path, snaps, row_group_size=None) -> str:
+    """Snapshots as a flattened Parquet journal (one row per volume), in the order given."""
+    table = period_file.table_of(period_file.Entry("t.json", i, s.to_json()) for i, s in enumerate(snaps))
+    pq.write_table(table, str(path), row_group_size=row_group_size)
+    return str(path)
+
+
+def streaming(snaps, s) -> list[dict]:
+    rows = []
+    for sm, d in decide_all(snaps, s):
+        w = sm.worst_volume
+        rows.append({
+            "cluster_id": sm.cluster_id, "observed_at": sm.observed_at, "throttle_factor": d.factor,
+            "source": d.source.value, "valid_until": d.valid_until(s.validity), "status": sm.status.value,
+            "violations": sm.violations, "active_log_dirs": sm.active_log_dirs, "active_brokers": sm.active_brokers,
+            "missing_brokers": list(sm.missing_brokers), "min_available_ratio": sm.min_available_ratio,
+            "worst_volume": None if w is None else {"broker_id": w.broker_id, "log_dir": w.log_dir,
+                                                    "available_bytes": w.available_bytes,
+                                                    "available_ratio": w.available_ratio},
+            "throttled_since": d.throttled_since,
+            "closest_volumes": [{**c.to_json(), "top_partitions": [p.to_json() for p in c.top_partitions]}
+                                for c in sm.closest_volumes],
+        })
+    return rows
+
+
+def replayed(files, clusters, s, chunk_rows=10 ** 9) -> tuple[list[dict], list[dict]]:
+    rows, rejected = [], []
+    for c in clusters:
+        p = ClusterPass(Task(c, tuple(files)), s, chunk_rows=chunk_rows)
+        for batch in p.batches():
+            rows.extend(batch.to_pylist())
+        rejected.extend(p.outcome.rejected)
+    return rows, rejected
+
+
+@hsettings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
+@given(fleets(), st.sampled_from(["pin", "last-known", "violate"]), st.sampled_from([None, 15 * GB]),
+       st.sampled_from([0, 30, 60]), st.sampled_from(["pin", "expire"]), st.sampled_from([0, 2, 5]),
+       st.sampled_from([1, 3, 10 ** 9]))
+def test_the_columnar_pass_equals_the_streaming_form(tmp_path_factory, snaps, offline, soft, validity, fenced,
+                                                     closest, chunk_rows):
+    s = settings(hard_bytes=5 * GB, soft_bytes=soft, validity_s=validity, offline=offline, fallback=0.3,
+                 fenced=fenced, closest=closest)
+    # Clusters interleaved in one file, in small row groups: each chunk of a cluster reads only its rows.
+    path = write_flat(tmp_path_factory.mktemp("cp") / "j.parquet", sorted(snaps, key=lambda x: x.observed_at), 7)
+    got, rejected = replayed([path], sorted({x.cluster_id for x in snaps}), s, chunk_rows)
+    assert rejected == []
+    want = streaming(snaps, s)
+    key = lambda r: (r["cluster_id"], r["observed_at"])  # noqa: E731
+    assert sorted(got, key=key) == sorted(want, key=key)
+
+
+
+def test_a_journal_split_over_files_out_of_order_is_read_in_time_order(tmp_path):
+    s = settings(hard_bytes=5 * GB, validity_s=30)
+    snaps = [ok(10 * i, vol(1, (20 - i) * GB), vol(2, 50 * GB)) for i in range(20)]
+    late = write_flat(tmp_path / "b.parquet", snaps[10:], 4)
+    early = write_flat(tmp_path / "a-late-name.parquet", snaps[:10][::-1], 3)
+    got, _ = replayed([early, late], ["c1"], s, chunk_rows=5)
+    want = streaming(snaps, s)
+    assert [r["throttle_factor"] for r in got] == [r["throttle_factor"] for r in want]
+    assert [r["observed_at"] for r in got] == [r["observed_at"] for r in want]
+
+
+def test_bad_rows_are_rejected_with_the_rules_reasons_and_where_they_are(tmp_path):
+    s = settings()
+    good = [ok(10 * i, vol(1, 50 * GB)) for i in range(3)]
+    path = write_flat(tmp_path / "good.parquet", good)
+    table = pq.read_table(path)
+    broken = table.to_pylist()
+    broken[1]["log_dir"] = ""
+    broken[2]["status"] = "NOPE"
+    dup = dict(broken[0])
+    pq.write_table(pa.Table.from_pylist(broken, schema=table.schema), str(tmp_path / "bad.parquet"))
+    pq.write_table(pa.Table.from_pylist([dup], schema=table.schema), str(tmp_path / "dup.parquet"))
+    files = [str(tmp_path / "bad.parquet"), str(tmp_path / "dup.parquet")]
+    got, rejected = replayed(files, ["c1"], s)
+    assert len(got) == 1
+    reasons = {(r["file"].rsplit("/", 1)[1], r["line"]): r["reason"] for r in rejected}
+    assert reasons == {
+        ("bad.parquet", 2): rules.VOLUME_RULES[1].reason,
+        ("bad.parquet", 3): rules.SNAPSHOT_RULES[3].reason,
+        ("dup.parquet", 1): "duplicate snapshot of this cluster and observed_at",
+    }
+    assert [r["first"] for r in rejected if r["first"]] == [{"file": files[0], "offset": 0, "line": 1}]
+
+
+@pytest.mark.parametrize("column, value, reason", [
+    ("observed_at", "yesterday", rules.SNAPSHOT_RULES[2].reason),
+    ("broker_id", None, rules.VOLUME_RULES[0].reason),
+    ("available_bytes", -1, rules.VOLUME_RULES[3].reason),
+    ("total_bytes", None, rules.VOLUME_RULES[2].reason),
+])
+def test_each_volume_rule(tmp_path, column, value, reason):
+    path = write_flat(tmp_path / "j.parquet", [ok(0, vol(1, 50 * GB), vol(2, 50 * GB))])
+    rows = pq.read_table(path).to_pylist()
+    rows[1][column] = value
+    if column == "observed_at":
+        rows[1]["observed_us"] = None
+        rows[0]["observed_at"] = rows[1]["observed_at"] = value
+        rows[0]["observed_us"] = None
+    pq.write_table(pa.Table.from_pylist(rows, schema=period_file.SCHEMA), path)
+    got, rejected = replayed([path], ["c1"], settings())
+    assert got == [] and [r["reason"] for r in rejected] == [reason]

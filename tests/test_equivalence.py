@@ -1,4 +1,5 @@
-"""The set-based Spark form of the volume cache equals the streaming Python form, on random journals."""
+"""`replay` on Spark (JSONL parsed by Spark SQL, Parquet read by the cluster tasks, decided by core/kernel.py)
+equals the streaming Python form (core/cache.py + core/decision.py) on random journals."""
 from __future__ import annotations
 
 import datetime as dt
@@ -10,10 +11,9 @@ from pyspark.sql import functions as F
 
 from builders import GB, settings
 from journal_strategies import fleets
-from quota_pipeline.replay import intervals as aggregate
-from quota_pipeline.replay.intervals import CLOSEST_TYPE
-from quota_pipeline.journal import spark_reader as journal
 from quota_pipeline.replay import job as replay
+from quota_pipeline.replay.job import CLOSEST_TYPE
+from test_cluster_pass import write_flat
 from quota_pipeline.core.decision import decide_all
 
 
@@ -45,21 +45,24 @@ def python_frame(spark, snaps, s):
 
 @hsettings(max_examples=12, deadline=None, suppress_health_check=list(HealthCheck))
 @given(fleets(), st.sampled_from(["pin", "last-known", "violate"]), st.sampled_from([None, 15 * GB]),
-       st.sampled_from([0, 30, 60]), st.sampled_from(["pin", "expire"]), st.sampled_from([0, 2, 5]))
+       st.sampled_from([0, 30, 60]), st.sampled_from(["pin", "expire"]), st.sampled_from([0, 2, 5]),
+       st.sampled_from(["jsonl", "parquet"]))
 def test_spark_replay_equals_streaming_decisions(spark, tmp_path_factory, snaps, offline, soft, validity, fenced,
-                                                 closest):
+                                                 closest, form):
     s = settings(hard_bytes=5 * GB, soft_bytes=soft, validity_s=validity, offline=offline, fallback=0.3,
                  fenced=fenced, closest=closest)
-    path = tmp_path_factory.mktemp("eq") / "journal.jsonl"
-    path.write_text("".join(json.dumps(x.to_json()) + "\n" for x in snaps))
-    valid, rejected = journal.read(spark, str(path))
-    assert rejected.count() == 0
-    replayed = replay.decisions(aggregate.summaries(valid, s), s).select(*COMPARED)
-    try:
-        assert_df_equality(replayed, python_frame(spark, snaps, s), ignore_row_order=True, ignore_nullable=True,
-                           transforms=[_cast_counts])
-    finally:
-        spark.catalog.clearCache()  # the summaries are cached per replay; a hundred examples would pile up
+    work = tmp_path_factory.mktemp("eq")
+    if form == "jsonl":
+        path = work / "journal.jsonl"
+        path.write_text("".join(json.dumps(x.to_json()) + "\n" for x in snaps))
+    else:
+        path = work / "journal.parquet"
+        write_flat(path, snaps)
+    result = replay.run(spark, s, str(path), str(work / "out.parquet"))
+    assert result.rejected == 0
+    replayed = spark.read.parquet(str(work / "out.parquet")).select(*COMPARED)
+    assert_df_equality(replayed, python_frame(spark, snaps, s), ignore_row_order=True, ignore_nullable=True,
+                       transforms=[_cast_counts])
 
 
 def _cast_counts(df):

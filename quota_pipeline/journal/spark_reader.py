@@ -131,8 +131,9 @@ def _check(df: DataFrame) -> DataFrame:
     return checked.withColumn("text", F.when(F.col("reason").isNotNull(), F.col("text")))
 
 
-def _split(checked: DataFrame) -> tuple[DataFrame, DataFrame]:
-    """(valid snapshots, rejected rows); later duplicates of a (cluster, observed_at) are rejected."""
+def split(checked: DataFrame, where: bool = False) -> tuple[DataFrame, DataFrame]:
+    """(valid snapshots, rejected rows); later duplicates of a (cluster, observed_at) are rejected. With `where`,
+    valid snapshots keep their file, offset and line."""
     # Duplicates are rare: find them on a slim projection, then flag them through a broadcast join
     # instead of shuffling every snapshot (with its volumes) through a window.
     dups = checked.where(F.col("reason").isNull()).groupBy("cluster_id", "observed_at").agg(
@@ -148,7 +149,8 @@ def _split(checked: DataFrame) -> tuple[DataFrame, DataFrame]:
         F.when(is_dup, F.col("first")).alias("first"),
         F.when(is_dup, F.to_json(F.struct("cluster_id", "observed_at"))).otherwise(F.col("text")).alias("text"),
     )
-    valid = checked.where(F.col("reason").isNull()).select(*SNAPSHOT_COLUMNS)
+    valid = checked.where(F.col("reason").isNull()).select(*SNAPSHOT_COLUMNS, *(("file", "offset", "line") if where
+                                                                              else ()))
     rejected = checked.where(F.col("reason").isNotNull()).select(*REJECTED_COLUMNS)
     return valid, rejected
 
@@ -245,10 +247,42 @@ def _unreadable(spark: SparkSession, files: tuple[tuple[str, str], ...]) -> Data
 
 def read(spark: SparkSession, path: str, split_bytes: int = SPLIT_BYTES) -> tuple[DataFrame, DataFrame]:
     """(valid snapshots, rejected rows) of every journal file under `path`, parsed lazily."""
-    return _split(checked(spark, path, split_bytes))
+    return split(checked(spark, path, split_bytes))
 
 
-def staged(spark: SparkSession, path: str, staging: str) -> tuple[DataFrame, DataFrame]:
-    """As read(), but parsed once into Parquet at `staging`: every later pass reads columns, not JSON."""
-    checked(spark, path).write.mode("overwrite").parquet(staging)
-    return _split(spark.read.parquet(staging))
+def flatten(valid: DataFrame) -> DataFrame:
+    """Valid snapshots (split(..., where=True)) in the flattened form replay/cluster_pass.py reads: one row per
+    volume (a snapshot without volumes as one row), with the line each came from."""
+    rows = valid.select(
+        "cluster_id", F.date_format("observed_at", "yyyy-MM-dd'T'HH:mm:ss.SSSSSS'Z'").alias("observed_at"),
+        F.unix_micros("observed_at").alias("observed_us"), "status", "brokers", "fenced_brokers",
+        F.explode_outer("volumes").alias("v"), F.col("file").alias("_file"), F.col("offset").alias("_offset"),
+        F.col("line").alias("_line"))
+    return rows.select(*[c for c in rows.columns if c != "v"],
+                       *[F.col("v")[f.name].alias(f.name) for f in VOLUME_TYPE.fields])
+
+
+def flat_volumes(spark: SparkSession, files: list[str]) -> DataFrame:
+    """Readings of SUCCESS snapshots in flattened Parquet journals: cluster_id, t_us, broker_id, log_dir,
+    available_bytes, total_bytes (for pictures; rows are not checked here, replay checks them)."""
+    parts = []
+    for f in files:
+        raw = spark.read.parquet(f)
+        names = set(raw.columns)
+        if not {"cluster_id", "broker_id", "log_dir", "status"} <= names:
+            continue
+        t = F.unix_micros(F.try_to_timestamp(F.col("observed_at").cast("string")))
+        if "observed_us" in names:
+            t = F.coalesce(F.col("observed_us").cast("long"), t)
+        parts.append(raw.where((F.col("status") == "SUCCESS") & F.col("broker_id").isNotNull()).select(
+            F.col("cluster_id").cast("string").alias("cluster_id"), t.alias("t_us"),
+            F.col("broker_id").cast("long").alias("broker_id"), F.col("log_dir").cast("string").alias("log_dir"),
+            *(F.col(c).cast("long").alias(c) if c in names else F.lit(None).cast("long").alias(c)
+              for c in ("available_bytes", "total_bytes"))))
+    if not parts:
+        return spark.createDataFrame([], "cluster_id string, t_us long, broker_id long, log_dir string, "
+                                         "available_bytes long, total_bytes long")
+    out = parts[0]
+    for part in parts[1:]:
+        out = out.unionByName(part)
+    return out.where(F.col("t_us").isNotNull())

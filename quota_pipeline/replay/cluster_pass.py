@@ -82,9 +82,10 @@ class Outcome:
     rejected: list[dict] = field(default_factory=list)
     snapshots: int = 0
     sweep_t: list[np.ndarray] = field(default_factory=list)
-    sweep_ratio: list[np.ndarray] = field(default_factory=list)
+    # Per sweep setting, per chunk: the factor, whether it is the fallback, the least available ratio in force.
     sweep_factor: list[list[np.ndarray]] = field(default_factory=list)
     sweep_fallback: list[list[np.ndarray]] = field(default_factory=list)
+    sweep_ratio: list[list[np.ndarray]] = field(default_factory=list)
 
 
 def parse_times(values: pa.Array) -> np.ndarray:
@@ -153,7 +154,8 @@ class ClusterPass:
         self.task = task
         self.params = [kernel.Params.of(settings)] + [kernel.Params.of(s) for s in sweep]
         self.chunk_rows = chunk_rows
-        self.outcome = Outcome(sweep_factor=[[] for _ in sweep], sweep_fallback=[[] for _ in sweep])
+        self.outcome = Outcome(sweep_factor=[[] for _ in sweep], sweep_fallback=[[] for _ in sweep],
+                               sweep_ratio=[[] for _ in sweep])
         self.states: list[kernel.State] | None = None
         self.keys = (np.zeros(0, np.int64), np.zeros(0, object))   # carried log dirs: broker ids, names
         self.brokers = np.zeros(0, np.int64)                       # carried broker ids
@@ -405,10 +407,10 @@ class ClusterPass:
         self.outcome.snapshots += n_snaps
         if len(self.params) > 1:
             self.outcome.sweep_t.append(chunk.t)
-            self.outcome.sweep_ratio.append(outs[0].min_ratio)
             for i, o in enumerate(outs[1:]):
                 self.outcome.sweep_factor[i].append(o.factor)
                 self.outcome.sweep_fallback[i].append(o.source == kernel.FALLBACK)
+                self.outcome.sweep_ratio[i].append(o.min_ratio)
         batch = self._records(outs[0], chunk, status, key_broker_id, key_name, broker_ids, parts_all)
         self._carry(key_broker_id, key_name, broker_ids, parts_all)
         return batch

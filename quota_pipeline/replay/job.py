@@ -1,7 +1,9 @@
 """Batch replay: journal files in, one decision record per snapshot out (JSONL or Parquet).
 
-Per-volume work is Spark SQL (journal.py, aggregate.py); only the one-row-per-snapshot summaries
-pass through decide.advance, per cluster in observed_at order, inside applyInPandas.
+Spark schedules one task per cluster; each task reads its cluster's rows with pyarrow and decides them in
+time chunks (replay/cluster_pass.py over core/kernel.py), so no Python runs per volume row and memory is bounded
+by a chunk. JSONL is parsed and checked by Spark SQL first (journal/spark_reader.py) and staged as flattened
+Parquet; Parquet journals (the job's compacted periods, exports) are read as they are.
 """
 from __future__ import annotations
 
@@ -11,86 +13,48 @@ import shutil
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Iterator
 
-import pandas as pd
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
 from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
-from pyspark.sql import types as T
 
-from quota_pipeline.replay import intervals as aggregate
-from quota_pipeline.replay import report_frames
-from quota_pipeline.replay import sweep as sweeps
-from quota_pipeline.journal import lines
-from quota_pipeline.journal import spark_reader as journal
-from quota_pipeline.core.config import Limit
 from quota_pipeline.core.clock import SYSTEM
-from quota_pipeline.core.decision import advance
+from quota_pipeline.core.config import Limit
 from quota_pipeline.core.record import SCHEMA_VERSION
 from quota_pipeline.core.settings import Settings
-from quota_pipeline.core.model import (
-    Decision, DecisionSource, SnapshotSummary, Status, epoch_micros, from_epoch_micros, micros,
-)
+from quota_pipeline.journal import lines
+from quota_pipeline.journal import spark_reader as journal
+from quota_pipeline.replay import report_frames
+from quota_pipeline.replay import sweep as sweeps
+from quota_pipeline.replay.cluster_pass import ClusterPass, Task
 
 TIME_FORMAT = "yyyy-MM-dd'T'HH:mm:ss.SSS'Z'"
-DECISION_SCHEMA = T.StructType([
-    T.StructField("cluster_id", T.StringType()),
-    T.StructField("seq", T.LongType()),
-    T.StructField("throttle_factor", T.DoubleType()),
-    T.StructField("source", T.StringType()),
-    T.StructField("valid_from_us", T.LongType()),
-    T.StructField("throttled_since_us", T.LongType()),
-])
+CLOSEST_TYPE = ("array<struct<broker_id:bigint,log_dir:string,available_bytes:bigint,total_bytes:bigint,"
+                "available_ratio:double,headroom_bytes:double,fill_rate_bytes_per_second:double,eta_seconds:double,"
+                "top_partitions:array<struct<topic:string,partition:int,size_bytes:bigint>>>>")
+# cluster_pass.RECORD as Spark reads it back from the tasks.
+PASS_SCHEMA = (
+    "cluster_id string, observed_at timestamp, throttle_factor double, source string, valid_until timestamp, "
+    "status string, active_brokers int, active_log_dirs bigint, missing_brokers array<bigint>, violations int, "
+    "worst_volume struct<broker_id:bigint,log_dir:string,available_bytes:bigint,available_ratio:double>, "
+    f"min_available_ratio double, throttled_since timestamp, closest_volumes {CLOSEST_TYPE}")
 
 
-def _decide_cluster(settings: Settings):
-    """The per-cluster sequential step, closed over the settings for applyInPandas."""
-    def run(frame: pd.DataFrame) -> pd.DataFrame:
-        frame = frame.sort_values("seq")
-        current: Decision | None = None
-        factors, sources, valid_from, since = [], [], [], []
-        for row in frame.itertuples(index=False):
-            observed_at = from_epoch_micros(int(row.t_us))
-            current = advance(current, SnapshotSummary(
-                cluster_id=row.cluster_id, observed_at=observed_at, status=Status(row.status),
-                active_brokers=int(row.active_brokers), active_log_dirs=int(row.active_log_dirs),
-                missing_brokers=tuple(int(b) for b in row.missing_brokers), violations=int(row.violations),
-                policy_factor=float(row.policy_factor), complete=bool(row.complete),
-                min_available_ratio=None if pd.isna(row.min_available_ratio) else float(row.min_available_ratio)),
-                settings)
-            factors.append(current.factor)
-            sources.append(current.source.value)
-            valid_from.append(epoch_micros(current.valid_from))
-            since.append(None if current.throttled_since is None else epoch_micros(current.throttled_since))
-        return pd.DataFrame({"cluster_id": frame["cluster_id"].values, "seq": frame["seq"].values,
-                             "throttle_factor": factors, "source": sources, "valid_from_us": valid_from,
-                             "throttled_since_us": pd.array(since, dtype="Int64")})
-    return run
-
-
-def decisions(summaries: DataFrame, settings: Settings, cluster_name: str | None = None,
-              decided_at: dt.datetime | None = None) -> DataFrame:
-    """Output records (DESIGN.md) as a DataFrame with timestamp columns, sorted by cluster and time."""
-    # One row per snapshot, used twice below (decided, then joined back): computed once.
-    summaries = summaries.cache()
-    # Everything of the summary but the worst volume (a struct pandas would flatten; step 4 ignores it).
-    inputs = summaries.select("cluster_id", "seq", F.unix_micros("observed_at").alias("t_us"), "status",
-                              "active_brokers", "active_log_dirs", "missing_brokers", "violations",
-                              "policy_factor", "complete", "min_available_ratio")
-    decided = inputs.groupBy("cluster_id").applyInPandas(_decide_cluster(settings), DECISION_SCHEMA)
-    validity_us = micros(settings.validity)
-    return summaries.join(decided, ["cluster_id", "seq"]).select(
+def records(passed: DataFrame, settings: Settings, cluster_name: str | None = None,
+            decided_at: dt.datetime | None = None) -> DataFrame:
+    """Output records (DESIGN.md) in the record's column order, from what the cluster tasks returned."""
+    return passed.select(
         F.lit(SCHEMA_VERSION).alias("schema_version"),
         (F.lit(cluster_name) if cluster_name else F.col("cluster_id")).alias("cluster_id"),
         "observed_at",
         (F.lit(decided_at).cast("timestamp") if decided_at else F.current_timestamp()).alias("decided_at"),
-        "throttle_factor", "source",
-        F.when(F.col("source") != DecisionSource.FALLBACK.value,
-               F.timestamp_micros(F.col("valid_from_us") + validity_us)).alias("valid_until"),
-        "status", "active_brokers", "active_log_dirs", "missing_brokers",
+        "throttle_factor", "source", "valid_until", "status", "active_brokers", "active_log_dirs", "missing_brokers",
         F.struct(_limit_col(settings.limits.hard).alias("hard"),
                  _limit_col(settings.limits.soft).alias("soft")).alias("limit"),
-        "violations", "worst_volume", "min_available_ratio",
-        F.timestamp_micros("throttled_since_us").alias("throttled_since"), "closest_volumes",
+        "violations", "worst_volume", "min_available_ratio", "throttled_since", "closest_volumes",
     )
 
 
@@ -130,52 +94,133 @@ def run(spark: SparkSession, settings: Settings, input_path: str, output: str, s
     out.parent.mkdir(parents=True, exist_ok=True)
     staging = out.parent / f"{out.name}.staging-{uuid.uuid4().hex}"  # Spark skips dot-names
     try:
-        return _run(spark, settings, input_path, out, str(staging), strict, cluster_name, sweep, report)
+        return _run(spark, settings, input_path, out, staging, strict, cluster_name, sweep, report)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
-        # The run cached its snapshot numbering and summaries; a session that replays again (tests, --sweep)
-        # would otherwise keep every earlier run's blocks on the heap.
-        spark.catalog.clearCache()
 
 
-def _run(spark: SparkSession, settings: Settings, input_path: str, out: Path, staging: str, strict: bool,
+def _run(spark: SparkSession, settings: Settings, input_path: str, out: Path, staging: Path, strict: bool,
          cluster_name: str | None, sweep: sweeps.Sweep | None, report: bool) -> ReplayResult:
     output = str(out)
-    # JSON is parsed once: the rejects, the snapshot numbering and the readings all read the staged columns.
-    snaps, rejected = journal.staged(spark, input_path, staging)
-    rejected_path = Path(str(out) + ".rejected")
-    rejected_count, first = 0, []
-    with rejected_path.open("w", encoding="utf-8") as fh:
-        for r in lines.rejections(rejected):
-            fh.write(json.dumps(r) + "\n")
-            rejected_count += 1
-            if len(first) < 5:
-                first.append(r)
-    if not rejected_count:
-        rejected_path.unlink()
-    elif strict:
-        return ReplayResult(0, rejected_count, first, output, str(rejected_path))
-    # A sweep's limits are judged in the same aggregation as the replay's own (the cache does not depend on them);
-    # decisions() caches the summaries, and the sweep below reads that cache (Spark matches it by plan).
-    summaries = aggregate.summaries(snaps, settings, sweeps.limits_for(sweep, settings))
-    records = decisions(summaries, settings, cluster_name, decided_at=SYSTEM.now()).repartition(1) \
+    inputs = journal.find_inputs(input_path)
+    files = [f for group in inputs.parquet for f in group]
+    rejections = [{"file": f, "line": 0, "reason": why, "text": None} for f, why in inputs.unreadable]
+    if inputs.jsonl:
+        # JSON is parsed and checked by Spark once; its valid snapshots go on as flattened Parquet.
+        valid, rejected = journal.split(journal.read_jsonl(spark, inputs.jsonl), where=True)
+        rejections.extend(lines.rejections(rejected))
+        flat = str(staging / "jsonl")
+        journal.flatten(valid).write.mode("overwrite").parquet(flat)
+        files.extend(sorted(str(f) for f in Path(flat).glob("*.parquet")))
+    tasks = plan_tasks(files)
+    side = staging / "tasks"
+    side.mkdir(parents=True, exist_ok=True)
+    swept = list(sweep.settings) if sweep else []
+    passed = spark.createDataFrame([(i, t.to_json()) for i, t in enumerate(tasks)], "n int, task string") \
+        .repartition(max(1, len(tasks)), "n") \
+        .mapInArrow(_cluster_tasks(settings, swept, str(side)), PASS_SCHEMA)
+    written = records(passed, settings, cluster_name, decided_at=SYSTEM.now()).repartition(1) \
         .sortWithinPartitions("cluster_id", "observed_at")
+    # The tasks find the rejects while the output is written: it is written aside and moved into place only when
+    # it is wanted (under --strict a rejected line leaves an earlier output as it was).
+    aside = staging / "output"
     if output.endswith(".jsonl"):
-        write_jsonl(as_json_columns(records), out)
+        write_jsonl(as_json_columns(written), aside)
     else:
-        records.write.mode("overwrite").parquet(output)
-    count = spark.read.parquet(output).count() if not output.endswith(".jsonl") else _count_lines(out)
-    result = ReplayResult(count, rejected_count, first, output, str(rejected_path) if rejected_count else None)
+        written.write.mode("overwrite").parquet(str(aside))
+    outcomes = [json.loads(f.read_text()) for f in sorted(side.glob("*.json"))]
+    numbers = lines.LineNumbers()
+    for o in outcomes:
+        for r in o["rejected"]:
+            reason = r["reason"]
+            if r["first"]:
+                first = r["first"]
+                reason += f" (first at {first['file']}:{numbers(first['file'], first['offset'], first['line'])})"
+            rejections.append({"file": r["file"], "line": numbers(r["file"], r["offset"], r["line"]),
+                               "reason": reason, "text": r["text"]})
+    rejections.sort(key=lambda r: (r["file"], r["line"]))
+    rejected_path = Path(output + ".rejected")
+    if rejections:
+        with rejected_path.open("w", encoding="utf-8") as fh:
+            for r in rejections:
+                fh.write(json.dumps(r) + "\n")
+    elif rejected_path.exists():
+        rejected_path.unlink()
+    first = rejections[:5]
+    if rejections and strict:
+        return ReplayResult(0, len(rejections), first, output, str(rejected_path))
+    _remove(out)
+    aside.rename(out)
+    count = sum(o["snapshots"] for o in outcomes)
+    result = ReplayResult(count, len(rejections), first, output, str(rejected_path) if rejections else None)
     if sweep is not None:
-        result.sweep = sweeps.decide(sweeps.aggregations(snaps, settings, summaries, sweep), sweep)
-        sweep_path = Path(str(out) + ".sweep.json")
+        result.sweep = sorted((sweeps.SweepRow(**row) for o in outcomes for row in _sweep_rows(o, sweep)),
+                              key=lambda r: (r.cluster_id, sweep.values.index(r.value)))
+        sweep_path = Path(output + ".sweep.json")
         sweep_path.write_text(json.dumps([r.to_json() for r in result.sweep], indent=1) + "\n", encoding="utf-8")
         result.sweep_path = str(sweep_path)
     if report:
-        written = spark.read.parquet(output) if not output.endswith(".jsonl") else \
+        decided = spark.read.parquet(output) if not output.endswith(".jsonl") else \
             spark.read.json(output).withColumn("observed_at", F.to_timestamp("observed_at"))
-        result.report = report_frames.collect(snaps, written, settings)
+        result.report = report_frames.collect(journal.flat_volumes(spark, files), decided, settings)
     return result
+
+
+def plan_tasks(files: list[str]) -> list[Task]:
+    """One task per cluster with the files that hold its rows (read from the cluster_id column alone), and one
+    for rows without a cluster id, if any."""
+    holders: dict[str | None, list[str]] = {}
+    for f in files:
+        if "cluster_id" not in pq.ParquetFile(f).schema_arrow.names:
+            holders.setdefault(None, []).append(f)
+            continue
+        ids = pq.read_table(f, columns=["cluster_id"], read_dictionary=["cluster_id"]).column("cluster_id")
+        for c in set(ids.combine_chunks().dictionary.to_pylist()) if len(ids) else ():
+            holders.setdefault(c or None, []).append(f)
+        if ids.null_count:
+            holders.setdefault(None, []).append(f)
+    return [Task(c, tuple(dict.fromkeys(fs))) for c, fs in sorted(holders.items(), key=lambda kv: kv[0] or "")]
+
+
+def _cluster_tasks(settings: Settings, swept: list[Settings], side: str):
+    """The mapInArrow function: each task's clusters decided; rejects and sweep series to `side`/N.json."""
+    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        for batch in batches:
+            for n, text in zip(batch.column("n").to_pylist(), batch.column("task").to_pylist()):
+                p = ClusterPass(Task.from_json(text), settings, swept)
+                yield from p.batches()
+                o = p.outcome
+                series = {}
+                if swept:
+                    t = np.concatenate(o.sweep_t) if o.sweep_t else np.zeros(0, np.int64)
+                    series = {"t": t, "settings": [
+                        {"factor": _cat(o.sweep_factor[i]), "fallback": _cat(o.sweep_fallback[i]),
+                         "ratio": _cat(o.sweep_ratio[i])} for i in range(len(swept))]}
+                side_file = Path(side) / f"{n:06d}.json"
+                side_file.write_text(json.dumps({
+                    "cluster_id": p.task.cluster_id, "snapshots": o.snapshots, "rejected": o.rejected,
+                    "sweep": [sweeps.episode_metrics(series["t"], s["factor"], s["fallback"], s["ratio"])
+                              for s in series["settings"]] if swept else []}))
+    return run
+
+
+def _cat(parts: list[np.ndarray]) -> np.ndarray:
+    return np.concatenate(parts) if parts else np.zeros(0)
+
+
+def _sweep_rows(outcome: dict, sweep: sweeps.Sweep) -> Iterator[dict]:
+    if outcome["cluster_id"] is None or not outcome["snapshots"]:
+        return
+    for value, metrics in zip(sweep.values, outcome["sweep"]):
+        yield {"cluster_id": outcome["cluster_id"], "key": sweep.key, "value": value,
+               "snapshots": outcome["snapshots"], **metrics}
+
+
+def _remove(path: Path) -> None:
+    if path.is_dir():
+        shutil.rmtree(path, ignore_errors=True)
+    elif path.exists():
+        path.unlink()
 
 
 def write_jsonl(records: DataFrame, target: Path) -> None:

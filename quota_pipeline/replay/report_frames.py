@@ -39,8 +39,8 @@ def _bucketed(df: DataFrame, bounds: DataFrame, n: int) -> DataFrame:
         "bucket", F.least(F.lit(n - 1), F.floor((F.col("t_us") - F.col("t0")) / width)).cast("int"))
 
 
-def collect(snaps: DataFrame, records: DataFrame, settings: Settings) -> ReportFrames:
-    """The report's frames from the valid snapshots and the decision records of one replay."""
+def collect(readings: DataFrame, records: DataFrame, settings: Settings) -> ReportFrames:
+    """The report's frames from the readings (spark_reader.flat_volumes) and the decision records of one replay."""
     recs = records.select("cluster_id", F.unix_micros("observed_at").alias("t_us"), "throttle_factor",
                           (F.col("source") == "FALLBACK").alias("fallback"), "min_available_ratio")
     bounds = recs.groupBy("cluster_id").agg(F.min("t_us").alias("t0"), F.max("t_us").alias("t1")).cache()
@@ -49,11 +49,9 @@ def collect(snaps: DataFrame, records: DataFrame, settings: Settings) -> ReportF
         F.max(F.col("fallback").cast("int")).cast("boolean").alias("fallback"),
         F.min("min_available_ratio").alias("min_available_ratio"))
 
-    vols = snaps.where(F.col("status") == "SUCCESS").select(
-        "cluster_id", F.unix_micros("observed_at").alias("t_us"), F.explode("volumes").alias("v")).select(
-        "cluster_id", "t_us", F.col("v.broker_id").alias("broker_id"), F.col("v.log_dir").alias("log_dir"),
-        F.col("v.available_bytes").alias("available_bytes"),
-        policy.available_ratio_col(F.col("v.available_bytes"), F.col("v.total_bytes")).alias("available_ratio"))
+    vols = readings.select("cluster_id", "t_us", "broker_id", "log_dir", "available_bytes",
+                           policy.available_ratio_col(F.col("available_bytes"), F.col("total_bytes"))
+                           .alias("available_ratio"))
     # Closest to the hard limit: by ratio or by bytes, as the limit is written; an offline reading has neither.
     by = "available_ratio" if settings.limits.hard.kind == "ratio" else "available_bytes"
     lowest = vols.where(F.col(by).isNotNull()).groupBy("cluster_id", "broker_id", "log_dir").agg(F.min(by).alias("low"))

@@ -7,6 +7,7 @@ Memory is bounded by the chunk: the cluster's files are read by row group, a chu
 from __future__ import annotations
 
 import json
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Iterator, Sequence
 
@@ -20,7 +21,7 @@ from quota_pipeline.core.model import parse_time, epoch_micros
 from quota_pipeline.core.settings import Settings
 from quota_pipeline.journal import rules
 
-CHUNK_ROWS = 2_000_000
+CHUNK_ROWS = 1_000_000
 PARTITION = pa.struct([("topic", pa.string()), ("partition", pa.int32()), ("size_bytes", pa.int64())])
 CLOSEST = pa.struct([
     ("broker_id", pa.int64()), ("log_dir", pa.string()), ("available_bytes", pa.int64()),
@@ -124,16 +125,23 @@ def _read(path: str, groups: Sequence[int], columns: Sequence[str]) -> pa.Table:
         if groups else np.zeros(0, np.int64)
     out = {}
     for c in columns:
-        if c in names:
+        if c == "_file" and c in names:
+            out[c] = pc.dictionary_encode(table.column(c).cast(pa.string()))  # staged: the JSONL file per row
+        elif c in names:
             col = table.column(c)
             out[c] = col if c in ORIGIN or col.type == TYPES.get(c, col.type) else pc.cast(col, TYPES[c])
         elif c in TYPES:
             out[c] = pa.nulls(table.num_rows, TYPES[c])
     if "_file" not in names:
-        out["_file"] = pa.array(np.full(table.num_rows, path, dtype=object), pa.string())
+        out["_file"] = pa.DictionaryArray.from_arrays(pa.array(np.zeros(table.num_rows, np.int32)), pa.array([path]))
         out["_offset"] = pa.array(np.zeros(table.num_rows, np.int64))
         out["_line"] = pa.array(lines)
     return pa.table(out)
+
+
+def _read_chunk(reads: list[tuple[str, list[int]]]) -> pa.Table:
+    parts = [_read(path, groups, (*COLUMNS, *ORIGIN)) for path, groups in reads]
+    return pa.concat_tables(parts, promote_options="permissive") if len(parts) > 1 else parts[0]
 
 
 def _times(table: pa.Table) -> np.ndarray:
@@ -168,12 +176,12 @@ class ClusterPass:
         for path in self.task.files:
             f = pq.ParquetFile(path)
             for g in range(f.metadata.num_row_groups):
-                table = _read(path, [g], ("cluster_id", "observed_at", "observed_us", "status", "brokers",
-                                          "fenced_brokers", *ORIGIN))
+                table = _read(path, [g], ("cluster_id", "observed_at", "observed_us", *ORIGIN))
                 mine = self._mine(table)
                 t = _times(table)
                 bad = mine & (t == kernel.NONE)
-                if bad.any():
+                if bad.any():  # rare: read the group again with what a rejection shows
+                    table = _read(path, [g], (*COLUMNS, *ORIGIN))
                     self._reject_rows(table.filter(pa.array(bad)), REASONS.index(rules.SNAPSHOT_RULES[2].reason))
                 good = mine & (t != kernel.NONE)
                 if good.any():
@@ -210,26 +218,38 @@ class ClusterPass:
                     table = _read(path, groups, (*COLUMNS, *ORIGIN))
                     self._reject_rows(table.filter(pa.array(self._mine(table))), 1)
             return
-        for lo, hi, reads in plan:
-            if not reads:
-                continue
-            parts = [_read(path, groups, (*COLUMNS, *ORIGIN)) for path, groups in reads]
-            table = pa.concat_tables(parts, promote_options="permissive") if len(parts) > 1 else parts[0]
-            t = _times(table)
-            keep = self._mine(table) & (t >= lo) & (t < hi)
+        # The next chunk is read (pyarrow, without the GIL) while this one is decided.
+        with ThreadPoolExecutor(1) as reader:
+            pending = [reader.submit(_read_chunk, reads) for _, _, reads in plan[:1] if reads]
+            for i, (lo, hi, reads) in enumerate(plan):
+                if not reads:
+                    continue
+                table = pending.pop(0).result()
+                following = [r for _, _, r in plan[i + 1:] if r][:1]
+                pending.extend(reader.submit(_read_chunk, r) for r in following)
+                yield from self._decide_range(table, lo, hi)
+
+    def _decide_range(self, table: pa.Table, lo: int, hi: int) -> Iterator[pa.RecordBatch]:
+        """The rows of this cluster in [lo, hi) of the row groups read for that range."""
+        t = _times(table)
+        keep = self._mine(table) & (t >= lo) & (t < hi)
+        if not keep.all():
             table, t = table.filter(pa.array(keep)), t[keep]
-            if table.num_rows:
-                batch = self._chunk(table, t)
-                if batch is not None:
-                    yield batch
+        if table.num_rows:
+            batch = self._chunk(table, t)
+            if batch is not None:
+                yield batch
 
     def _chunk(self, table: pa.Table, t: np.ndarray) -> pa.RecordBatch | None:
-        files = table.column("_file").to_numpy(zero_copy_only=False)
+        files = table.column("_file").combine_chunks()  # dictionary-encoded by _read: no string per row
+        names = files.dictionary.to_pylist()
+        rank = np.argsort(np.argsort(np.array(names, dtype=object)))  # file names in sorted order
+        file_rank = rank[files.indices.to_numpy(zero_copy_only=False)] if len(names) else np.zeros(0, np.int64)
         offsets = table.column("_offset").to_numpy()
         lines = table.column("_line").to_numpy()
-        file_rank = np.unique(files, return_inverse=True)[1]
-        order = np.lexsort((lines, offsets, file_rank, t))
-        table, t, file_rank = table.take(pa.array(order)), t[order], file_rank[order]
+        if not _lex_sorted((t, file_rank, offsets, lines)):
+            order = np.lexsort((lines, offsets, file_rank, t))
+            table, t, file_rank = table.take(pa.array(order)), t[order], file_rank[order]
         n = table.num_rows
         # Snapshots: one (time, file) each; rows of a snapshot are consecutive now.
         new = np.ones(n, bool)
@@ -290,23 +310,31 @@ class ClusterPass:
         bid, ldir = table.column("broker_id"), table.column("log_dir")
         is_volume = _np(bid.is_valid()) | _np(ldir.is_valid())
         tot, av, err = table.column("total_bytes"), table.column("available_bytes"), table.column("error")
-        mark(is_volume & _np(bid.is_null()), C_VOLUME)
-        mark(is_volume & (_np(ldir.is_null()) | _np(pc.equal(ldir, "").fill_null(False))), C_VOLUME + 1)
-        mark(is_volume & _np(err.is_null()) & (_np(tot.is_null()) | _np(av.is_null())), C_VOLUME + 2)
-        mark(is_volume & (_np(pc.less(tot, 0).fill_null(False)) | _np(pc.less(av, 0).fill_null(False))), C_VOLUME + 3)
-        # The same (broker, log dir) twice in one snapshot.
+        # Each rule is looked at row by row only when a whole-column count says a row may break it.
+        if bid.null_count:
+            mark(is_volume & _np(bid.is_null()), C_VOLUME)
+        if ldir.null_count or pc.any(pc.equal(ldir, "")).as_py():
+            mark(is_volume & (_np(ldir.is_null()) | _np(pc.equal(ldir, "").fill_null(False))), C_VOLUME + 1)
+        if tot.null_count or av.null_count:
+            mark(is_volume & _np(err.is_null()) & (_np(tot.is_null()) | _np(av.is_null())), C_VOLUME + 2)
+        if min(_min(tot), _min(av)) < 0:
+            mark(is_volume & (_np(pc.less(tot, 0).fill_null(False)) | _np(pc.less(av, 0).fill_null(False))),
+                 C_VOLUME + 3)
+        # The same (broker, log dir) twice in one snapshot: volume rows numbered by (snapshot, broker, log dir)
+        # are strictly increasing when a snapshot lists its log dirs in order (the journal writes them so).
         if is_volume.any():
             vrows = np.flatnonzero(is_volume)
-            d = pc.dictionary_encode(ldir.take(pa.array(vrows))).combine_chunks() \
-                if isinstance(ldir, pa.ChunkedArray) else pc.dictionary_encode(ldir.take(pa.array(vrows)))
-            di = d.indices.fill_null(-1).to_numpy(zero_copy_only=False).astype(np.int64)
-            bi = bid.take(pa.array(vrows)).fill_null(-1).to_numpy(zero_copy_only=False).astype(np.int64)
-            sk = np.lexsort((di, bi, snap_of[vrows]))
-            same = (snap_of[vrows][sk][1:] == snap_of[vrows][sk][:-1]) & (bi[sk][1:] == bi[sk][:-1]) & (
-                di[sk][1:] == di[sk][:-1])
-            dup = np.zeros(n, bool)
-            dup[vrows[sk][1:][same]] = True
-            mark(self._any(dup, starts)[snap_of], C_DUP_VOLUMES)
+            d = pc.dictionary_encode(ldir.combine_chunks().take(pa.array(vrows)))
+            di = d.indices.fill_null(-1).to_numpy(zero_copy_only=False).astype(np.int64) + 1
+            bi = bid.combine_chunks().take(pa.array(vrows)).fill_null(-1).to_numpy(zero_copy_only=False)
+            bi = bi.astype(np.int64) - bi.min() + 1
+            key = (snap_of[vrows] * (int(bi.max()) + 1) + bi) * (len(d.dictionary) + 2) + di
+            if not (np.diff(key) > 0).all():
+                sk = np.argsort(key, kind="stable")
+                same = key[sk][1:] == key[sk][:-1]
+                dup = np.zeros(n, bool)
+                dup[vrows[sk][1:][same]] = True
+                mark(self._any(dup, starts)[snap_of], C_DUP_VOLUMES)
         return np.minimum.reduceat(code, starts)
 
     @staticmethod
@@ -488,6 +516,22 @@ class ClusterPass:
              opt_int(o.c_total), opt_float(o.c_ratio), opt_float(o.c_headroom), opt_float(o.c_fill),
              opt_float(o.c_eta), parts], fields=list(CLOSEST))
         return pa.ListArray.from_arrays(pa.array(offsets), values)
+
+
+def _min(values) -> int:
+    m = pc.min(values).as_py()
+    return 0 if m is None else m
+
+
+def _lex_sorted(keys: tuple[np.ndarray, ...]) -> bool:
+    """Rows already in the order np.lexsort(keys[::-1]) would give (journals are mostly written in time order)."""
+    tied = np.ones(len(keys[0]) - 1 if len(keys[0]) else 0, bool)
+    for k in keys:
+        d = np.diff(k)
+        if (d[tied] < 0).any():
+            return False
+        tied &= d == 0
+    return True
 
 
 def _np(values) -> np.ndarray:

@@ -10,7 +10,7 @@ DuckDB's exploded-range query of DESIGN.md (numbered snapshots, every reading an
 until the key's next reading or its expiry, exploded and aggregated per snapshot; in-process, all cores), and
 `quota-pipeline replay` as a subprocess, start-up included, with the CLI's default driver memory (its peak RSS:
 VmHWM of the child processes, the driver's JVM and the Python processes, from /proc). `--stages` (default on) runs
-replay's stages one at a time in this process, each materialised, for the time per stage. The machine is shared:
+where replay's time goes (start-up, plan, the cluster pass without Spark, replay.run), in this process. The machine is shared:
 the load average is printed before and after.
 """
 from __future__ import annotations
@@ -170,37 +170,29 @@ def run_replay(path: Path, work: Path, extra: list[str]) -> tuple[float, Peak, s
 
 
 def stages(path: Path, work: Path) -> dict[str, float]:
-    """replay.run's stages one at a time, each materialised (Parquet, or Spark's no-op sink), in this process."""
-    from pyspark.sql import functions as F
-
+    """Where replay's time goes, in this process: Spark's start-up, the driver's plan, the cluster pass alone (no
+    Spark: pyarrow read, rule checks, the compiled decision steps, the record batches), then replay.run whole."""
     from quota_pipeline.core.config import parse
     from quota_pipeline.core.settings import Settings
-    from quota_pipeline.journal import spark_reader
-    from quota_pipeline.replay import intervals, job
+    from quota_pipeline.replay import job
+    from quota_pipeline.replay.cluster_pass import ClusterPass
     from quota_pipeline.session import get_session
 
     settings = Settings.of(parse(dict(line.split("=", 1) for line in CONFIG.split()), require_admin=False))
     out: dict[str, float] = {}
     t = time.monotonic()
+    tasks = job.plan_tasks([str(path)])
+    out["plan: which clusters each file holds (driver, pyarrow)"] = time.monotonic() - t
+    t = time.monotonic()
+    passes = [ClusterPass(task, settings) for task in tasks]
+    snapshots = sum(b.num_rows for p in passes for b in p.batches())
+    out[f"cluster pass alone, one process, no Spark ({snapshots:,} decisions)"] = time.monotonic() - t
+    t = time.monotonic()
     spark = get_session("bench-replay-stages", conf={"spark.driver.memory": "2g", "spark.ui.showConsoleProgress": "false"})
     out["Spark start-up (JVM, session)"] = time.monotonic() - t
     t = time.monotonic()
-    snaps, rejected = spark_reader.staged(spark, str(path), str(work / "staging"))
-    rejected.count()
-    out["read + parse + validate (staged to Parquet)"] = time.monotonic() - t
-    t = time.monotonic()
-    intervals.summaries(snaps, settings).write.mode("overwrite").parquet(str(work / "summaries"))
-    out["summaries (intervals, explode, per-snapshot aggregation)"] = time.monotonic() - t
-    summaries = spark.read.parquet(str(work / "summaries"))
-    t = time.monotonic()
-    job.decisions(summaries, settings).write.format("noop").mode("overwrite").save()
-    out["decisions (step 4 in applyInPandas, joined back)"] = time.monotonic() - t
-    spark.catalog.clearCache()  # decisions() cached the summaries: the next step must not start from them
-    t = time.monotonic()
-    job.decisions(summaries, settings).repartition(1).sortWithinPartitions("cluster_id", "observed_at") \
-        .write.mode("overwrite").parquet(str(work / "records"))
-    out["decisions again + sort + write Parquet"] = time.monotonic() - t
-    spark.read.parquet(str(work / "records")).agg(F.count("*")).collect()
+    job.run(spark, settings, str(path), str(work / "records.parquet"))
+    out["replay.run on Spark: tasks + sort + write Parquet"] = time.monotonic() - t
     spark.stop()
     return out
 
@@ -248,7 +240,7 @@ def main() -> int:
     console.print(f"load average (1, 5, 15 min): before {load_before[0]:.1f} {load_before[1]:.1f} "
                   f"{load_before[2]:.1f}, after {load_after[0]:.1f} {load_after[1]:.1f} {load_after[2]:.1f}")
     if not args.no_stages:
-        st = Table(title="replay's stages, one at a time (in this process, each materialised)")
+        st = Table(title="where replay's time goes (in this process, one after the other)")
         st.add_column("stage")
         st.add_column("seconds", justify="right")
         for name, seconds in stages(path, work).items():

@@ -253,7 +253,7 @@ def _closer(off1, h1, k1, off2, h2, k2):
     return k1 < k2
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)  # the next chunk is read meanwhile (replay/cluster_pass.py)
 def _run(has, pinned, observed, total, available, offline, fill, row, hist_t, hist_a, hist_n, registered, decision,
          t, ok, brokers_at, brokers, fenced_at, fenced, rows_at, key, r_total, r_available, r_offline, r_row,
          key_broker,

@@ -116,11 +116,11 @@ def _run(spark: SparkSession, settings: Settings, input_path: str, out: Path, st
     side = staging / "tasks"
     side.mkdir(parents=True, exist_ok=True)
     swept = list(sweep.settings) if sweep else []
-    passed = spark.createDataFrame([(i, t.to_json()) for i, t in enumerate(tasks)], "n int, task string") \
-        .repartition(max(1, len(tasks)), "n") \
-        .mapInArrow(_cluster_tasks(settings, swept, str(side)), PASS_SCHEMA)
-    written = records(passed, settings, cluster_name, decided_at=SYSTEM.now()).repartition(1) \
-        .sortWithinPartitions("cluster_id", "observed_at")
+    # Partition i runs task i (clusters in id order) and returns its records in time order: written as they come,
+    # the output is sorted by cluster and time without a shuffle (one part file per cluster).
+    passed = spark.range(0, max(1, len(tasks)), numPartitions=max(1, len(tasks))) \
+        .mapInArrow(_cluster_tasks([t.to_json() for t in tasks], settings, swept, str(side)), PASS_SCHEMA)
+    written = records(passed, settings, cluster_name, decided_at=SYSTEM.now())
     # The tasks find the rejects while the output is written: it is written aside and moved into place only when
     # it is wanted (under --strict a rejected line leaves an earlier output as it was).
     aside = staging / "output"
@@ -182,12 +182,14 @@ def plan_tasks(files: list[str]) -> list[Task]:
     return [Task(c, tuple(dict.fromkeys(fs))) for c, fs in sorted(holders.items(), key=lambda kv: kv[0] or "")]
 
 
-def _cluster_tasks(settings: Settings, swept: list[Settings], side: str):
-    """The mapInArrow function: each task's clusters decided; rejects and sweep series to `side`/N.json."""
+def _cluster_tasks(tasks: list[str], settings: Settings, swept: list[Settings], side: str):
+    """The mapInArrow function over spark.range: task n's cluster decided; its rejects and sweep to `side`/n.json."""
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for batch in batches:
-            for n, text in zip(batch.column("n").to_pylist(), batch.column("task").to_pylist()):
-                p = ClusterPass(Task.from_json(text), settings, swept)
+            for n in batch.column("id").to_pylist():
+                if n >= len(tasks):
+                    continue
+                p = ClusterPass(Task.from_json(tasks[n]), settings, swept)
                 yield from p.batches()
                 o = p.outcome
                 series = {}

@@ -12,11 +12,13 @@ from pyspark.sql import functions as F
 from builders import GB, settings
 from journal_strategies import fleets
 from quota_pipeline.replay import job as replay
-from quota_pipeline.replay.job import CLOSEST_TYPE
 from test_cluster_pass import write_flat
 from quota_pipeline.core.decision import decide_all
 
 
+CLOSEST_TYPE = ("array<struct<broker_id:bigint,log_dir:string,available_bytes:bigint,total_bytes:bigint,"
+                "available_ratio:double,headroom_bytes:double,fill_rate_bytes_per_second:double,eta_seconds:double,"
+                "top_partitions:array<struct<topic:string,partition:int,size_bytes:bigint>>>>")
 COMPARED = ("cluster_id", "observed_at", "throttle_factor", "source", "valid_until", "violations",
             "active_log_dirs", "active_brokers", "missing_brokers", "min_available_ratio", "worst_volume",
             "throttled_since", "closest_volumes")
@@ -39,7 +41,7 @@ def python_frame(spark, snaps, s):
               "valid_until timestamp, violations long, active_log_dirs long, active_brokers long, "
               "missing_brokers array<long>, min_available_ratio double, worst_volume struct<broker_id: long, "
               "log_dir: string, available_bytes: long, available_ratio: double>, throttled_since timestamp, "
-              f"closest_volumes {CLOSEST_TYPE}")
+              "closest_volumes " + CLOSEST_TYPE)
     return spark.createDataFrame(rows, schema)
 
 

@@ -29,41 +29,10 @@ from quota_pipeline.journal import lines
 from quota_pipeline.journal import spark_reader as journal
 from quota_pipeline.replay import report_frames
 from quota_pipeline.replay import sweep as sweeps
-from quota_pipeline.replay.cluster_pass import ClusterPass, Task
+from quota_pipeline.core.model import epoch_micros
+from quota_pipeline.replay.cluster_pass import RECORD, UTC_US, ClusterPass, Task
 
 TIME_FORMAT = "yyyy-MM-dd'T'HH:mm:ss.SSS'Z'"
-CLOSEST_TYPE = ("array<struct<broker_id:bigint,log_dir:string,available_bytes:bigint,total_bytes:bigint,"
-                "available_ratio:double,headroom_bytes:double,fill_rate_bytes_per_second:double,eta_seconds:double,"
-                "top_partitions:array<struct<topic:string,partition:int,size_bytes:bigint>>>>")
-# cluster_pass.RECORD as Spark reads it back from the tasks.
-PASS_SCHEMA = (
-    "cluster_id string, observed_at timestamp, throttle_factor double, source string, valid_until timestamp, "
-    "status string, active_brokers int, active_log_dirs bigint, missing_brokers array<bigint>, violations int, "
-    "worst_volume struct<broker_id:bigint,log_dir:string,available_bytes:bigint,available_ratio:double>, "
-    f"min_available_ratio double, throttled_since timestamp, closest_volumes {CLOSEST_TYPE}")
-
-
-def records(passed: DataFrame, settings: Settings, cluster_name: str | None = None,
-            decided_at: dt.datetime | None = None) -> DataFrame:
-    """Output records (DESIGN.md) in the record's column order, from what the cluster tasks returned."""
-    return passed.select(
-        F.lit(SCHEMA_VERSION).alias("schema_version"),
-        (F.lit(cluster_name) if cluster_name else F.col("cluster_id")).alias("cluster_id"),
-        "observed_at",
-        (F.lit(decided_at).cast("timestamp") if decided_at else F.current_timestamp()).alias("decided_at"),
-        "throttle_factor", "source", "valid_until", "status", "active_brokers", "active_log_dirs", "missing_brokers",
-        F.struct(_limit_col(settings.limits.hard).alias("hard"),
-                 _limit_col(settings.limits.soft).alias("soft")).alias("limit"),
-        "violations", "worst_volume", "min_available_ratio", "throttled_since", "closest_volumes",
-    )
-
-
-def _limit_col(limit: Limit | None):
-    """A limit as the record holds it: bytes as an integer, a ratio as a double (Limit.to_json)."""
-    if limit is None:
-        return F.lit(None).cast("struct<type:string,value:double>")
-    value = F.lit(int(limit.value)).cast("long") if limit.kind == "bytes" else F.lit(float(limit.value))
-    return F.struct(F.lit(limit.type_name).alias("type"), value.alias("value"))
 
 
 def as_json_columns(records: DataFrame) -> DataFrame:
@@ -116,18 +85,20 @@ def _run(spark: SparkSession, settings: Settings, input_path: str, out: Path, st
     side = staging / "tasks"
     side.mkdir(parents=True, exist_ok=True)
     swept = list(sweep.settings) if sweep else []
-    # Partition i runs task i (clusters in id order) and returns its records in time order: written as they come,
-    # the output is sorted by cluster and time without a shuffle (one part file per cluster).
-    passed = spark.range(0, max(1, len(tasks)), numPartitions=max(1, len(tasks))) \
-        .mapInArrow(_cluster_tasks([t.to_json() for t in tasks], settings, swept, str(side)), PASS_SCHEMA)
-    written = records(passed, settings, cluster_name, decided_at=SYSTEM.now())
-    # The tasks find the rejects while the output is written: it is written aside and moved into place only when
-    # it is wanted (under --strict a rejected line leaves an earlier output as it was).
-    aside = staging / "output"
+    # Partition i runs task i and writes its cluster's records, in time order, as part file i with pyarrow: Spark
+    # schedules the tasks and carries only their counts, no record passes through the JVM.
+    parts = staging / "records"
+    parts.mkdir(parents=True)
+    task = _cluster_tasks([t.to_json() for t in tasks], settings, swept, str(side), str(parts), cluster_name,
+                          SYSTEM.now())
+    spark.range(0, max(1, len(tasks)), numPartitions=max(1, len(tasks))) \
+        .mapInArrow(task, "n long, snapshots long").collect()
+    # The tasks find the rejects while the records are written: they are moved into place only when wanted
+    # (under --strict a rejected line leaves an earlier output as it was).
+    aside = parts
     if output.endswith(".jsonl"):
-        write_jsonl(as_json_columns(written), aside)
-    else:
-        written.write.mode("overwrite").parquet(str(aside))
+        aside = staging / "output.jsonl"
+        write_jsonl(as_json_columns(spark.read.parquet(str(parts)).orderBy("cluster_id", "observed_at")), aside)
     outcomes = [json.loads(f.read_text()) for f in sorted(side.glob("*.json"))]
     numbers = lines.LineNumbers()
     for o in outcomes:
@@ -182,28 +153,71 @@ def plan_tasks(files: list[str]) -> list[Task]:
     return [Task(c, tuple(dict.fromkeys(fs))) for c, fs in sorted(holders.items(), key=lambda kv: kv[0] or "")]
 
 
-def _cluster_tasks(tasks: list[str], settings: Settings, swept: list[Settings], side: str):
-    """The mapInArrow function over spark.range: task n's cluster decided; its rejects and sweep to `side`/n.json."""
+def _cluster_tasks(tasks: list[str], settings: Settings, swept: list[Settings], side: str, parts: str,
+                   cluster_name: str | None, decided_at: dt.datetime):
+    """The mapInArrow function over spark.range: task n decides its cluster into `parts`/part-n.parquet and leaves
+    its rejects, summary and sweep in `side`/n.json."""
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for batch in batches:
             for n in batch.column("id").to_pylist():
-                if n >= len(tasks):
-                    continue
-                p = ClusterPass(Task.from_json(tasks[n]), settings, swept)
-                yield from p.batches()
+                p = ClusterPass(Task.from_json(tasks[n]) if n < len(tasks) else Task("", ()), settings, swept)
+                schema = record_schema(settings)
+                with pq.ParquetWriter(str(Path(parts) / f"part-{n:05d}.parquet"), schema,
+                                      compression="zstd") as writer:
+                    for decided in p.batches():
+                        writer.write_batch(complete(decided, settings, cluster_name, decided_at, schema))
                 o = p.outcome
-                series = {}
+                sweep = []
                 if swept:
-                    t = np.concatenate(o.sweep_t) if o.sweep_t else np.zeros(0, np.int64)
-                    series = {"t": t, "settings": [
-                        {"factor": _cat(o.sweep_factor[i]), "fallback": _cat(o.sweep_fallback[i]),
-                         "ratio": _cat(o.sweep_ratio[i])} for i in range(len(swept))]}
-                side_file = Path(side) / f"{n:06d}.json"
-                side_file.write_text(json.dumps({
+                    t = _cat(o.sweep_t).astype(np.int64)
+                    sweep = [sweeps.episode_metrics(t, _cat(o.sweep_factor[i]), _cat(o.sweep_fallback[i]).astype(bool),
+                                                    _cat(o.sweep_ratio[i])) for i in range(len(swept))]
+                (Path(side) / f"{n:06d}.json").write_text(json.dumps({
                     "cluster_id": p.task.cluster_id, "snapshots": o.snapshots, "rejected": o.rejected,
-                    "sweep": [sweeps.episode_metrics(series["t"], s["factor"], s["fallback"], s["ratio"])
-                              for s in series["settings"]] if swept else []}))
+                    "sweep": sweep}))
+                yield pa.RecordBatch.from_pydict({"n": [n], "snapshots": [o.snapshots]})
     return run
+
+
+def _limit_type(limit: Limit | None) -> pa.DataType:
+    value = pa.int64() if limit is not None and limit.kind == "bytes" else pa.float64()
+    return pa.struct([("type", pa.string()), ("value", value)])
+
+
+def record_schema(settings: Settings) -> pa.Schema:
+    """The output record (DESIGN.md) as Arrow: cluster_pass.RECORD with the run's constant columns in place."""
+    fields = list(RECORD)
+    at = {f.name: i for i, f in enumerate(fields)}
+    fields.insert(at["cluster_id"], pa.field("schema_version", pa.int32()))
+    fields.insert(at["observed_at"] + 2, pa.field("decided_at", UTC_US))
+    limit = pa.struct([("hard", _limit_type(settings.limits.hard)), ("soft", _limit_type(settings.limits.soft))])
+    fields.insert([f.name for f in fields].index("violations"), pa.field("limit", limit))
+    return pa.schema(fields)
+
+
+def complete(decided: pa.RecordBatch, settings: Settings, cluster_name: str | None, decided_at: dt.datetime,
+             schema: pa.Schema) -> pa.RecordBatch:
+    """A task's records with the columns every record of the run shares."""
+    n = decided.num_rows
+    limit_type = schema.field("limit").type
+
+    def limit(l: Limit | None, type_: pa.DataType) -> pa.Array:
+        if l is None:
+            return pa.nulls(n, type_)
+        value = int(l.value) if l.kind == "bytes" else float(l.value)
+        return pa.array([{"type": l.type_name, "value": value}] * n, type_)
+
+    constant = {
+        "schema_version": pa.array(np.full(n, SCHEMA_VERSION, np.int32)),
+        "decided_at": pa.array(np.full(n, epoch_micros(decided_at), np.int64), UTC_US),
+        "limit": pa.StructArray.from_arrays([limit(settings.limits.hard, limit_type.field("hard").type),
+                                             limit(settings.limits.soft, limit_type.field("soft").type)],
+                                            fields=list(limit_type)),
+    }
+    if cluster_name:
+        constant["cluster_id"] = pa.array([cluster_name] * n, pa.string())
+    return pa.RecordBatch.from_arrays([constant[f.name] if f.name in constant else decided.column(f.name)
+                                       for f in schema], schema=schema)
 
 
 def _cat(parts: list[np.ndarray]) -> np.ndarray:

@@ -8,6 +8,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from pyspark.sql import DataFrame, Window
+from pyspark.sql import functions as F
 
 from quota_pipeline.cli import main
 from quota_pipeline.core import config as cfg
@@ -40,8 +42,16 @@ def journal(tmp_path_factory) -> Path:
 def plain(spark, conf: Path, journal: Path, out: Path) -> dict[str, dict]:
     """What a plain replay with this configuration alone reports per cluster (the summary the CLI prints)."""
     settings = Settings.of(cfg.load(conf, require_admin=False))
-    job.run(spark, settings, str(journal), str(out))
-    return {r["cluster_id"]: r for r in job.summary_table(spark.read.parquet(str(out)))}
+    result = job.run(spark, settings, str(journal), str(out))
+    summary = {r["cluster_id"]: r for r in result.clusters}
+    # The summary the tasks compute equals the same figures computed by Spark from the written records.
+    reference = {r["cluster_id"]: r for r in summary_table(spark.read.parquet(str(out)))}
+    for cluster, r in reference.items():
+        assert {k: summary[cluster][k] for k in ("snapshots", "throttled_s", "fallback_s", "episodes",
+                                                 "max_violations", "failed_polls")} == \
+            {k: r[k] for k in ("snapshots", "throttled_s", "fallback_s", "episodes", "max_violations",
+                               "failed_polls")}
+    return summary
 
 
 @pytest.mark.parametrize("key,values", [
@@ -117,3 +127,25 @@ def test_a_limit_of_the_other_kind_replaces_the_configured_one(tmp_path):
     base = cfg.load(write_conf(tmp_path / "c.properties"), require_admin=False)
     sweep = sweeps.parse("storage.per.volume.limit.min.available.bytes=1000,2000", base)
     assert [s.limits.hard for s in sweep.settings] == [cfg.Limit("bytes", 1000), cfg.Limit("bytes", 2000)]
+
+
+def summary_table(records: DataFrame) -> list[dict]:
+    """The CLI's per-cluster summary computed by Spark from the written records: the reference for the tasks'."""
+    by_time = Window.partitionBy("cluster_id").orderBy("observed_at")
+    spans = records.select(
+        "cluster_id", "observed_at", "throttle_factor", "source", "violations", "status",
+        (F.unix_micros(F.lead("observed_at").over(by_time)) - F.unix_micros("observed_at")).alias("span_us"),
+        F.lag("throttle_factor").over(by_time).alias("prev_factor"),
+    )
+    throttled = F.col("throttle_factor") < 1.0
+    rows = spans.groupBy("cluster_id").agg(
+        F.count("*").alias("snapshots"),
+        F.concat_ws(" .. ", F.date_format(F.min("observed_at"), "yyyy-MM-dd HH:mm"),
+                    F.date_format(F.max("observed_at"), "yyyy-MM-dd HH:mm")).alias("period"),
+        (F.sum(F.when(throttled & (F.col("source") != "FALLBACK"), F.col("span_us"))) / 1e6).alias("throttled_s"),
+        (F.sum(F.when(throttled & (F.col("source") == "FALLBACK"), F.col("span_us"))) / 1e6).alias("fallback_s"),
+        F.sum(F.when(throttled & (F.coalesce("prev_factor", F.lit(1.0)) >= 1.0), 1).otherwise(0)).alias("episodes"),
+        F.max("violations").alias("max_violations"),
+        F.sum(F.when(F.col("status") != "SUCCESS", 1).otherwise(0)).alias("failed_polls"),
+    ).orderBy("cluster_id")
+    return [r.asDict() for r in rows.collect()]

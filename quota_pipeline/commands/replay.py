@@ -100,16 +100,12 @@ def run(args: argparse.Namespace) -> int:
             say("error: --strict: input lines were rejected, no output written")
             return 1
     elapsed = time.monotonic() - started
-    records = spark.read.json(args.output) if args.output.endswith(".jsonl") else spark.read.parquet(args.output)
-    if args.output.endswith(".jsonl"):
-        from pyspark.sql import functions as F
-        records = records.withColumn("observed_at", F.to_timestamp("observed_at"))
     table = Table(title=f"{result.records} decisions in {elapsed:.1f}s -> {args.output}")
     for col in ("cluster", "snapshots", "period (UTC)", "throttled", "fallback", "episodes", "max viol.",
                 "failed polls"):
         table.add_column(col, no_wrap=True, min_width=len(col))
-    for row in replay.summary_table(records):
-        table.add_row(row["cluster_id"], str(row["snapshots"]), row["period"],
+    for row in result.clusters:
+        table.add_row(row["cluster_id"], str(row["snapshots"]), _period(row["first_us"], row["last_us"]),
                       _duration(row["throttled_s"]), _duration(row["fallback_s"]), str(row["episodes"]),
                       str(row["max_violations"]), str(row["failed_polls"]))
     console = Console(width=max(130, Console().width))
@@ -123,6 +119,12 @@ def run(args: argparse.Namespace) -> int:
                                      encoding="utf-8")
         say(f"report written to {args.report}")
     return 0
+
+
+def _period(first_us: int, last_us: int) -> str:
+    from quota_pipeline.core.model import from_epoch_micros
+
+    return " .. ".join(f"{from_epoch_micros(t):%Y-%m-%d %H:%M}" for t in (first_us, last_us))
 
 
 def sweep_table(rows, path: str | None):

@@ -82,6 +82,8 @@ class Outcome:
 
     rejected: list[dict] = field(default_factory=list)
     snapshots: int = 0
+    # The replay's own series, per chunk: time, factor, fallback, violations, failed poll (for the summary).
+    series: list[tuple[np.ndarray, ...]] = field(default_factory=list)
     sweep_t: list[np.ndarray] = field(default_factory=list)
     # Per sweep setting, per chunk: the factor, whether it is the fallback, the least available ratio in force.
     sweep_factor: list[list[np.ndarray]] = field(default_factory=list)
@@ -433,6 +435,8 @@ class ClusterPass:
                            for s in self.states]
         outs = [kernel.run(state, chunk, p) for state, p in zip(self.states, self.params)]
         self.outcome.snapshots += n_snaps
+        base = outs[0]
+        self.outcome.series.append((chunk.t, base.factor, base.source == kernel.FALLBACK, base.violations, ~chunk.ok))
         if len(self.params) > 1:
             self.outcome.sweep_t.append(chunk.t)
             for i, o in enumerate(outs[1:]):

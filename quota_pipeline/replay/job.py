@@ -18,7 +18,7 @@ from typing import Iterator
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
-from pyspark.sql import DataFrame, SparkSession, Window
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from quota_pipeline.core.clock import SYSTEM
@@ -50,6 +50,7 @@ class ReplayResult:
     first_rejections: list[dict]
     output: str
     rejected_path: str | None
+    clusters: list[dict] = field(default_factory=list)  # per cluster: sweep.cluster_summary and its cluster_id
     sweep: list[sweeps.SweepRow] = field(default_factory=list)
     sweep_path: str | None = None
     report: report_frames.ReportFrames | None = None
@@ -124,6 +125,8 @@ def _run(spark: SparkSession, settings: Settings, input_path: str, out: Path, st
     aside.rename(out)
     count = sum(o["snapshots"] for o in outcomes)
     result = ReplayResult(count, len(rejections), first, output, str(rejected_path) if rejections else None)
+    result.clusters = [{"cluster_id": cluster_name or o["cluster_id"], **o["summary"]} for o in outcomes
+                       if o["cluster_id"] and o["snapshots"]]
     if sweep is not None:
         result.sweep = sorted((sweeps.SweepRow(**row) for o in outcomes for row in _sweep_rows(o, sweep)),
                               key=lambda r: (r.cluster_id, sweep.values.index(r.value)))
@@ -172,9 +175,10 @@ def _cluster_tasks(tasks: list[str], settings: Settings, swept: list[Settings], 
                     t = _cat(o.sweep_t).astype(np.int64)
                     sweep = [sweeps.episode_metrics(t, _cat(o.sweep_factor[i]), _cat(o.sweep_fallback[i]).astype(bool),
                                                     _cat(o.sweep_ratio[i])) for i in range(len(swept))]
+                series = [np.concatenate(parts) for parts in zip(*o.series)] if o.series else [np.zeros(0)] * 5
                 (Path(side) / f"{n:06d}.json").write_text(json.dumps({
                     "cluster_id": p.task.cluster_id, "snapshots": o.snapshots, "rejected": o.rejected,
-                    "sweep": sweep}))
+                    "sweep": sweep, "summary": sweeps.cluster_summary(*series)}))
                 yield pa.RecordBatch.from_pydict({"n": [n], "snapshots": [o.snapshots]})
     return run
 
@@ -252,25 +256,3 @@ def write_jsonl(records: DataFrame, target: Path) -> None:
 def _count_lines(path: Path) -> int:
     with path.open("rb") as fh:
         return sum(1 for _ in fh)
-
-
-def summary_table(records: DataFrame) -> list[dict]:
-    """Per cluster: snapshots, time throttled (by violation / by fallback) and throttle episodes."""
-    by_time = Window.partitionBy("cluster_id").orderBy("observed_at")
-    spans = records.select(
-        "cluster_id", "observed_at", "throttle_factor", "source", "violations", "status",
-        (F.unix_micros(F.lead("observed_at").over(by_time)) - F.unix_micros("observed_at")).alias("span_us"),
-        F.lag("throttle_factor").over(by_time).alias("prev_factor"),
-    )
-    throttled = F.col("throttle_factor") < 1.0
-    rows = spans.groupBy("cluster_id").agg(
-        F.count("*").alias("snapshots"),
-        F.concat_ws(" .. ", F.date_format(F.min("observed_at"), "yyyy-MM-dd HH:mm"),
-                    F.date_format(F.max("observed_at"), "yyyy-MM-dd HH:mm")).alias("period"),
-        (F.sum(F.when(throttled & (F.col("source") != "FALLBACK"), F.col("span_us"))) / 1e6).alias("throttled_s"),
-        (F.sum(F.when(throttled & (F.col("source") == "FALLBACK"), F.col("span_us"))) / 1e6).alias("fallback_s"),
-        F.sum(F.when(throttled & (F.coalesce("prev_factor", F.lit(1.0)) >= 1.0), 1).otherwise(0)).alias("episodes"),
-        F.max("violations").alias("max_violations"),
-        F.sum(F.when(F.col("status") != "SUCCESS", 1).otherwise(0)).alias("failed_polls"),
-    ).orderBy("cluster_id")
-    return [r.asDict() for r in rows.collect()]

@@ -100,3 +100,21 @@ def episode_metrics(t_us: np.ndarray, factor: np.ndarray, fallback: np.ndarray, 
         "fallback_s": float(span[fallback].sum()),
         "min_ratio_unthrottled": float(free.min()) if len(free) else None,
     }
+
+
+def cluster_summary(t_us: np.ndarray, factor: np.ndarray, fallback: np.ndarray, violations: np.ndarray,
+                    failed: np.ndarray) -> dict:
+    """What `replay` prints per cluster: snapshots, period, time throttled by observations and by the fallback
+    (a factor below 1 in force until the next decision), throttle episodes, most violations, failed polls."""
+    if not len(t_us):
+        return {"snapshots": 0, "first_us": None, "last_us": None, "throttled_s": None, "fallback_s": None,
+                "episodes": 0, "max_violations": None, "failed_polls": 0}
+    span = np.diff(t_us, append=t_us[-1:]).astype(float) / 1e6
+    throttled = factor < 1.0
+    starts = throttled & ~np.concatenate([[False], throttled[:-1]])
+    return {
+        "snapshots": int(len(t_us)), "first_us": int(t_us[0]), "last_us": int(t_us[-1]),
+        "throttled_s": float(span[throttled & ~fallback].sum()) if (throttled & ~fallback).any() else None,
+        "fallback_s": float(span[throttled & fallback].sum()) if (throttled & fallback).any() else None,
+        "episodes": int(starts.sum()), "max_violations": int(violations.max()), "failed_polls": int(failed.sum()),
+    }

@@ -1,7 +1,8 @@
 """Steps 1-3 of the decision semantics, streaming form: the volume cache of one cluster held in state.
 
-`apply_snapshot` evicts, upserts and pins, then summarises the entries in force; replay/intervals.py is the
-set-based Spark form of the same steps. Both yield a SnapshotSummary, the input of step 4 (decision.py).
+`apply_snapshot` evicts, upserts and pins, then summarises the entries in force; core/kernel.py is replay's
+compiled form of the same steps, held equal to this one by the property tests. This yields a SnapshotSummary,
+the input of step 4 (decision.py).
 Each reading also carries its log dir's fill rate, fitted over the key's recent readings (core/trend.py), and
 its largest partitions, so that the record can say which log dirs come next and what fills them.
 """
@@ -90,8 +91,8 @@ def _reading(v: Volume, t: dt.datetime, fill_rate: float | None) -> Entry:
 
 
 def closest_key(headroom: float | None, entry: Entry) -> tuple:
-    """Order of 'closest to the hard limit': offline first, then least headroom, broker, log dir (as replay's
-    array_sort over the same struct)."""
+    """Order of 'closest to the hard limit': offline first, then least headroom, broker, log dir (as
+    core/kernel.py's _closer)."""
     return (headroom is not None, headroom if headroom is not None else 0.0, entry.broker_id, entry.log_dir)
 
 
@@ -111,7 +112,7 @@ def closest_volumes(in_force: list[Entry], settings: Settings) -> tuple[ClosestV
 def worst_key(factor: float, entry: Entry) -> tuple:
     """Order of 'worst': lowest factor, then lowest ratio (offline first), bytes, broker, log dir.
 
-    replay/intervals.py orders the same struct with Spark's min(), where nulls sort first as None does here.
+    core/kernel.py's _worse compares the same fields in the same order.
     """
     ratio = entry.available_ratio
     return (factor, ratio is not None, ratio or 0.0, entry.available_bytes is not None,

@@ -1,7 +1,7 @@
 """Step 4 of the decision semantics: decide on an observation, retain within validity, or fall back.
 
-The one sequential piece, shared by streaming (after cache.apply_snapshot) and replay (after the set-based
-summaries of replay/intervals.py). `step` runs one snapshot through all four steps.
+The streaming form, after cache.apply_snapshot (core/kernel.py compiles the same step for replay, held equal by
+the property tests). `step` runs one snapshot through all four steps.
 """
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """How fast a log dir fills: the least-squares slope of its recent readings, and the time left to the hard limit.
 
 Written once for both formulations: `fill_rate` on Python numbers (the streaming cache) mirrors
-replay/intervals.py's array expression term by term, so the two agree to the last bits of a double.
+core/kernel.py's compiled loop term by term, so the two agree to the last bits of a double.
 """
 from __future__ import annotations
 

@@ -8,14 +8,16 @@ from types import SimpleNamespace
 
 import pandas as pd
 import pytest
+from hypothesis import HealthCheck, given, settings as hsettings, strategies as st
 
 from builders import GB, ok, settings, vol
+from journal_strategies import cluster_journal
 from quota_pipeline.core import config as cfg
 from quota_pipeline.streaming import source
 from quota_pipeline.core.decision import DecisionState, step
 from quota_pipeline.streaming.metrics import Metrics
 from quota_pipeline.core.model import PartitionSize, Status, VolumeSnapshot
-from quota_pipeline.streaming.processor import decode_state, encode_state, snapshots_from_rows
+from quota_pipeline.streaming.processor import decode_state, encode_state
 from quota_pipeline.journal.store import Journal
 
 
@@ -153,15 +155,6 @@ def test_state_survives_encoding(tmp_path):
     assert decode_state(None) == DecisionState()
 
 
-def test_source_rows_rebuild_the_snapshot():
-    full = replace(vol(1, 5 * GB, log_dir="/a"), top_partitions=(PartitionSize("orders", 3, 4 * GB),))
-    snap = ok(3, full, vol(2, None, log_dir="/b"), fenced=(3,))
-    frame = pd.DataFrame(list(source.snapshot_rows("a", 9, snap)), columns=[
-        f.split()[0] for f in source.ROW_SCHEMA.split(", ")])
-    [(name, tick, rebuilt)] = snapshots_from_rows(frame)
-    assert (name, tick) == ("a", 9) and rebuilt == snap
-
-
 def row(**kw):
     base = dict(key="c", throttle_factor=1.0, decision_source="OBSERVATION", observed_at=dt.datetime(2026, 1, 1),
                 violations=0, active_brokers=2, active_log_dirs=2, cached_volumes=2, evicted=0, status="SUCCESS",
@@ -283,3 +276,40 @@ def test_a_removed_clusters_state_is_dropped_by_its_removal_row_and_no_one_elses
     [dropped] = list(restarted.handleInputRows(("id-a",), iter([removal]), None))
     assert dropped[["key", "config_name", "status"]].values.tolist() == [["id-a", "a", REMOVED]]
     assert dropped["value"].isna().all() and not handle.states["cluster"].exists()
+
+
+@hsettings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck))
+@given(cluster_journal("c1"), st.sampled_from(["pin", "last-known", "violate"]), st.sampled_from([0, 30, 60]),
+       st.sampled_from(["pin", "expire"]), st.integers(0, 30), st.integers(1, 3))
+def test_the_job_decides_as_the_streaming_form_batch_by_batch_and_from_an_earlier_state(
+        snaps, offline, validity, fenced, handover, per_batch):
+    """The processor (the columnar steps of core/kernel.py, state carried between micro-batches in the state
+    store) publishes what core.decision.step publishes; a state written by the earlier JSON form carries on."""
+    from quota_pipeline.core.record import build_record
+    from quota_pipeline.streaming.processor import DecisionProcessor
+
+    s = settings(hard_bytes=5 * GB, soft_bytes=15 * GB, validity_s=validity, offline=offline, fenced=fenced,
+                 fallback=0.3)
+    reference, state = [], DecisionState()
+    for snap in snaps:
+        summary, decision = step(state, snap, s)
+        value = build_record(summary, decision, s, dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc), "out").to_json()
+        reference.append(value)
+    # The first `handover` snapshots through the JSON form, the rest through the processor, `per_batch` at a time.
+    handle, earlier = _Handle(), DecisionState()
+    for snap in snaps[:handover]:
+        step(earlier, snap, s)
+    if handover:
+        handle.getValueState("cluster", None).update((encode_state(earlier, "a"),))
+    processor = DecisionProcessor({"a": s}, {"a": "out"})
+    processor.init(handle)
+    got = []
+    rest = snaps[handover:]
+    for i in range(0, len(rest), per_batch):
+        frame = _rows(r for tick, snap in enumerate(rest[i:i + per_batch], start=i) for r in
+                      source.snapshot_rows("a", tick, snap))
+        for out in processor.handleInputRows(("c1",), iter([frame]), None):
+            got.extend(json.loads(v) for v in out["value"])
+    for value in got + reference:
+        value.pop("decided_at")
+    assert got == reference[handover:]

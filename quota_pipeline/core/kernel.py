@@ -142,6 +142,8 @@ class Out:
     source: np.ndarray            # int8: OBSERVATION, RETAINED, FALLBACK
     valid_from: np.ndarray        # int64 µs
     throttled_since: np.ndarray   # int64 µs, NONE
+    cached: np.ndarray            # log dirs in the cache after the snapshot (in force or pinned)
+    evicted: np.ndarray           # log dirs whose reading expired at the snapshot
 
 
 def run(state: State, chunk: Chunk, params: Params) -> Out:
@@ -156,7 +158,8 @@ def run(state: State, chunk: Chunk, params: Params) -> Out:
         np.full((s, n), NONE, np.int64), np.full((s, n), NONE, np.int64), np.full((s, n), NONE, np.int64),
         np.full((s, n), np.nan), np.full((s, n), np.nan), np.full((s, n), np.nan), np.full((s, n), np.nan),
         np.full((s, n), NONE, np.int64),
-        np.zeros(s), np.zeros(s, np.int8), np.zeros(s, np.int64), np.full(s, NONE, np.int64))
+        np.zeros(s), np.zeros(s, np.int8), np.zeros(s, np.int64), np.full(s, NONE, np.int64),
+        np.zeros(s, np.int64), np.zeros(s, np.int64))
     _run(state.has, state.pinned, state.observed, state.total, state.available, state.offline, state.fill, state.row,
          state.hist_t, state.hist_a, state.hist_n, state.registered, state.decision,
          chunk.t, chunk.ok, chunk.brokers_at, chunk.brokers, chunk.fenced_at, chunk.fenced, chunk.rows_at,
@@ -165,7 +168,7 @@ def run(state: State, chunk: Chunk, params: Params) -> Out:
          out.active_brokers, out.active_log_dirs, out.violations, out.policy_factor, out.complete, out.min_ratio,
          out.worst, out.worst_available, out.worst_ratio, out.missing_at, out.missing, out.closest, out.c_available,
          out.c_total, out.c_ratio, out.c_headroom, out.c_fill, out.c_eta, out.c_row,
-         out.factor, out.source, out.valid_from, out.throttled_since)
+         out.factor, out.source, out.valid_from, out.throttled_since, out.cached, out.evicted)
     out.missing = out.missing[:out.missing_at[-1]]
     return out
 
@@ -260,19 +263,21 @@ def _run(has, pinned, observed, total, available, offline, fill, row, hist_t, hi
          validity_us, hard_kind, hard_value, soft_kind, soft_value, fallback, offline_policy, fenced_pin, closest,
          o_active_brokers, o_active_log_dirs, o_violations, o_policy_factor, o_complete, o_min_ratio, o_worst,
          o_worst_available, o_worst_ratio, o_missing_at, o_missing, o_closest, o_c_available, o_c_total, o_c_ratio,
-         o_c_headroom, o_c_fill, o_c_eta, o_c_row, o_factor, o_source, o_valid_from, o_since):
+         o_c_headroom, o_c_fill, o_c_eta, o_c_row, o_factor, o_source, o_valid_from, o_since, o_cached, o_evicted):
     keys = has.shape[0]
     nb = registered.shape[0]
     depth = hist_t.shape[1]
     listed = np.zeros(nb, np.bool_)     # brokers of this snapshot
     fenced_now = np.zeros(nb, np.bool_)
     present = np.zeros(nb, np.bool_)    # brokers with a log dir in force
+    gone = np.zeros(keys, np.bool_)     # expired at this snapshot
     n_missing = 0
     for i in range(t.shape[0]):
         now = t[i]
         # Step 1: evict what expired (pinned readings stay).
         for k in range(keys):
-            if has[k] and not pinned[k] and not (now < observed[k] + validity_us):
+            gone[k] = has[k] and not pinned[k] and not (now < observed[k] + validity_us)
+            if gone[k]:
                 has[k] = False
         listed[:] = False
         fenced_now[:] = False
@@ -440,4 +445,14 @@ def _run(has, pinned, observed, total, available, offline, fill, row, hist_t, hi
         o_source[i] = source
         o_valid_from[i] = valid_from
         o_since[i] = since
+        # Evicted: expired and not read again in this snapshot (the streaming form counts keys that left).
+        cached = 0
+        evicted = 0
+        for k in range(keys):
+            if has[k]:
+                cached += 1
+            elif gone[k]:
+                evicted += 1
+        o_cached[i] = cached
+        o_evicted[i] = evicted
     o_missing_at[t.shape[0]] = n_missing

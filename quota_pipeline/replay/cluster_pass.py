@@ -6,6 +6,7 @@ Memory is bounded by the chunk: the cluster's files are read by row group, a chu
 """
 from __future__ import annotations
 
+import io
 import json
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -22,6 +23,8 @@ from quota_pipeline.core.settings import Settings
 from quota_pipeline.journal import rules
 
 CHUNK_ROWS = 1_000_000
+STATE_FIELDS = ("has", "pinned", "observed", "total", "available", "offline", "fill", "row", "hist_t", "hist_a",
+                "hist_n", "registered", "decision")
 PARTITION = pa.struct([("topic", pa.string()), ("partition", pa.int32()), ("size_bytes", pa.int64())])
 CLOSEST = pa.struct([
     ("broker_id", pa.int64()), ("log_dir", pa.string()), ("available_bytes", pa.int64()),
@@ -434,6 +437,7 @@ class ClusterPass:
             self.states = [s.remap(carried_key_of, len(key_ids), carried_broker_of, len(broker_ids))
                            for s in self.states]
         outs = [kernel.run(state, chunk, p) for state, p in zip(self.states, self.params)]
+        self.last = outs[0]
         self.outcome.snapshots += n_snaps
         base = outs[0]
         self.outcome.series.append((chunk.t, base.factor, base.source == kernel.FALLBACK, base.violations, ~chunk.ok))
@@ -456,6 +460,34 @@ class ClusterPass:
         first = np.minimum.reduceat(idx, starts)[keep]
         first = np.where(first >= n, starts[keep], first)  # none has it: the first row (a null)
         return col.take(pa.array(first))
+
+    def decide(self, table: pa.Table) -> pa.RecordBatch | None:
+        """The records of the flattened rows in `table` (with ORIGIN columns and observed_us), continuing from
+        the carried state: the streaming job's step. `self.last` then holds the kernel's output."""
+        return self._chunk(table, _times(table)) if table.num_rows else None
+
+    # ---- the carried state as bytes (the streaming job keeps it in Spark's state store) ------------------------
+    def to_bytes(self) -> bytes:
+        """The base setting's state, its log dirs and brokers, and the cached readings' top partitions."""
+        st = self.states[0] if self.states else kernel.State.empty(0, 0)
+        sink = pa.BufferOutputStream()
+        with pa.ipc.new_stream(sink, pa.schema([("p", pa.list_(PARTITION))])) as w:
+            w.write_batch(pa.record_batch([self.partitions], names=["p"]))
+        buf = io.BytesIO()
+        np.savez(buf, **{f: getattr(st, f) for f in STATE_FIELDS}, key_broker=np.asarray(self.keys[0], np.int64),
+                 key_name=np.array(list(self.keys[1]), dtype=str), brokers=np.asarray(self.brokers, np.int64),
+                 partitions=np.frombuffer(sink.getvalue().to_pybytes(), np.uint8))
+        return buf.getvalue()
+
+    def restore(self, data: bytes) -> "ClusterPass":
+        """The state to_bytes wrote, carried on from here."""
+        z = np.load(io.BytesIO(data), allow_pickle=False)
+        self.states = [kernel.State(**{f: z[f] for f in STATE_FIELDS})]
+        self.keys = (z["key_broker"], z["key_name"].astype(object))
+        self.brokers = z["brokers"]
+        with pa.ipc.open_stream(pa.py_buffer(z["partitions"].tobytes())) as r:
+            self.partitions = r.read_all().column("p").combine_chunks()
+        return self
 
     def _carry(self, key_broker_id, key_name, broker_ids, parts_all) -> None:
         """What the next chunk needs to renumber the state: log dirs, brokers, cached readings' partitions."""

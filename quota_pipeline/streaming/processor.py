@@ -9,21 +9,30 @@ a checkpoint's time mode cannot change, and existing checkpoints were made witho
 """
 from __future__ import annotations
 
+import base64
+import datetime as dt
 import json
 from typing import Any, Iterator
 
+import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
 from pyspark.sql.streaming.stateful_processor import StatefulProcessor, StatefulProcessorHandle
 from pyspark.sql.types import StringType, StructField, StructType
 
 from quota_pipeline.core.cache import CacheState, Entry
 from quota_pipeline.core.clock import SYSTEM, Clock
-from quota_pipeline.core.decision import DecisionState, step
-from quota_pipeline.core.record import build_record
+from quota_pipeline.core import kernel
+from quota_pipeline.core.config import Limit, Limits
+from quota_pipeline.core.decision import DecisionState
+from quota_pipeline.core.record import SCHEMA_VERSION
+from quota_pipeline.replay.cluster_pass import PARTITION, ClusterPass, Task
 from quota_pipeline.streaming.source import REMOVED  # also the status of the row reporting a dropped state
 from quota_pipeline.core.settings import Settings
 from quota_pipeline.core.model import (
-    Decision, DecisionSource, PartitionSize, Status, Volume, VolumeSnapshot, epoch_micros, from_epoch_micros,
+    Decision, DecisionSource, PartitionSize, epoch_micros, format_time,
+    from_epoch_micros,
 )
 
 OUTPUT_SCHEMA = (
@@ -32,6 +41,8 @@ OUTPUT_SCHEMA = (
     "active_log_dirs int, cached_volumes int, evicted int, volumes string"
 )
 STATE_SCHEMA = StructType([StructField("json", StringType())])
+# A ClusterPass needs settings to be made; each run of snapshots sets its own (DecisionProcessor.handleInputRows).
+_ANY_SETTINGS = Settings(Limits(Limit("bytes", 0)), dt.timedelta(0))
 
 
 def encode_state(state: DecisionState, config_name: str | None = None) -> str:
@@ -66,31 +77,6 @@ def decode_state(text: str | None) -> DecisionState:
     return DecisionState(CacheState(entries, frozenset(raw["registered"]), history), decision)
 
 
-def snapshots_from_rows(frame: pd.DataFrame) -> list[tuple[str, int, VolumeSnapshot]]:
-    """Rebuild (source, tick, snapshot) from the source's status row and volume rows, in time order."""
-    out = []
-    for (config_name, tick), rows in frame.groupby(["config_name", "tick"], sort=False):
-        status_row = rows[rows["broker_id"].isna()].iloc[0]
-        vols = rows[rows["broker_id"].notna()]
-        volumes = tuple(
-            Volume(int(v.broker_id), str(v.log_dir), None if pd.isna(v.total_bytes) else int(v.total_bytes),
-                   None if pd.isna(v.available_bytes) else int(v.available_bytes),
-                   None if v.error is None or (isinstance(v.error, float) and pd.isna(v.error)) else str(v.error),
-                   tuple(_partition(p) for p in _list(v.top_partitions)))
-            for v in vols.itertuples(index=False))
-        observed = pd.Timestamp(status_row.observed_at)
-        observed = (observed.tz_localize("UTC") if observed.tzinfo is None else observed.tz_convert("UTC"))
-        message = status_row.message
-        snap = VolumeSnapshot(
-            cluster_id=str(status_row.cluster_id), observed_at=observed.to_pydatetime(),
-            status=Status(status_row.status), brokers=tuple(int(b) for b in _list(status_row.brokers)),
-            fenced_brokers=tuple(int(b) for b in _list(status_row.fenced_brokers)), volumes=volumes,
-            message=None if message is None or (isinstance(message, float) and pd.isna(message)) else str(message))
-        out.append((str(config_name), int(tick), snap))
-    out.sort(key=lambda x: x[2].observed_at)
-    return out
-
-
 def _partition(p: Any) -> PartitionSize:
     """A top_partitions element: a dict from Arrow, a tuple from plain rows."""
     topic, partition, size = (p["topic"], p["partition"], p["size_bytes"]) if isinstance(p, dict) else p
@@ -99,6 +85,99 @@ def _partition(p: Any) -> PartitionSize:
 
 def _list(value: Any) -> list:
     return [] if value is None or (isinstance(value, float) and pd.isna(value)) else list(value)
+
+
+def save_state(columns: ClusterPass, config_name: str | None) -> str:
+    """The state value: JSON naming the configured cluster that last updated it (a removal reads it) and the
+    columnar state (base64 of ClusterPass.to_bytes)."""
+    return json.dumps({"config": config_name, "columns": base64.b64encode(columns.to_bytes()).decode("ascii")})
+
+
+def load_state(cluster_id: str, text: str | None) -> ClusterPass:
+    """The cluster's carried state: the columnar form, or encode_state's form (earlier versions) converted."""
+    columns = ClusterPass(Task(cluster_id, ()), _ANY_SETTINGS)
+    raw = json.loads(text) if text else {}
+    if "columns" in raw:
+        return columns.restore(base64.b64decode(raw["columns"]))
+    return from_decision_state(columns, decode_state(text))
+
+
+def from_decision_state(columns: ClusterPass, state: DecisionState) -> ClusterPass:
+    """A checkpoint written by the Python form (encode_state) carried on by the columnar one."""
+    cache = state.cache
+    keys = sorted(set(cache.entries) | set(cache.history))
+    brokers = np.array(sorted(set(cache.registered) | {b for b, _ in keys}), np.int64)
+    st = kernel.State.empty(len(keys), len(brokers))
+    partitions = []
+    for k, key in enumerate(keys):
+        e = cache.entries.get(key)
+        if e is not None:
+            offline = e.total_bytes is None or e.available_bytes is None
+            st.has[k], st.pinned[k], st.observed[k], st.offline[k] = True, e.pinned, epoch_micros(e.observed_at), offline
+            st.total[k] = kernel.NONE if offline else e.total_bytes
+            st.available[k] = kernel.NONE if offline else e.available_bytes
+            st.fill[k] = np.nan if e.fill_rate is None else e.fill_rate
+            if not offline:
+                st.row[k] = len(partitions)
+                partitions.append([p.to_json() for p in e.top_partitions])
+        hist = cache.history.get(key, ())[-kernel.FILL_READINGS:]
+        st.hist_n[k] = len(hist)
+        for j, (t, a) in enumerate(hist):
+            st.hist_t[k, j], st.hist_a[k, j] = t, a
+    st.registered[:] = np.isin(brokers, sorted(cache.registered))
+    d = state.decision
+    if d is not None:
+        st.decision[:] = [1.0, d.factor, kernel.SOURCES.index(d.source.value), epoch_micros(d.valid_from),
+                          kernel.NONE if d.throttled_since is None else epoch_micros(d.throttled_since)]
+    columns.states = [st]
+    columns.keys = (np.array([b for b, _ in keys], np.int64), np.array([ld for _, ld in keys], dtype=object))
+    columns.brokers = brokers
+    columns.partitions = pa.array(partitions, pa.list_(PARTITION))
+    return columns
+
+
+def flattened(frame: pd.DataFrame) -> pa.Table:
+    """The source's rows (a status row and one row per volume per tick) as the cluster pass reads them: the
+    config's name stands for the file, the row for the line."""
+    n = len(frame)
+    observed = pd.to_datetime(frame["observed_at"], utc=True)
+    files = pa.array(frame["config_name"].astype(str).tolist(), pa.string())
+    return pa.table({
+        "cluster_id": pa.array(frame["cluster_id"].astype(object).tolist(), pa.string()),
+        "observed_at": pa.nulls(n, pa.string()),
+        "observed_us": pa.array(observed.astype("int64").to_numpy() // 1000, pa.int64()),
+        "status": pa.array(frame["status"].astype(object).tolist(), pa.string()),
+        "brokers": pa.array([_ints(v) for v in frame["brokers"]], pa.list_(pa.int64())),
+        "fenced_brokers": pa.array([_ints(v) for v in frame["fenced_brokers"]], pa.list_(pa.int64())),
+        "broker_id": pa.array(frame["broker_id"].astype("Int64"), pa.int64()),
+        "log_dir": pa.array(frame["log_dir"].astype(object).where(frame["log_dir"].notna(), None).tolist(), pa.string()),
+        "total_bytes": pa.array(frame["total_bytes"].astype("Int64"), pa.int64()),
+        "available_bytes": pa.array(frame["available_bytes"].astype("Int64"), pa.int64()),
+        "error": pa.array(frame["error"].astype(object).where(frame["error"].notna(), None).tolist(), pa.string()),
+        "top_partitions": pa.array([[_partition(p).to_json() for p in _list(v)] if _list(v) else None
+                                    for v in frame["top_partitions"]], pa.list_(PARTITION)),
+        "_file": pc.dictionary_encode(files),
+        "_offset": pa.array(np.zeros(n, np.int64)),
+        "_line": pa.array(np.arange(1, n + 1, dtype=np.int64)),
+    })
+
+
+def _ints(value: Any) -> list[int] | None:
+    return None if value is None or (isinstance(value, float) and pd.isna(value)) else [int(b) for b in value]
+
+
+def record_json(r: dict, decided_at: dt.datetime, limit: dict, output_key: str | None) -> dict:
+    """A record of the cluster pass as the published JSON (ThrottleDecision.to_json's form)."""
+    return {
+        "schema_version": SCHEMA_VERSION, "cluster_id": output_key or r["cluster_id"],
+        "observed_at": format_time(r["observed_at"]), "decided_at": format_time(decided_at),
+        "throttle_factor": float(r["throttle_factor"]), "source": r["source"],
+        "valid_until": format_time(r["valid_until"]), "status": r["status"], "active_brokers": r["active_brokers"],
+        "active_log_dirs": r["active_log_dirs"], "missing_brokers": r["missing_brokers"], "limit": limit,
+        "violations": r["violations"], "worst_volume": r["worst_volume"],
+        "min_available_ratio": r["min_available_ratio"], "throttled_since": format_time(r["throttled_since"]),
+        "closest_volumes": r["closest_volumes"],
+    }
 
 
 class DecisionProcessor(StatefulProcessor):
@@ -122,27 +201,49 @@ class DecisionProcessor(StatefulProcessor):
             if frame.empty:
                 return
         stored = self.state.get() if self.state.exists() else None
-        state = decode_state(stored[0] if stored else None)
+        columns = load_state(key[0], stored[0] if stored else None)
         out = []
-        for config_name, tick, snap in snapshots_from_rows(frame):
+        ticks = frame[frame["broker_id"].isna()].sort_values(["observed_at", "config_name"])
+        table = flattened(frame)
+        # Runs of snapshots of one configured cluster, in time order (almost always one run: one config per id).
+        runs = (ticks["config_name"] != ticks["config_name"].shift()).cumsum()
+        for _, run in ticks.groupby(runs, sort=True):
+            config_name = str(run["config_name"].iloc[0])
             settings = self.settings[config_name]
-            before = set(state.cache.entries)
-            summary, decision = step(state, snap, settings)
-            evicted = len(before - set(state.cache.entries))  # keys only ever leave the cache by expiry
-            rec = build_record(summary, decision, settings, self.clock.now(), self.output_keys.get(config_name))
-            out.append({
-                "key": rec.cluster_id, "cluster_id": snap.cluster_id, "config_name": config_name, "tick": tick,
-                "observed_at": snap.observed_at.replace(tzinfo=None), "value": json.dumps(rec.to_json()),
-                "throttle_factor": decision.factor, "decision_source": decision.source.value,
-                "status": snap.status.value, "violations": summary.violations,
-                "active_brokers": summary.active_brokers, "active_log_dirs": summary.active_log_dirs,
-                "cached_volumes": len(state.cache.entries), "evicted": evicted,
-                "volumes": json.dumps([[v.broker_id, v.log_dir, v.total_bytes, v.available_bytes]
-                                       for v in snap.volumes]),
-            })
-        self.state.update((encode_state(state, out[-1]["config_name"] if out else None),))
+            columns.params = [kernel.Params.of(settings)]
+            mine = pa.array(frame["tick"].isin(set(run["tick"])).to_numpy() & (frame["config_name"] == config_name)
+                            .to_numpy())
+            batch = columns.decide(table.filter(mine))
+            if batch is None:
+                continue
+            out.extend(self._rows(batch, columns.last, run, frame, settings, config_name))
+        self.state.update((save_state(columns, out[-1]["config_name"] if out else None),))
         if out:
             yield pd.DataFrame(out)
+
+    def _rows(self, batch: pa.RecordBatch, o: Any, run: pd.DataFrame, frame: pd.DataFrame, settings: Settings,
+              config_name: str) -> Iterator[dict]:
+        """The job's output rows for the records of one run of snapshots, in time order."""
+        records = batch.to_pylist()
+        now = self.clock.now()
+        limit = settings.limits.to_json()
+        output_key = self.output_keys.get(config_name)
+        volumes = frame[frame["broker_id"].notna() & (frame["config_name"] == config_name)]
+        by_tick = {t: g for t, g in volumes.groupby("tick")}
+        for i, (r, tick) in enumerate(zip(records, run["tick"])):
+            value = record_json(r, now, limit, output_key)
+            vols = by_tick.get(tick)
+            listed = [] if vols is None else [
+                [int(b), str(ld), None if pd.isna(t) else int(t), None if pd.isna(a) else int(a)]
+                for b, ld, t, a in zip(vols["broker_id"], vols["log_dir"], vols["total_bytes"], vols["available_bytes"])]
+            yield {
+                "key": value["cluster_id"], "cluster_id": r["cluster_id"], "config_name": config_name, "tick": int(tick),
+                "observed_at": r["observed_at"].replace(tzinfo=None), "value": json.dumps(value),
+                "throttle_factor": r["throttle_factor"], "decision_source": r["source"], "status": r["status"],
+                "violations": r["violations"], "active_brokers": r["active_brokers"],
+                "active_log_dirs": r["active_log_dirs"], "cached_volumes": int(o.cached[i]),
+                "evicted": int(o.evicted[i]), "volumes": json.dumps(listed),
+            }
 
     def _remove(self, key: Any, markers: pd.DataFrame, others: pd.DataFrame) -> Iterator[pd.DataFrame]:
         """Drop the state of a cluster whose config left the fleet, unless a configured cluster still decides

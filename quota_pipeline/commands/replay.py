@@ -82,8 +82,12 @@ def run(args: argparse.Namespace) -> int:
         except ImportError:
             print("error: --report needs matplotlib: python3 -m pip install 'quota-pipeline[charts]'", file=sys.stderr)
             return 2
-        if not Path(args.report).resolve().parent.is_dir():
-            print(f"error: --report {args.report}: no such directory; create it or pick another path", file=sys.stderr)
+        # Made like OUT's directory, before Spark starts, so that a path that cannot be written fails at once.
+        try:
+            Path(args.report).resolve().parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            print(f"error: --report {args.report}: cannot create its directory ({exc.strerror}); pick another path",
+                  file=sys.stderr)
             return 2
     started = time.monotonic()
     say(f"replay {args.input} -> {args.output} (starting Spark)")

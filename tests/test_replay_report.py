@@ -10,11 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from quota_pipeline.core import config as cfg
-from quota_pipeline.core.settings import Settings
 from quota_pipeline.journal import synth
-from quota_pipeline.replay import job
-from quota_pipeline.replay import sweep as sweeps
 from tests.chromium import Browser, binary
 
 pytest.importorskip("matplotlib")
@@ -31,19 +27,21 @@ def pixels(png: bytes) -> np.ndarray:
 
 @pytest.fixture(scope="module")
 def page(spark, tmp_path_factory) -> Path:
-    """The report of the bundled story (two clusters) with a sweep of the hard limit."""
-    from quota_pipeline.replay import report
+    """The report of the bundled story (two clusters) with a sweep of the hard limit, as the README's command
+    makes it: into a directory that does not exist yet."""
+    from quota_pipeline.cli import main
 
     tmp = tmp_path_factory.mktemp("report")
     journal = tmp / "journal.jsonl"
     with journal.open("w") as fh:
         synth.write_jsonl(synth.example_story(START), fh)
-    conf = cfg.parse({P + "storage.per.volume.limit.min.available.ratio": "0.05",
-                      P + "storage.per.volume.soft.limit.min.available.ratio": "0.10"}, require_admin=False)
-    sweep = sweeps.parse("storage.per.volume.limit.min.available.ratio=0.01,0.03,0.05", conf)
-    result = job.run(spark, Settings.of(conf), str(journal), str(tmp / "out.jsonl"), sweep=sweep, report=True)
-    path = tmp / "report.html"
-    path.write_text(report.render(result.report, result.sweep, "Replay of the example story"), encoding="utf-8")
+    conf = tmp / "replay.properties"
+    conf.write_text(f"{P}storage.per.volume.limit.min.available.ratio=0.05\n"
+                    f"{P}storage.per.volume.soft.limit.min.available.ratio=0.10\n")
+    path = tmp / "new" / "report.html"
+    assert main(["replay", "--config", str(conf), "--input", str(journal), "--output", str(tmp / "out.jsonl"),
+                 "--sweep", "storage.per.volume.limit.min.available.ratio=0.01,0.03,0.05",
+                 "--report", str(path)]) == 0
     return path
 
 

@@ -1,1 +1,1 @@
-"""Batch replay: the set-based form of the cache steps and the replay job."""
+"""Batch replay: the cluster pass (a cluster's journal rows through core/kernel.py), the job, sweeps and the report."""

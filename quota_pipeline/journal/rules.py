@@ -1,8 +1,9 @@
 """The validation rules of a journal record, once: each with its reason, as a Python check and as a Spark column.
 
-Both readers report the first rule a record breaks, in this order and with this reason: the Python model
-(`parse_snapshot`, used by the streaming store and the tests) and the Spark reader (replay, where no
-Python runs per volume). tests/test_journal_rules.py holds the two (and the JSON Schema) to one corpus.
+Every reader reports the first rule a record breaks, in this order and with this reason: the Python model
+(`parse_snapshot`, used by the streaming store and the tests), the Spark reader (replay's JSONL) and the
+vectorised checks of flattened Parquet (replay/cluster_pass.py). tests/test_journal_rules.py holds all three
+(and the JSON Schema) to one corpus.
 One difference is left: Spark reads a number where a string is expected (cluster_id 5, log_dir 5) as its text.
 """
 from __future__ import annotations

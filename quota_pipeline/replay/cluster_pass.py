@@ -94,8 +94,11 @@ class Outcome:
     sweep_ratio: list[list[np.ndarray]] = field(default_factory=list)
 
 
+BAD_TIME = np.iinfo(np.int64).min  # an observed_at that is not a timestamp (every int64 is a valid µs time)
+
+
 def parse_times(values: pa.Array) -> np.ndarray:
-    """observed_at strings to epoch µs (int64), NONE where a value is not an ISO-8601 timestamp (rules.py's test);
+    """observed_at strings to epoch µs (int64), BAD_TIME where a value is not an ISO-8601 timestamp (rules.py's test);
     a time without a zone is UTC, as model.parse_time reads it. Each distinct string is parsed once."""
     encoded = pc.dictionary_encode(values).combine_chunks() if isinstance(values, pa.ChunkedArray) else \
         pc.dictionary_encode(values)
@@ -105,17 +108,17 @@ def parse_times(values: pa.Array) -> np.ndarray:
     except pa.ArrowInvalid:
         parsed = np.array([_parse_one(w) for w in words.to_pylist()], dtype=np.int64)
     if len(parsed) == 0:
-        return np.full(len(values), kernel.NONE, np.int64)
+        return np.full(len(values), BAD_TIME, np.int64)
     idx = encoded.indices.fill_null(0).to_numpy(zero_copy_only=False)
     out = parsed[idx]
     if encoded.indices.null_count:
-        out[encoded.indices.is_null().to_numpy(zero_copy_only=False)] = kernel.NONE
+        out[encoded.indices.is_null().to_numpy(zero_copy_only=False)] = BAD_TIME
     return out
 
 
 def _parse_one(text: str | None) -> int:
     if rules._timestamp(text) is None:
-        return kernel.NONE
+        return BAD_TIME
     return epoch_micros(parse_time(text))
 
 
@@ -184,11 +187,11 @@ class ClusterPass:
                 table = _read(path, [g], ("cluster_id", "observed_at", "observed_us", *ORIGIN))
                 mine = self._mine(table)
                 t = _times(table)
-                bad = mine & (t == kernel.NONE)
+                bad = mine & (t == BAD_TIME)
                 if bad.any():  # rare: read the group again with what a rejection shows
                     table = _read(path, [g], (*COLUMNS, *ORIGIN))
                     self._reject_rows(table.filter(pa.array(bad)), REASONS.index(rules.SNAPSHOT_RULES[2].reason))
-                good = mine & (t != kernel.NONE)
+                good = mine & (t != BAD_TIME)
                 if good.any():
                     spans.append((int(t[good].min()), int(t[good].max()), int(good.sum()), path, g))
         spans.sort(key=lambda s: (s[1], s[0]))
@@ -211,7 +214,7 @@ class ClusterPass:
     def _mine(self, table: pa.Table) -> np.ndarray:
         c = table.column("cluster_id")
         if self.task.cluster_id is None:
-            return (c.is_null() | pc.equal(c, "")).fill_null(True).to_numpy(zero_copy_only=False)
+            return _np(c.is_null()) | _np(pc.equal(c, "").fill_null(True))
         return pc.equal(c, self.task.cluster_id).fill_null(False).to_numpy(zero_copy_only=False)
 
     # ---- the pass ---------------------------------------------------------------------------------------------
@@ -237,7 +240,7 @@ class ClusterPass:
     def _decide_range(self, table: pa.Table, lo: int, hi: int) -> Iterator[pa.RecordBatch]:
         """The rows of this cluster in [lo, hi) of the row groups read for that range."""
         t = _times(table)
-        keep = self._mine(table) & (t >= lo) & (t < hi)
+        keep = self._mine(table) & (t >= lo) & (t < hi) & (t != BAD_TIME)  # bad times: rejected by the plan
         if not keep.all():
             table, t = table.filter(pa.array(keep)), t[keep]
         if table.num_rows:

@@ -91,10 +91,6 @@ class State:
         out.decision = self.decision.copy()
         return out
 
-    @property
-    def decision_started(self) -> bool:
-        return bool(self.decision[0])
-
 
 @dataclass
 class Chunk:

@@ -81,17 +81,24 @@ class Task:
 
 @dataclass
 class Outcome:
-    """What a task found besides the records: rejected snapshots and, with a sweep, per setting its series."""
+    """What a task found besides the records: rejected snapshots, and per setting (0: the replay's own, then the
+    sweep's) what it decided at each snapshot, for the summary and the sweep table."""
 
     rejected: list[dict] = field(default_factory=list)
     snapshots: int = 0
-    # The replay's own series, per chunk: time, factor, fallback, violations, failed poll (for the summary).
-    series: list[tuple[np.ndarray, ...]] = field(default_factory=list)
-    sweep_t: list[np.ndarray] = field(default_factory=list)
-    # Per sweep setting, per chunk: the factor, whether it is the fallback, the least available ratio in force.
-    sweep_factor: list[list[np.ndarray]] = field(default_factory=list)
-    sweep_fallback: list[list[np.ndarray]] = field(default_factory=list)
-    sweep_ratio: list[list[np.ndarray]] = field(default_factory=list)
+    t: list[np.ndarray] = field(default_factory=list)        # per chunk: observed_at µs
+    failed: list[np.ndarray] = field(default_factory=list)   # per chunk: the poll failed
+    decided: list[list[tuple[np.ndarray, ...]]] = field(default_factory=list)  # per setting, per chunk
+
+    def series(self, setting: int) -> tuple[np.ndarray, ...]:
+        """(t, failed, factor, fallback, violations, least available ratio) of one setting, whole."""
+        def cat(parts: list[np.ndarray], dtype) -> np.ndarray:
+            return np.concatenate(parts) if parts else np.zeros(0, dtype)
+
+        per_chunk = self.decided[setting] if setting < len(self.decided) else []
+        columns = list(zip(*per_chunk)) or [[]] * 4
+        return (cat(self.t, np.int64), cat(self.failed, bool), cat(list(columns[0]), float),
+                cat(list(columns[1]), bool), cat(list(columns[2]), np.int64), cat(list(columns[3]), float))
 
 
 BAD_TIME = np.iinfo(np.int64).min  # an observed_at that is not a timestamp (every int64 is a valid µs time)
@@ -170,9 +177,9 @@ class ClusterPass:
         self.task = task
         self.params = [kernel.Params.of(settings)] + [kernel.Params.of(s) for s in sweep]
         self.chunk_rows = chunk_rows
-        self.outcome = Outcome(sweep_factor=[[] for _ in sweep], sweep_fallback=[[] for _ in sweep],
-                               sweep_ratio=[[] for _ in sweep])
+        self.outcome = Outcome(decided=[[] for _ in self.params])
         self.states: list[kernel.State] | None = None
+        self.last: kernel.Out | None = None  # the kernel's output for the last chunk, under the base settings
         self.keys = (np.zeros(0, np.int64), np.zeros(0, object))   # carried log dirs: broker ids, names
         self.brokers = np.zeros(0, np.int64)                       # carried broker ids
         self.partitions = pa.array([], pa.list_(PARTITION))        # top partitions of carried readings
@@ -266,16 +273,17 @@ class ClusterPass:
         snap_of = np.cumsum(new) - 1
         code = self._codes(table, starts, snap_of)
         # The same time from another file is a duplicate of the first valid one (by file, then line).
+        # Valid snapshots are in (time, file) order: a duplicate follows the first of its time directly.
         valid = code == VALID
-        vt = t[starts]
+        vs = np.flatnonzero(valid)
+        vt = t[starts[vs]]
+        repeat = np.zeros(len(vs), bool)
+        repeat[1:] = vt[1:] == vt[:-1]
+        first_of_run = np.maximum.accumulate(np.where(repeat, 0, np.arange(len(vs))))
         first_of_time = np.ones(len(starts), bool)
-        seen = {}
-        for s in np.flatnonzero(valid):
-            if vt[s] in seen:
-                first_of_time[s] = False
-                self._reject_snapshot(table, starts[s], DUPLICATE, first=seen[vt[s]])
-            else:
-                seen[vt[s]] = starts[s]
+        first_of_time[vs[repeat]] = False
+        for j in np.flatnonzero(repeat):
+            self._reject_snapshot(table, starts[vs[j]], DUPLICATE, first=starts[vs[first_of_run[j]]])
         for s in np.flatnonzero(~valid):
             self._reject_snapshot(table, starts[s], REASONS[code[s]])
         keep = valid & first_of_time
@@ -295,7 +303,8 @@ class ClusterPass:
         st_valid = status.is_valid().to_numpy(zero_copy_only=False)
         # Statuses of a snapshot must agree (nulls aside): its first non-null status is its status.
         codes = pc.index_in(status, pa.array(rules.STATUSES)).fill_null(-1).to_numpy(zero_copy_only=False)
-        first_status = self._first_valid(codes, st_valid, starts, snap_of)
+        first = _first_where(st_valid, starts)
+        first_status = np.append(codes, -1)[first]  # -1: no row of the snapshot has a status
         disagree = st_valid & (codes != first_status[snap_of])
         mark(self._any(disagree, starts)[snap_of], 0)
         mark(first_status[snap_of] < 0, C_STATUS)
@@ -348,14 +357,6 @@ class ClusterPass:
     @staticmethod
     def _any(flags: np.ndarray, starts: np.ndarray) -> np.ndarray:
         return np.logical_or.reduceat(flags, starts) if len(flags) else np.zeros(0, bool)
-
-    @staticmethod
-    def _first_valid(values: np.ndarray, valid: np.ndarray, starts: np.ndarray, snap_of: np.ndarray) -> np.ndarray:
-        """Per snapshot, the value of its first row where `valid` (-1 when none)."""
-        idx = np.where(valid, np.arange(len(values)), len(values))
-        first = np.minimum.reduceat(idx, starts) if len(idx) else np.zeros(0, np.int64)
-        padded = np.append(values, -1)
-        return padded[first]
 
     # ---- rejects ----------------------------------------------------------------------------------------------
     def _reject_rows(self, table: pa.Table, code: int) -> None:
@@ -419,9 +420,9 @@ class ClusterPass:
         key_broker = inverse[:k_n]
         carried_broker_of = inverse[k_n + b_n + f_n:]
         # Readings this chunk: their rows in a partitions table that begins with the carried readings'.
-        base = len(self.partitions)
+        carried = len(self.partitions)
         parts_all = pa.concat_arrays([self.partitions, table.column("top_partitions").combine_chunks()
-                                      .take(pa.array(vrows))]) if len(vrows) or base else self.partitions
+                                      .take(pa.array(vrows))]) if len(vrows) or carried else self.partitions
         rows_at = np.searchsorted(new_index[snap_of[vrows]], np.arange(n_snaps + 1)) if len(vrows) else \
             np.zeros(n_snaps + 1, np.int64)
         err = table.column("error").combine_chunks().take(pa.array(vrows))
@@ -433,7 +434,7 @@ class ClusterPass:
             fenced_at=f_at, fenced=inverse[k_n + b_n:k_n + b_n + f_n], rows_at=rows_at.astype(np.int64),
             key=row_key.astype(np.int64), total=tot.fill_null(0).to_numpy(zero_copy_only=False).astype(np.int64),
             available=av.fill_null(0).to_numpy(zero_copy_only=False).astype(np.int64), offline=offline,
-            row=np.arange(base, base + len(vrows), dtype=np.int64), key_broker=key_broker.astype(np.int64))
+            row=np.arange(carried, carried + len(vrows), dtype=np.int64), key_broker=key_broker.astype(np.int64))
         if self.states is None:
             self.states = [kernel.State.empty(len(key_ids), len(broker_ids)) for _ in self.params]
         else:
@@ -442,14 +443,10 @@ class ClusterPass:
         outs = [kernel.run(state, chunk, p) for state, p in zip(self.states, self.params)]
         self.last = outs[0]
         self.outcome.snapshots += n_snaps
-        base = outs[0]
-        self.outcome.series.append((chunk.t, base.factor, base.source == kernel.FALLBACK, base.violations, ~chunk.ok))
-        if len(self.params) > 1:
-            self.outcome.sweep_t.append(chunk.t)
-            for i, o in enumerate(outs[1:]):
-                self.outcome.sweep_factor[i].append(o.factor)
-                self.outcome.sweep_fallback[i].append(o.source == kernel.FALLBACK)
-                self.outcome.sweep_ratio[i].append(o.min_ratio)
+        self.outcome.t.append(chunk.t)
+        self.outcome.failed.append(~chunk.ok)
+        for decided, o in zip(self.outcome.decided, outs):
+            decided.append((o.factor, o.source == kernel.FALLBACK, o.violations, o.min_ratio))
         batch = self._records(outs[0], chunk, status, key_broker_id, key_name, broker_ids, parts_all)
         self._carry(key_broker_id, key_name, broker_ids, parts_all)
         return batch
@@ -457,11 +454,8 @@ class ClusterPass:
     @staticmethod
     def _first_non_null(column: pa.ChunkedArray, starts: np.ndarray, keep: np.ndarray) -> pa.Array:
         col = column.combine_chunks()
-        valid = col.is_valid().to_numpy(zero_copy_only=False)
-        n = len(col)
-        idx = np.where(valid, np.arange(n), n)
-        first = np.minimum.reduceat(idx, starts)[keep]
-        first = np.where(first >= n, starts[keep], first)  # none has it: the first row (a null)
+        first = _first_where(_np(col.is_valid()), starts)[keep]
+        first = np.where(first >= len(col), starts[keep], first)  # none has it: the first row (a null)
         return col.take(pa.array(first))
 
     def decide(self, table: pa.Table) -> pa.RecordBatch | None:
@@ -557,6 +551,12 @@ class ClusterPass:
         return pa.ListArray.from_arrays(pa.array(offsets), values)
 
 
+def _first_where(flags: np.ndarray, starts: np.ndarray) -> np.ndarray:
+    """Per snapshot (rows from each of `starts`), its first row where `flags` is set; len(flags) when none."""
+    idx = np.where(flags, np.arange(len(flags)), len(flags))
+    return np.minimum.reduceat(idx, starts) if len(idx) else np.zeros(0, np.int64)
+
+
 def _min(values) -> int:
     m = pc.min(values).as_py()
     return 0 if m is None else m
@@ -581,7 +581,8 @@ def _flat(lists: pa.Array) -> tuple[np.ndarray, np.ndarray]:
     """(values, offsets) of a list array, a null list as empty."""
     lists = pc.if_else(lists.is_null(), pa.scalar([], lists.type), lists) if lists.null_count else lists
     offsets = lists.offsets.to_numpy().astype(np.int64)
-    values = lists.values.to_numpy(zero_copy_only=False).astype(np.int64) if len(lists.values) else np.zeros(0, np.int64)
+    values = lists.values.to_numpy(zero_copy_only=False).astype(np.int64) if len(lists.values) else \
+        np.zeros(0, np.int64)
     values = values[offsets[0]:offsets[-1]]
     return values, offsets - offsets[0]
 

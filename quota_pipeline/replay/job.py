@@ -170,15 +170,14 @@ def _cluster_tasks(tasks: list[str], settings: Settings, swept: list[Settings], 
                     for decided in p.batches():
                         writer.write_batch(complete(decided, settings, cluster_name, decided_at, schema))
                 o = p.outcome
+                t, failed, factor, fallback, violations, _ = o.series(0)
                 sweep = []
-                if swept:
-                    t = _cat(o.sweep_t).astype(np.int64)
-                    sweep = [sweeps.episode_metrics(t, _cat(o.sweep_factor[i]), _cat(o.sweep_fallback[i]).astype(bool),
-                                                    _cat(o.sweep_ratio[i])) for i in range(len(swept))]
-                series = [np.concatenate(parts) for parts in zip(*o.series)] if o.series else [np.zeros(0)] * 5
+                for i in range(1, len(swept) + 1):
+                    _, _, factor_i, fallback_i, _, ratio_i = o.series(i)
+                    sweep.append(sweeps.episode_metrics(t, factor_i, fallback_i, ratio_i))
                 (Path(side) / f"{n:06d}.json").write_text(json.dumps({
                     "cluster_id": p.task.cluster_id, "snapshots": o.snapshots, "rejected": o.rejected,
-                    "sweep": sweep, "summary": sweeps.cluster_summary(*series)}))
+                    "sweep": sweep, "summary": sweeps.cluster_summary(t, factor, fallback, violations, failed)}))
                 yield pa.RecordBatch.from_pydict({"n": [n], "snapshots": [o.snapshots]})
     return run
 
@@ -222,10 +221,6 @@ def complete(decided: pa.RecordBatch, settings: Settings, cluster_name: str | No
         constant["cluster_id"] = pa.array([cluster_name] * n, pa.string())
     return pa.RecordBatch.from_arrays([constant[f.name] if f.name in constant else decided.column(f.name)
                                        for f in schema], schema=schema)
-
-
-def _cat(parts: list[np.ndarray]) -> np.ndarray:
-    return np.concatenate(parts) if parts else np.zeros(0)
 
 
 def _sweep_rows(outcome: dict, sweep: sweeps.Sweep) -> Iterator[dict]:

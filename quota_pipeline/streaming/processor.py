@@ -26,12 +26,12 @@ from quota_pipeline.core.clock import SYSTEM, Clock
 from quota_pipeline.core import kernel
 from quota_pipeline.core.config import Limit, Limits
 from quota_pipeline.core.decision import DecisionState
-from quota_pipeline.core.record import SCHEMA_VERSION
+from quota_pipeline.core.record import SCHEMA_VERSION, ThrottleDecision
 from quota_pipeline.replay.cluster_pass import PARTITION, ClusterPass, Task
 from quota_pipeline.streaming.source import REMOVED  # also the status of the row reporting a dropped state
 from quota_pipeline.core.settings import Settings
 from quota_pipeline.core.model import (
-    Decision, DecisionSource, PartitionSize, epoch_micros, format_time,
+    Decision, DecisionSource, PartitionSize, epoch_micros,
     from_epoch_micros,
 )
 
@@ -83,8 +83,13 @@ def _partition(p: Any) -> PartitionSize:
     return PartitionSize(str(topic), int(partition), int(size))
 
 
+def _missing(value: Any) -> bool:
+    """None, or the NaN pandas puts in an object column where a row has no list."""
+    return value is None or (isinstance(value, float) and pd.isna(value))
+
+
 def _list(value: Any) -> list:
-    return [] if value is None or (isinstance(value, float) and pd.isna(value)) else list(value)
+    return [] if _missing(value) else list(value)
 
 
 def save_state(columns: ClusterPass, config_name: str | None) -> str:
@@ -113,7 +118,8 @@ def from_decision_state(columns: ClusterPass, state: DecisionState) -> ClusterPa
         e = cache.entries.get(key)
         if e is not None:
             offline = e.total_bytes is None or e.available_bytes is None
-            st.has[k], st.pinned[k], st.observed[k], st.offline[k] = True, e.pinned, epoch_micros(e.observed_at), offline
+            st.has[k], st.pinned[k], st.offline[k] = True, e.pinned, offline
+            st.observed[k] = epoch_micros(e.observed_at)
             st.total[k] = kernel.NONE if offline else e.total_bytes
             st.available[k] = kernel.NONE if offline else e.available_bytes
             st.fill[k] = np.nan if e.fill_rate is None else e.fill_rate
@@ -143,17 +149,17 @@ def flattened(frame: pd.DataFrame) -> pa.Table:
     observed = pd.to_datetime(frame["observed_at"], utc=True)
     files = pa.array(frame["config_name"].astype(str).tolist(), pa.string())
     return pa.table({
-        "cluster_id": pa.array(frame["cluster_id"].astype(object).tolist(), pa.string()),
+        "cluster_id": _strings(frame["cluster_id"]),
         "observed_at": pa.nulls(n, pa.string()),
         "observed_us": pa.array(observed.astype("int64").to_numpy() // 1000, pa.int64()),
-        "status": pa.array(frame["status"].astype(object).tolist(), pa.string()),
+        "status": _strings(frame["status"]),
         "brokers": pa.array([_ints(v) for v in frame["brokers"]], pa.list_(pa.int64())),
         "fenced_brokers": pa.array([_ints(v) for v in frame["fenced_brokers"]], pa.list_(pa.int64())),
         "broker_id": pa.array(frame["broker_id"].astype("Int64"), pa.int64()),
-        "log_dir": pa.array(frame["log_dir"].astype(object).where(frame["log_dir"].notna(), None).tolist(), pa.string()),
+        "log_dir": _strings(frame["log_dir"]),
         "total_bytes": pa.array(frame["total_bytes"].astype("Int64"), pa.int64()),
         "available_bytes": pa.array(frame["available_bytes"].astype("Int64"), pa.int64()),
-        "error": pa.array(frame["error"].astype(object).where(frame["error"].notna(), None).tolist(), pa.string()),
+        "error": _strings(frame["error"]),
         "top_partitions": pa.array([[_partition(p).to_json() for p in _list(v)] if _list(v) else None
                                     for v in frame["top_partitions"]], pa.list_(PARTITION)),
         "_file": pc.dictionary_encode(files),
@@ -162,22 +168,18 @@ def flattened(frame: pd.DataFrame) -> pa.Table:
     })
 
 
+def _strings(column: pd.Series) -> pa.Array:
+    return pa.array(column.astype(object).where(column.notna(), None).tolist(), pa.string())
+
+
 def _ints(value: Any) -> list[int] | None:
-    return None if value is None or (isinstance(value, float) and pd.isna(value)) else [int(b) for b in value]
+    return None if _missing(value) else [int(b) for b in value]
 
 
 def record_json(r: dict, decided_at: dt.datetime, limit: dict, output_key: str | None) -> dict:
-    """A record of the cluster pass as the published JSON (ThrottleDecision.to_json's form)."""
-    return {
-        "schema_version": SCHEMA_VERSION, "cluster_id": output_key or r["cluster_id"],
-        "observed_at": format_time(r["observed_at"]), "decided_at": format_time(decided_at),
-        "throttle_factor": float(r["throttle_factor"]), "source": r["source"],
-        "valid_until": format_time(r["valid_until"]), "status": r["status"], "active_brokers": r["active_brokers"],
-        "active_log_dirs": r["active_log_dirs"], "missing_brokers": r["missing_brokers"], "limit": limit,
-        "violations": r["violations"], "worst_volume": r["worst_volume"],
-        "min_available_ratio": r["min_available_ratio"], "throttled_since": format_time(r["throttled_since"]),
-        "closest_volumes": r["closest_volumes"],
-    }
+    """A record of the cluster pass as the published JSON, through the record's one definition."""
+    return ThrottleDecision.from_json({**r, "schema_version": SCHEMA_VERSION, "decided_at": decided_at,
+                                       "cluster_id": output_key or r["cluster_id"], "limit": limit}).to_json()
 
 
 class DecisionProcessor(StatefulProcessor):
@@ -235,9 +237,11 @@ class DecisionProcessor(StatefulProcessor):
             vols = by_tick.get(tick)
             listed = [] if vols is None else [
                 [int(b), str(ld), None if pd.isna(t) else int(t), None if pd.isna(a) else int(a)]
-                for b, ld, t, a in zip(vols["broker_id"], vols["log_dir"], vols["total_bytes"], vols["available_bytes"])]
+                for b, ld, t, a in zip(vols["broker_id"], vols["log_dir"], vols["total_bytes"],
+                                       vols["available_bytes"])]
             yield {
-                "key": value["cluster_id"], "cluster_id": r["cluster_id"], "config_name": config_name, "tick": int(tick),
+                "key": value["cluster_id"], "cluster_id": r["cluster_id"], "config_name": config_name,
+                "tick": int(tick),
                 "observed_at": r["observed_at"].replace(tzinfo=None), "value": json.dumps(value),
                 "throttle_factor": r["throttle_factor"], "decision_source": r["source"], "status": r["status"],
                 "violations": r["violations"], "active_brokers": r["active_brokers"],

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import threading
@@ -61,3 +62,16 @@ def start_job(conf_path: Path, log: Path) -> subprocess.Popen:
     return subprocess.Popen([sys.executable, "-m", "quota_pipeline.cli", "run", str(conf_path), "--no-metrics",
                              "--master", "local[2]"], stdout=log.open("ab"), stderr=subprocess.STDOUT, env=env,
                             cwd=conf_path.parent, start_new_session=True)
+
+
+def stop_job(job: subprocess.Popen | None, grace: float = 30.0) -> None:
+    """Stop a job started in its own session, as a service manager would: SIGTERM to its process group, then
+    SIGKILL what is left after `grace` seconds."""
+    if job is None or job.poll() is not None:
+        return
+    os.killpg(job.pid, signal.SIGTERM)
+    try:
+        job.wait(grace)
+    except subprocess.TimeoutExpired:
+        os.killpg(job.pid, signal.SIGKILL)
+        job.wait(10)

@@ -4,8 +4,6 @@ dashboard URL comes first, and the page's event stream shows the throttle within
 from __future__ import annotations
 
 import json
-import os
-import signal
 import subprocess
 import sys
 import threading
@@ -19,6 +17,7 @@ from confluent_kafka import Consumer, TopicPartition
 from quota_pipeline.core import config as cfg
 from quota_pipeline.demo import runner as demo
 from quota_pipeline.demo.local_broker import free_port
+from tests.stream_job import stop_job
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -105,12 +104,7 @@ def test_spark_submit_runs_the_demo_config(tmp_path):
         if consumer:
             consumer.close()
     finally:
-        if job.poll() is None:
-            os.killpg(job.pid, signal.SIGTERM)
-            try:
-                job.wait(30)
-            except subprocess.TimeoutExpired:
-                os.killpg(job.pid, signal.SIGKILL)
+        stop_job(job)
         services.stop()
     assert len(records) >= 3, log.read_text()[-3000:]
     assert {r["cluster_id"] for r in records} == {"demo-cluster"}

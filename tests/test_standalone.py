@@ -6,7 +6,6 @@ zip spark-submit.sh ships, poll the simulated clusters, journal and keep state o
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -18,7 +17,7 @@ from quota_pipeline.core import config as cfg
 from quota_pipeline.demo.local_broker import LocalBroker, free_port
 from quota_pipeline.simulator import Simulator
 from standalone_cluster import StandaloneCluster
-from tests.stream_job import TopicWatcher
+from tests.stream_job import TopicWatcher, stop_job
 
 pytestmark = pytest.mark.standalone
 
@@ -72,13 +71,7 @@ def test_the_job_runs_on_a_standalone_cluster_with_two_workers(tmp_path):
                          and r["source"] == "OBSERVATION", 10)
         apps = spark.state()["activeapps"]
     finally:
-        if job is not None and job.poll() is None:
-            os.killpg(job.pid, signal.SIGTERM)
-            try:
-                job.wait(30)
-            except subprocess.TimeoutExpired:
-                os.killpg(job.pid, signal.SIGKILL)
-                job.wait(10)
+        stop_job(job)
         if watcher:
             watcher.close()
         if broker:

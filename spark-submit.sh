@@ -34,18 +34,30 @@ $has_master || spark_opts+=(--master "local[*]")
 if [ "${1:-}" = "replay" ]; then shift; job="$here/jobs/replay.py"; else job="$here/jobs/throttle_stream.py"; fi
 [ $# -gt 0 ] || { echo "usage: $0 [spark-submit options] CONFIG... | replay --config C --input P --output O" >&2; exit 2; }
 
-# Executors on other hosts import the package from this zip; locally it is on the path anyway.
-dist="$here/build"
-mkdir -p "$dist"
-(cd "$here" && "$python" - <<'PY'
-import pathlib, zipfile
-root = pathlib.Path(".")
-with zipfile.ZipFile("build/quota_pipeline.zip", "w", zipfile.ZIP_DEFLATED) as z:
-    for f in sorted(root.glob("quota_pipeline/**/*")):
-        if f.is_file() and "__pycache__" not in f.parts:
+# Executors on other hosts import the package from this zip; locally it is on the path anyway. Python imports
+# from a zip lazily, so a running job's zip must never be rewritten: each content gets its own directory
+# (build/<digest>/), written aside and moved into place whole, and a second job started meanwhile cannot break it.
+dist="$(cd "$here" && "$python" - <<'PY'
+import hashlib, os, pathlib, tempfile, zipfile
+files = [f for f in sorted(pathlib.Path("quota_pipeline").glob("**/*")) if f.is_file() and "__pycache__" not in f.parts]
+digest = hashlib.sha256()
+for f in files:
+    digest.update(str(f).encode() + b"\0" + f.read_bytes() + b"\0")
+dist = pathlib.Path("build", digest.hexdigest()[:16]).resolve()
+if not (dist / "quota_pipeline.zip").exists():
+    dist.parent.mkdir(parents=True, exist_ok=True)
+    tmp = pathlib.Path(tempfile.mkdtemp(dir=dist.parent, prefix=".zip-"))
+    with zipfile.ZipFile(tmp / "quota_pipeline.zip", "w", zipfile.ZIP_DEFLATED) as z:
+        for f in files:
             z.write(f)
+    try:
+        os.rename(tmp, dist)
+    except OSError:  # another job made the same one meanwhile
+        (tmp / "quota_pipeline.zip").unlink()
+        tmp.rmdir()
+print(dist)
 PY
-)
+)"
 export PYSPARK_PYTHON="$python" PYSPARK_DRIVER_PYTHON="$python"
 # The driver's own Python workers (planning the kafka_volumes source, the stateful processor's set-up) inherit the
 # JVM's environment, not --py-files: without this they cannot import the package unless it is installed.

@@ -6,6 +6,7 @@ import os
 import signal
 import subprocess
 import sys
+import sysconfig
 import time
 from pathlib import Path
 
@@ -23,9 +24,17 @@ def venv(tmp_path_factory) -> Path:
     subprocess.run([sys.executable, "-m", "pip", "wheel", str(ROOT), "--no-deps", "--no-build-isolation",
                     "-q", "-w", str(work / "dist")], check=True, cwd=work)
     wheel = next((work / "dist").glob("quota_pipeline-*.whl"))
-    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", str(work / "venv")], check=True)
-    subprocess.run([str(work / "venv/bin/python"), "-m", "pip", "install", "-q", "--no-deps", "--ignore-installed",
-                    str(wheel)], check=True, cwd=work)
+    # Not --system-site-packages: from inside a virtual environment that exposes the base interpreter's packages,
+    # not the running environment's (a fresh machine has pyspark & co only in the latter). A .pth line puts the
+    # running environment's site-packages after the new venv's own, so the wheel's copy is the one imported; no
+    # .pth file of the running environment is executed, so its editable install of the checkout stays out.
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(work / "venv")], check=True)
+    own = subprocess.run([str(work / "venv/bin/python"), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                         check=True, text=True, capture_output=True).stdout.strip()
+    running = {sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]}
+    Path(own, "running-environment.pth").write_text("".join(f"{p}\n" for p in sorted(running)))
+    subprocess.run([sys.executable, "-m", "pip", "--python", str(work / "venv/bin/python"), "install", "-q",
+                    "--no-deps", "--ignore-installed", str(wheel)], check=True, cwd=work)
     return work
 
 

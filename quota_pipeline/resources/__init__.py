@@ -30,6 +30,10 @@ def schema(name: str) -> dict[str, Any]:
 def validator(name: str) -> jsonschema.protocols.Validator:
     cls = jsonschema.validators.validator_for(schema(name))
     cls.check_schema(schema(name))
+    # jsonschema silently skips a format whose checker library is missing: "yesterday" would pass as a date-time.
+    if "date-time" not in cls.FORMAT_CHECKER.checkers:
+        raise RuntimeError("jsonschema cannot check date-time formats: pip install rfc3339-validator "
+                           "(a dependency of quota-pipeline; reinstall the package)")
     return cls(schema(name), format_checker=cls.FORMAT_CHECKER)
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping
 
 from tests import realkafka_config as rc
-from tests.realkafka_process import NodeProcess, format_storage, mount_tmpfs, unmount, wait_metadata
+from tests.realkafka_process import NodeProcess, PortTaken, format_storage, mount_tmpfs, unmount, wait_metadata
 from tests.realkafka_tls import BrokerTls, make_broker_tls
 
 ENABLE_HINT = "set KAFKA_HOME to an Apache Kafka >= 3.3 distribution (4.0+ for fenced brokers)"
@@ -47,16 +47,53 @@ def kafka_version(home: Path) -> tuple[int, int]:
     return (0, 0)
 
 
-def free_ports(count: int) -> list[int]:
-    """`count` distinct loopback ports that were free a moment ago (all held open until all are chosen)."""
-    sockets = [socket.socket() for _ in range(count)]
+def _ephemeral_start() -> int:
     try:
-        for s in sockets:
-            s.bind(("127.0.0.1", 0))
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
+
+
+def free_ports(count: int) -> list[int]:
+    """`count` distinct loopback ports that were free a moment ago (all held open until all are chosen).
+
+    Taken below the kernel's ephemeral range: a port from that range can be given to any client's outgoing
+    connection (other tests' Kafka clients, Spark) between our choice and the node's bind; these cannot."""
+    import random
+    top = _ephemeral_start()
+    sockets: list[socket.socket] = []
+    try:
+        while len(sockets) < count:
+            s = socket.socket()
+            try:
+                s.bind(("127.0.0.1", random.randrange(max(10000, top - 20000), top)))
+            except OSError:
+                s.close()
+                continue
+            sockets.append(s)
         return [s.getsockname()[1] for s in sockets]
     finally:
         for s in sockets:
             s.close()
+
+
+def hold_ports(ports: list[int]) -> list[socket.socket]:
+    """Bind (without listening) `ports` so no other process takes them while their node is stopped."""
+    held = []
+    for port in ports:
+        s = socket.socket()
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # the node's own bind (also SO_REUSEADDR) still works
+        try:
+            s.bind(("127.0.0.1", port))
+            held.append(s)
+        except OSError:
+            s.close()
+    return held
+
+
+def ready_timeout(seconds: float) -> float:
+    """`seconds` stretched by the machine's load: a JVM starts several times slower when the cores are busy."""
+    return seconds * max(1.0, os.getloadavg()[0] / (os.cpu_count() or 1))
 
 
 @dataclass(frozen=True)
@@ -70,6 +107,7 @@ class ClusterSpec:
     jvm_opts: str | None = None  # KAFKA_JVM_PERFORMANCE_OPTS; None keeps Kafka's (G1, C2), as benchmarks need
     overrides: Mapping[str, str] = field(default_factory=dict)
     ready_timeout: float = 120.0
+    authorizer: bool = False  # StandardAuthorizer, super user only on PLAINTEXT (realkafka_config.authorizer_properties)
 
 
 @dataclass
@@ -84,6 +122,7 @@ class RealKafka:
     scram_user: str = SCRAM_USER
     scram_password: str = SCRAM_PASSWORD
     mounts: list[Path] = field(default_factory=list)
+    held: dict[int, list[socket.socket]] = field(default_factory=dict)  # ports of stopped nodes, kept from others
 
     @property
     def node_ids(self) -> list[int]:
@@ -123,29 +162,38 @@ class RealKafka:
     def stop_node(self, node_id: int) -> None:
         """Clean stop (SIGTERM, controlled shutdown): the node stays registered and is reported fenced."""
         self.nodes[node_id].stop(clean=True)
+        self.held[node_id] = hold_ports(list(self.nodes[node_id].layout.ports.values()))
 
     def start_node(self, node_id: int) -> None:
         """Start a stopped node again and wait until it answers a metadata request listing itself."""
         node = self.nodes[node_id]
+        for held in self.held.pop(node_id, []):
+            held.close()
         node.start()
-        node.wait_ready(self.bootstrap(node_ids=[node_id]), self.spec.ready_timeout)
+        node.wait_ready(self.bootstrap(node_ids=[node_id]), ready_timeout(self.spec.ready_timeout))
 
     def stop(self) -> None:
         """Kill every node's process group, unmount tmpfs log dirs, delete the data (idempotent)."""
         for node in self.nodes.values():
             node.stop(clean=False)
+        for held in (s for sockets in self.held.values() for s in sockets):
+            held.close()
+        self.held.clear()
         for mount in self.mounts:
             unmount(mount)
         self.mounts.clear()
         shutil.rmtree(self.root, ignore_errors=True)
         atexit.unregister(self.stop)
 
-    def create_scram_user(self) -> None:
-        """Create the SCRAM-SHA-512 user over PLAINTEXT and wait until it can log in on the SASL listener."""
+    def create_scram_user(self, user: str | None = None, password: str | None = None) -> None:
+        """Create a SCRAM-SHA-512 user (default: the test user) over PLAINTEXT and wait until it can log in on
+        the SASL listener."""
         from kafka.admin import UserScramCredentialUpsertion
+        user, password = user or self.scram_user, password or self.scram_password
         with_admin(self, lambda a: a.alter_user_scram_credentials(
-            [UserScramCredentialUpsertion(self.scram_user, "SCRAM-SHA-512", self.scram_password)]))
-        wait_metadata(self.client_config(rc.SASL), self.node_ids[0], 30.0)
+            [UserScramCredentialUpsertion(user, "SCRAM-SHA-512", password)]))
+        conf = {**self.client_config(rc.SASL), "sasl.username": user, "sasl.password": password}
+        wait_metadata(conf, self.node_ids[0], 30.0)
 
 
 def with_admin(cluster: RealKafka, call: Callable[[Any], Any]) -> Any:
@@ -184,9 +232,21 @@ def _layouts(spec: ClusterSpec, root: Path) -> list[rc.NodeLayout]:
             for i in range(1, spec.nodes + 1)]
 
 
-def start_cluster(spec: ClusterSpec = ClusterSpec(), home: Path | None = None) -> RealKafka:
-    """Format and start every node, wait until each answers metadata, create the SCRAM user; stop all on failure."""
-    home = home or kafka_home()
+def start_cluster(spec: ClusterSpec = ClusterSpec(), home: Path | None = None, attempts: int = 3) -> RealKafka:
+    """Format and start every node, wait until each answers metadata, create the SCRAM user; stop all on failure.
+
+    A node that dies because another process took one of its ports is not a failure of the test: the whole
+    cluster is started again on new ports, up to `attempts` times."""
+    for attempt in range(1, attempts + 1):
+        try:
+            return _start_once(spec, home or kafka_home())
+        except PortTaken:
+            if attempt == attempts:
+                raise
+    raise AssertionError("unreachable")
+
+
+def _start_once(spec: ClusterSpec, home: Path) -> RealKafka:
     sweep_stale()
     root = Path(tempfile.mkdtemp(prefix="realkafka-"))
     (root / "owner.pid").write_text(str(os.getpid()))
@@ -204,7 +264,8 @@ def start_cluster(spec: ClusterSpec = ClusterSpec(), home: Path | None = None) -
             mount_tmpfs(tmpfs_dir, spec.tmpfs_mb)
             cluster.mounts.append(tmpfs_dir)
         for layout in layouts:
-            text = rc.server_properties(layout, voters, min(3, spec.nodes), tls.broker_properties(), spec.overrides)
+            overrides = {**(rc.authorizer_properties() if spec.authorizer else {}), **spec.overrides}
+            text = rc.server_properties(layout, voters, min(3, spec.nodes), tls.broker_properties(), overrides)
             cluster.nodes[layout.node_id] = NodeProcess(home, layout, root / f"node{layout.node_id}", text, spec.heap,
                                                          spec.jvm_opts)
         cluster_id = rc.random_cluster_id()
@@ -213,7 +274,7 @@ def start_cluster(spec: ClusterSpec = ClusterSpec(), home: Path | None = None) -
         for node in cluster.nodes.values():
             node.start()
         for node_id, node in cluster.nodes.items():
-            node.wait_ready(cluster.bootstrap(node_ids=[node_id]), spec.ready_timeout)
+            node.wait_ready(cluster.bootstrap(node_ids=[node_id]), ready_timeout(spec.ready_timeout))
         if cluster.version >= (3, 5):  # SCRAM in KRaft mode needs 3.5 (KIP-900)
             cluster.create_scram_user()
         return cluster

@@ -14,6 +14,11 @@ SSL = "SSL"
 CONTROLLER = "CONTROLLER"
 LISTENERS = (PLAINTEXT, SASL, SSL, CONTROLLER)
 SCRAM_MECHANISM = "SCRAM-SHA-512"
+STANDARD_AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
+# With the authorizer on, only the PLAINTEXT principal is a super user: the nodes' own traffic (inter-broker and
+# controller listeners are PLAINTEXT) and the tests' bootstrap admin, on loopback. SCRAM users get only what ACLs
+# grant them.
+BOOTSTRAP_ADMIN = "User:ANONYMOUS"
 
 
 @dataclass(frozen=True)
@@ -37,6 +42,12 @@ def random_cluster_id() -> str:
 def quorum_voters(nodes: Sequence[NodeLayout]) -> str:
     """The static `controller.quorum.voters` value: every node votes (works on Kafka 3.3 and later)."""
     return ",".join(f"{n.node_id}@127.0.0.1:{n.ports[CONTROLLER]}" for n in nodes)
+
+
+def authorizer_properties() -> dict[str, str]:
+    """KRaft's StandardAuthorizer with the PLAINTEXT principal as the only super user; no ACL means denied."""
+    return {"authorizer.class.name": STANDARD_AUTHORIZER, "super.users": BOOTSTRAP_ADMIN,
+            "allow.everyone.if.no.acl.found": "false"}
 
 
 def _escape(value: str) -> str:

@@ -22,6 +22,25 @@ class KafkaStartError(RuntimeError):
     """A node did not start; the message ends with the tail of its logs."""
 
 
+class PortTaken(KafkaStartError):
+    """A node could not bind one of its ports: another process took it between choosing and starting."""
+
+
+def why_exited(log: str, returncode: int | None) -> str:
+    """One sentence on why a node's JVM died, read from its log and exit code (a busy machine's usual causes)."""
+    if "Address already in use" in log or "BindException" in log:
+        return "one of its ports was taken by another process (a busy machine); the cluster is started again on new ports"
+    if "insufficient memory for the Java Runtime" in log or "Cannot allocate memory" in log:
+        return "the JVM could not reserve its heap: the machine is short of memory (free some, or lower the heap)"
+    if "OutOfMemoryError" in log:
+        return "the JVM ran out of heap (raise ClusterSpec.heap)"
+    if returncode in (-9, 137):
+        return "it was killed by SIGKILL (the kernel's OOM killer on a machine short of memory? see dmesg)"
+    if "No space left on device" in log:
+        return "its disk is full"
+    return f"exit code {returncode}; the reason is in its log below"
+
+
 class TmpfsUnavailable(RuntimeError):
     """A tmpfs log dir cannot be mounted here (not root, or mount refused)."""
 
@@ -104,6 +123,10 @@ class NodeProcess:
         return (f"--- {self.logs / 'server.log'} ---\n{tail(self.logs / 'server.log')}\n"
                 f"--- {self.directory / 'stdout.log'} ---\n{tail(self.directory / 'stdout.log', 15)}")
 
+    def whole_log(self) -> str:
+        return "\n".join(p.read_text(errors="replace") for p in (self.logs / "server.log", self.directory / "stdout.log")
+                         if p.exists())
+
     def wait_ready(self, bootstrap: str, timeout: float) -> None:
         """Wait until the node answers a metadata request listing itself; on failure raise with its log tail."""
         node_id = self.layout.node_id
@@ -111,8 +134,11 @@ class NodeProcess:
             wait_metadata({"bootstrap.servers": bootstrap}, node_id, timeout, alive=self.running)
         except ProcessLookupError:
             code = None if self.process is None else self.process.returncode
-            raise KafkaStartError(f"Kafka node {node_id} exited (code {code}) before it served metadata; "
-                                  f"see its log:\n{self.log_tail()}") from None
+            log = self.log_tail()
+            why = why_exited(self.whole_log(), code)  # the cause is often far above the shutdown lines of the tail
+            error = PortTaken if why.startswith("one of its ports") else KafkaStartError
+            raise error(f"Kafka node {node_id} exited (code {code}) before it served metadata: {why}; "
+                        f"see its log:\n{log}") from None
         except TimeoutError as exc:
             raise KafkaStartError(f"{exc}; see its log:\n{self.log_tail()}") from None
 

@@ -155,3 +155,49 @@ def test_full_tmpfs_log_dir_goes_offline_while_the_broker_stays_up(real_kafka_tm
     assert cluster.nodes[1].running()
     brokers = with_admin(cluster, lambda a: a.describe_cluster())["brokers"]
     assert [(b["broker_id"], b["is_fenced"]) for b in brokers] == [(1, False)]
+
+
+def test_a_node_whose_port_was_taken_is_started_again_on_new_ports(monkeypatch):
+    """On a busy machine another process can bind a port between our choice and the node's start: the fixture
+    says so and starts the cluster again on new ports instead of failing the test that asked for it."""
+    import socket
+
+    from tests import realkafka
+    from tests.realkafka_process import FAST_START_JVM
+    squatter = socket.socket()
+    squatter.bind(("127.0.0.1", 0))
+    squatter.listen()
+    taken = squatter.getsockname()[1]
+    chosen: list[list[int]] = []
+    real_free_ports = realkafka.free_ports
+
+    def first_one_taken(count: int) -> list[int]:
+        ports = real_free_ports(count)
+        if not chosen:
+            ports[0] = taken  # node 1's first listener
+        chosen.append(ports)
+        return ports
+
+    monkeypatch.setattr(realkafka, "free_ports", first_one_taken)
+    try:
+        cluster = realkafka.start_cluster(realkafka.ClusterSpec(nodes=1, log_dirs=1, jvm_opts=FAST_START_JVM))
+    finally:
+        squatter.close()
+    try:
+        assert len(chosen) == 2 and taken not in cluster.nodes[1].layout.ports.values()
+        assert with_admin(cluster, lambda a: a.describe_cluster())["brokers"][0]["broker_id"] == 1
+    finally:
+        cluster.stop()
+
+
+@pytest.mark.parametrize(("log", "code", "reason"), [
+    ("org.apache.kafka.common.KafkaException: Socket server failed to bind to 127.0.0.1:1: Address already in use",
+     1, "ports was taken"),
+    ("There is insufficient memory for the Java Runtime Environment to continue.", 1, "short of memory"),
+    ("java.lang.OutOfMemoryError: Java heap space", 1, "ran out of heap"),
+    ("", -9, "SIGKILL"),
+    ("something else", 3, "exit code 3"),
+])
+def test_why_a_node_died_is_said_in_words(log, code, reason):
+    from tests.realkafka_process import why_exited
+    assert reason in why_exited(log, code)

@@ -13,6 +13,7 @@ COMMANDS = (
     "replay",
     "journal",
     "quotas",
+    "acls",
     "enforce",
     "run",
     "demo",

@@ -3,11 +3,12 @@ from __future__ import annotations
 
 import argparse
 import logging
-import re
 import sys
 from typing import NoReturn
 
 from quota_pipeline.core import config as cfg
+from quota_pipeline.core.display import VisibleFormatter
+from quota_pipeline.core.secrets import redact  # noqa: F401 - commands mask with it
 
 EXIT_USAGE = 2
 EXIT_CONFIG = 2
@@ -50,17 +51,6 @@ def load_with_override(path: str | None, bootstrap: str | None, usage: str) -> c
     return conf
 
 
-# `password': 'x'`, `password="x"`, `sasl.password=x`; and PEM private keys, whole.
-_SECRET_VALUE = re.compile(r"""((?:password|passwd|secret|token|credential)\w*['"]?\s*[:=]\s*)"""
-                           r"""(?:"(?:[^"\\]|\\.)*"|'(?:[^'\\]|\\.)*'|[^'",;\s})]+)""", re.IGNORECASE)
-_PRIVATE_KEY = re.compile(r"-----BEGIN [A-Z ]*PRIVATE KEY-----.*?(?:-----END [A-Z ]*PRIVATE KEY-----|$)", re.DOTALL)
-
-
-def redact(text: str) -> str:
-    """`text` with password-like values and private keys masked."""
-    return _PRIVATE_KEY.sub("******", _SECRET_VALUE.sub(r"\1******", text))
-
-
 class RedactSecrets(logging.Filter):
     """Masks secrets in every record on our handlers: kafka-python logs its whole configuration, the SASL
     password included, at debug level (--verbose)."""
@@ -74,13 +64,16 @@ class RedactSecrets(logging.Filter):
 
 
 def configure_logging(verbose: bool = False, quiet_level: int = logging.WARNING, timestamps: bool = False) -> None:
-    """Log to stderr, secrets masked. kafka-python's connection errors stay quiet unless --verbose: every command
+    """Log to stderr, secrets masked (tracebacks too) and control characters visible (core/display.py).
+    kafka-python's connection errors stay quiet unless --verbose: every command
     reports them as its own one-line outcome (a snapshot status, an error line)."""
     fmt = "%(asctime)s %(levelname)s %(message)s" if timestamps else "%(levelname)s %(name)s: %(message)s"
     logging.basicConfig(level=logging.DEBUG if verbose else quiet_level, format=fmt, stream=sys.stderr)
     for handler in logging.getLogger().handlers:
         if not any(isinstance(f, RedactSecrets) for f in handler.filters):
             handler.addFilter(RedactSecrets())
+        if not isinstance(handler.formatter, VisibleFormatter):
+            handler.setFormatter(VisibleFormatter(handler.formatter._fmt if handler.formatter else fmt))
     if not verbose:
         logging.getLogger("kafka").setLevel(logging.CRITICAL)
     for noisy in ("py4j", "urllib3"):

@@ -33,6 +33,7 @@ def run(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.logging import RichHandler
 
+    from quota_pipeline.core.display import VisibleFormatter
     from quota_pipeline.demo import runner as demo
 
     console = Console(width=max(120, Console().width))
@@ -43,7 +44,9 @@ def run(args: argparse.Namespace) -> int:
     require_java()  # before any service starts, not after
     configure_logging(quiet_level=logging.INFO, timestamps=True)
     root = logging.getLogger()
-    root.handlers[:] = [RichHandler(console=console, show_path=False, markup=False)]
+    handler = RichHandler(console=console, show_path=False, markup=False)
+    handler.setFormatter(VisibleFormatter("%(message)s"))  # secrets masked, control characters visible
+    root.handlers[:] = [handler]
     # The dashboard says in its page how the topic stands; its retries while the job starts stay out of the view.
     logging.getLogger("quota_pipeline.dashboard").setLevel(logging.ERROR)
     logging.getLogger("quota_pipeline.dashboard.librdkafka").setLevel(logging.CRITICAL)

@@ -8,6 +8,7 @@ import sys
 import threading
 from pathlib import Path
 
+from quota_pipeline.core.display import visible
 from quota_pipeline.enforce.baseline import BaselineError, BaselineFile
 from quota_pipeline.commands.common import add_bootstrap_override, configure_logging, load_with_override
 from quota_pipeline.enforce.plan import Policy
@@ -54,13 +55,13 @@ def report(result: StepResult, dry_run: bool) -> None:
     if result.action == "idle" and not result.operator_edits:
         return
     for edit in result.operator_edits:
-        print(f"operator edit adopted into the baseline: {edit}")
+        print(f"operator edit adopted into the baseline: {visible(edit)}")
     if dry_run:
         print(f"factor {result.factor:g}: {len(result.changes)} planned change(s)" + (" (dry run)" if result.changes else ""))
     elif result.changes or result.action != "idle":
         print(f"factor {result.factor:g}: {result.action}" + (f", {len(result.changes)} change(s)" if result.changes else ""))
     for change in result.changes:
-        print(f"  {change}")
+        print(f"  {visible(change)}")
     sys.stdout.flush()
 
 
@@ -90,15 +91,16 @@ def run(args: argparse.Namespace, stop: threading.Event | None = None) -> int:
                     logging.warning("the reader has not caught up with %s within %.0f s; going on with its current "
                                     "answer (%s)", conf.output_topic, args.catch_up_timeout, reader.answer().reason)
                 enforcer = Enforcer(cluster, reader, admin, store,
-                                    Policy.of(conf.excluded_principals, conf.produce, conf.excluded_client_ids, conf.produce_floor),
+                                    Policy.of(conf.excluded_principals, conf.produce, conf.excluded_client_ids,
+                                              stop_floor(conf.stop_limit())),
                                     dry_run=args.dry_run, settle_seconds=args.settle)
                 if args.once:
                     report(enforcer.step(), args.dry_run)
                     return 0
-                print(f"enforcing decisions for {cluster} from {conf.output_topic}; baseline file {store.path}")
+                print(visible(f"enforcing decisions for {cluster} from {conf.output_topic}; baseline file {store.path}"))
                 sys.stdout.flush()
                 enforcer.run(stop, wake, args.interval, report=lambda r: report(r, args.dry_run))
                 return 0
     except (QuotaAdminError, BaselineError, ClusterRefused) as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"error: {visible(exc)}", file=sys.stderr)
         return EXIT_FAILED

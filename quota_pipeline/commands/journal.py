@@ -6,6 +6,7 @@ import json
 import sys
 
 from quota_pipeline.commands.common import EXIT_CONFIG, fail, load_or_exit
+from quota_pipeline.core.display import markup, text as shown, visible
 
 LOCK_WAIT_S = 60.0
 ACTIONS = {
@@ -87,12 +88,12 @@ def stats(clusters, as_json: bool) -> int:
         table.add_column(col, no_wrap=True, justify="right" if col in ("bytes", "files") else "left")
     for c, u in rows:
         j = u.to_json()
-        table.add_row(c.name, size(u.bytes), str(u.files), str(u.periods_compacted), str(u.periods_open),
+        table.add_row(shown(c.name), size(u.bytes), str(u.files), str(u.periods_compacted), str(u.periods_open),
                       j["oldest"] or "-", j["newest"] or "-")
     Console(width=max(120, Console().width)).print(table)
     for c, u in rows:
         for rel in u.unreadable:
-            print(f"warning: {c.dir / rel}: unreadable period file (replay reports it; move it away to "
+            print(f"warning: {visible(c.dir / rel)}: unreadable period file (replay reports it; move it away to "
                   f"compact its period again)", file=sys.stderr)
     return 0
 
@@ -108,14 +109,14 @@ def maintain(clusters, action: str, dry_run: bool) -> int:
     for c in clusters:
         with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
                       console=console, transient=True, disable=not console.is_terminal) as progress:
-            task = progress.add_task(f"{c.name}: {action}", total=None)
+            task = progress.add_task(markup(f"{c.name}: {action}"), total=None)
             options = Options(compact=action == "compact", prune=action == "prune", dry_run=dry_run,
                               wait_s=LOCK_WAIT_S,
                               on_plan=lambda plan, t=task: progress.update(
                                   t, total=sum(len(a.new) for a in plan.compact) or None),
                               progress=lambda n, t=task: progress.advance(t, n))
             report = run_pass(c, SYSTEM.now(), options)
-        print("\n".join(describe(report, action, dry_run)), flush=True)
+        print("\n".join(visible(line) for line in describe(report, action, dry_run)), flush=True)
     return 0
 
 

@@ -9,6 +9,8 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from quota_pipeline.core.display import text, visible
+
 from quota_pipeline.commands.common import add_bootstrap_override, configure_logging, fail, load_with_override
 from quota_pipeline.kafka.quota_admin import Change, QuotaAdmin, QuotaAdminError
 from quota_pipeline.kafka.client_quotas import (
@@ -144,9 +146,9 @@ def run_list(args: argparse.Namespace) -> int:
         for column in [USER, CLIENT_ID] + ([IP] if has_ip else []):
             table.add_column(column)
         for k in keys:
-            table.add_column(k, justify="right")
+            table.add_column(text(k), justify="right")
         for e, values in sorted(quotas.items()):
-            table.add_row(*[_name(e, t) for t in [USER, CLIENT_ID] + ([IP] if has_ip else [])],
+            table.add_row(*[text(_name(e, t)) for t in [USER, CLIENT_ID] + ([IP] if has_ip else [])],
                           *[fmt(values.get(k)) for k in keys])
         Console().print(table)
         return 0
@@ -162,7 +164,7 @@ def run_set(args: argparse.Namespace) -> int:
     def action(admin: QuotaAdmin) -> int:
         admin.alter(changes, validate_only=args.validate_only)
         for change in changes:
-            print(("valid: " if args.validate_only else "") + str(change))
+            print(("valid: " if args.validate_only else "") + visible(change))
         return 0
     return _call(args, action)
 
@@ -174,7 +176,7 @@ def run_delete(args: argparse.Namespace) -> int:
     def action(admin: QuotaAdmin) -> int:
         admin.alter(changes)  # removing a value that is not set is a no-op for Kafka
         for change in changes:
-            print(change)
+            print(visible(change))
         return 0
     return _call(args, action)
 
@@ -186,11 +188,11 @@ def run_explain(args: argparse.Namespace) -> int:
             print(json.dumps(result, indent=2))
             return 0
         console = Console()
-        eff = Table(title=f"effective quotas of user={args.user}, client-id={args.client_id}")
+        eff = Table(title=text(f"effective quotas of user={args.user}, client-id={args.client_id}"))
         for column in ("key", "value", "level"):
             eff.add_column(column, justify="right" if column == "value" else "left")
         for key, r in result["effective"].items():
-            eff.add_row(key, "unlimited" if r["value"] is None else fmt(r["value"]), r["level"] or "(none set)")
+            eff.add_row(text(key), "unlimited" if r["value"] is None else fmt(r["value"]), r["level"] or "(none set)")
         console.print(eff)
         winners: dict[str, list[str]] = {}
         for key, r in result["effective"].items():
@@ -203,7 +205,7 @@ def run_explain(args: argparse.Namespace) -> int:
             shown = ", ".join(f"{k}={fmt(v)}" for k, v in lv["values"].items()) or "-"
             won = winners.get(lv["level"])
             name = lv["level"] + (f" (wins {', '.join(won)})" if won else "")
-            levels.add_row(str(i), name, str(Entity.from_json(lv["entity"])), shown)
+            levels.add_row(str(i), text(name), text(Entity.from_json(lv["entity"])), text(shown))
         console.print(levels)
         return 0
     return _call(args, action)

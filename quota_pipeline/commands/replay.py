@@ -7,6 +7,7 @@ import time
 from pathlib import Path
 
 from quota_pipeline.commands.common import load_or_exit
+from quota_pipeline.core.display import text as shown, visible
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -105,12 +106,12 @@ def run(args: argparse.Namespace) -> int:
             say("error: --strict: input lines were rejected, no output written")
             return 1
     elapsed = time.monotonic() - started
-    table = Table(title=f"{result.records} decisions in {elapsed:.1f}s -> {args.output}")
+    table = Table(title=shown(f"{result.records} decisions in {elapsed:.1f}s -> {args.output}"))
     for col in ("cluster", "snapshots", "period (UTC)", "throttled", "fallback", "episodes", "max viol.",
                 "failed polls"):
         table.add_column(col, no_wrap=True, min_width=len(col))
     for row in result.clusters:
-        table.add_row(row["cluster_id"], str(row["snapshots"]), _period(row["first_us"], row["last_us"]),
+        table.add_row(shown(row["cluster_id"]), str(row["snapshots"]), _period(row["first_us"], row["last_us"]),
                       _duration(row["throttled_s"]), _duration(row["fallback_s"]), str(row["episodes"]),
                       str(row["max_violations"]), str(row["failed_polls"]))
     console = Console(width=max(130, Console().width))
@@ -137,19 +138,19 @@ def sweep_table(rows, path: str | None):
     from rich.table import Table
 
     key = rows[0].key.removeprefix("client.quota.callback.static.") if rows else "setting"
-    table = Table(title=f"what-if sweep of {key} (also in {path})")
+    table = Table(title=shown(f"what-if sweep of {key} (also in {path})"))
     for col in ("cluster", "value", "throttled", "episodes", "longest episode", "fallback", "least avail. unthrottled"):
         table.add_column(col, no_wrap=True, min_width=len(col), justify="left" if col == "cluster" else "right")
     for r in rows:
-        table.add_row(r.cluster_id, r.value, _duration(r.throttled_s), str(r.episodes),
+        table.add_row(shown(r.cluster_id), shown(r.value), _duration(r.throttled_s), str(r.episodes),
                       _duration(r.longest_episode_s), _duration(r.fallback_s),
                       "-" if r.min_ratio_unthrottled is None else f"{r.min_ratio_unthrottled:.2%}")
     return table
 
 
 def say(line: str) -> None:
-    """Progress and problems go to stderr as plain lines (greppable, never re-wrapped)."""
-    print(line, file=sys.stderr, flush=True)
+    """Progress and problems go to stderr as plain lines (greppable, never re-wrapped), control characters visible."""
+    print(visible(line), file=sys.stderr, flush=True)
 
 
 def _duration(seconds: float | None) -> str:

@@ -9,6 +9,7 @@ import time
 from typing import TYPE_CHECKING
 
 from quota_pipeline.commands.common import configure_logging
+from quota_pipeline.core.display import visible
 from quota_pipeline.commands.dashboard import add_feed_arguments, load_feed_config, quiet_kafka
 
 if TYPE_CHECKING:
@@ -44,13 +45,13 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def print_record(key: bytes | None, value: bytes | None, where: str, readable: bool) -> None:
     """--json: readable values to stdout as one compact line; the rest to stderr, in words."""
-    name = None if key is None else key.decode("utf-8", "replace")
+    name = "no key" if key is None else f"'{visible(key.decode('utf-8', 'backslashreplace'))}'"
     if value is None:
-        print(f"tombstone for {name!r} {where}: the cluster's decisions are retired", file=sys.stderr, flush=True)
+        print(f"tombstone for {name} {visible(where)}: the cluster's decisions are retired", file=sys.stderr, flush=True)
     elif readable:
         print(json.dumps(json.loads(value), separators=(",", ":")), flush=True)
     else:
-        print(f"unreadable record {where} (key {name!r}): not a decision record", file=sys.stderr, flush=True)
+        print(f"unreadable record {visible(where)} (key {name}): not a decision record", file=sys.stderr, flush=True)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -81,7 +82,7 @@ def _once(feed: Feed, args: argparse.Namespace) -> int:
     if not args.json:
         _console().print(_view(feed))
     if not status.caught_up:
-        print(f"error: could not read {status.topic} within {args.catch_up_timeout:g} s: {status.message}",
+        print(f"error: could not read {status.topic} within {args.catch_up_timeout:g} s: {visible(status.message)}",
               file=sys.stderr)
         return EXIT_UNAVAILABLE
     return 0

@@ -8,7 +8,11 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
+from quota_pipeline.core.display import text as shown, visible
 from quota_pipeline.dashboard import text
+from quota_pipeline.broker.rules import printable
+from quota_pipeline.core.config import MAX_CLOCK_SKEW
+from quota_pipeline.dashboard.history import Refused
 from quota_pipeline.dashboard.records import DecisionView, VolumeView
 from quota_pipeline.dashboard.view import ClusterSummary, FeedStatus, Settings
 
@@ -16,8 +20,9 @@ DETAILS = 3  # clusters shown in detail: the riskiest, when throttled, stale or 
 
 
 def render(summaries: list[ClusterSummary], feed: FeedStatus, now: dt.datetime, settings: Settings,
-           unreadable_total: int = 0) -> RenderableType:
-    parts: list[RenderableType] = [feed_line(feed, now, unreadable_total), overview_table(summaries, now, settings)]
+           unreadable_total: int = 0, refused: tuple[int, Refused | None] = (0, None)) -> RenderableType:
+    parts: list[RenderableType] = [feed_line(feed, now, unreadable_total), *refused_line(*refused),
+                                   overview_table(summaries, now, settings)]
     at_risk = [s for s in summaries if s.state != "OK" or s.stale or s.basis != "record"][:DETAILS]
     parts.extend(detail(s, now, settings) for s in at_risk)
     return Group(*parts)
@@ -25,22 +30,33 @@ def render(summaries: list[ClusterSummary], feed: FeedStatus, now: dt.datetime, 
 
 def feed_line(feed: FeedStatus, now: dt.datetime, unreadable_total: int) -> Text:
     if feed.state == "following":
-        line = Text(f"{feed.topic} on {feed.bootstrap}: " + ("live" if feed.caught_up else "reading history ..."),
+        line = Text(visible(f"{feed.topic} on {feed.bootstrap}: ") + ("live" if feed.caught_up else "reading history ..."),
                     style="green")
     elif feed.state == "connecting":
-        line = Text(f"{feed.message} ({text.duration((now - feed.since).total_seconds())}) ...", style="yellow")
+        line = Text(f"{visible(feed.message)} ({text.duration((now - feed.since).total_seconds())}) ...", style="yellow")
     else:
         line = Text(f"decision topic unavailable for {text.duration((now - feed.since).total_seconds())}: "
-                    f"{feed.message}", style="bold red")
+                    f"{visible(feed.message)}", style="bold red")
     if unreadable_total:
         line.append(f"  {unreadable_total} record(s) could not be read", style="yellow")
     return line
 
 
+def refused_line(total: int, last: Refused | None) -> list[Text]:
+    """Records refused as brokers refuse them (dated ahead of the clock): how many, and the last one's place and why."""
+    if not total:
+        return []
+    line = Text(f"{total} decision record(s) refused: dated further ahead of this clock than {MAX_CLOCK_SKEW} "
+                "allows; only the pipeline may change the factor", style="bold red")
+    if last is not None:
+        line.append(f" (last: key {printable(last.key)} {printable(last.where)[1:-1]}: {last.reason})")
+    return [line]
+
+
 def overview_table(summaries: list[ClusterSummary], now: dt.datetime, settings: Settings) -> Table:
     table = Table(title=f"clusters, riskiest first ({now:%H:%M:%S} UTC)", title_justify="left",
                   box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False)
-    widest = max((len(s.key) for s in summaries), default=7)
+    widest = max((len(visible(s.key)) for s in summaries), default=7)
     table.add_column("cluster", no_wrap=True, min_width=min(30, widest))
     table.add_column("factor", no_wrap=True, min_width=6)
     table.add_column("state")
@@ -49,42 +65,42 @@ def overview_table(summaries: list[ClusterSummary], now: dt.datetime, settings: 
     for s in summaries:
         d = s.latest
         closest = d.volumes[0] if d and d.volumes else None
-        table.add_row(
+        table.add_row(*(c if isinstance(c, Text) else shown(c) for c in (  # every cell as text, never markup
             s.key, Text(text.factor(s.factor), style=_factor_style(s.factor)), _state(s), _since(s, now),
             "-" if d is None else f"{d.source} {text.duration(s.age_seconds)} ago",
             "-" if closest is None else f"broker {closest.broker_id} {closest.log_dir}",
             "-" if closest is None else ("offline" if closest.offline else text.percent(closest.available_ratio)),
-            _eta(s), "-" if d is None else text.brokers(d.missing_brokers))
+            _eta(s), "-" if d is None else text.brokers(d.missing_brokers))))
     if not summaries:
         table.caption = "no decision on the topic yet"
     return table
 
 
 def detail(s: ClusterSummary, now: dt.datetime, settings: Settings) -> Group:
-    head = Text(f"\n{s.key}: ", style="bold")
+    head = Text(f"\n{visible(s.key)}: ", style="bold")
     head.append(s.state, style=_factor_style(s.factor))
-    head.append(f", factor {text.factor(s.factor)}: {s.reason}")
+    head.append(f", factor {text.factor(s.factor)}: {visible(s.reason)}")
     lines: list[RenderableType] = [head]
     if s.stale and s.latest is not None:
         lines.append(Text(f"No decision for {text.duration(s.age_seconds)}: more than two check intervals "
                           f"({text.duration(settings.check_interval.total_seconds())} each). Is the streaming job "
                           "running and publishing?", style="bold red"))
     if s.unreadable:
-        lines.append(Text(f"{s.unreadable} record(s) could not be read (last: {s.last_error})", style="yellow"))
+        lines.append(Text(f"{s.unreadable} record(s) could not be read (last: {visible(s.last_error)})", style="yellow"))
     d = s.latest
     if d is None:
         return Group(*lines)
     if d.missing_brokers:
         lines.append(Text(f"missing brokers: {text.brokers(d.missing_brokers)}", style="yellow"))
     if d.note:
-        lines.append(Text(d.note, style="yellow"))
+        lines.append(shown(d.note, style="yellow"))
     lines.append(volumes_table(d))
     return Group(*lines)
 
 
 def volumes_table(d: DecisionView) -> Table:
     table = Table(box=None, pad_edge=False, title_justify="left",
-                  title=f"log dirs closest to the hard limit ({text.limits(d.limit)})")
+                  title=shown(f"log dirs closest to the hard limit ({text.limits(d.limit)})"))
     for column in ("broker", "log dir", "available", "of total", "headroom", "filling at", "ETA", "largest partitions"):
         table.add_column(column)
     for v in d.volumes:
@@ -92,13 +108,13 @@ def volumes_table(d: DecisionView) -> Table:
     return table
 
 
-def _volume_row(v: VolumeView, listed: bool) -> list[str]:
+def _volume_row(v: VolumeView, listed: bool) -> list[Text]:
     available = "offline" if v.offline else f"{text.size(v.available_bytes)} ({text.percent(v.available_ratio)})"
     partitions = ", ".join(f"{p.topic}-{p.partition} {text.size(p.size_bytes)}" for p in v.top_partitions)
-    return [str(v.broker_id), v.log_dir, available, text.size(v.total_bytes), text.size(v.headroom_bytes),
+    return [shown(c) for c in (str(v.broker_id), v.log_dir, available, text.size(v.total_bytes), text.size(v.headroom_bytes),
             text.rate(v.fill_rate_bytes_per_second) if v.fill_rate_bytes_per_second else _idle(listed),
             _volume_eta(v.eta_seconds, listed),
-            partitions or ("none listed" if listed else "not in a version 1 record")]
+            partitions or ("none listed" if listed else "not in a version 1 record"))]
 
 
 def _state(s: ClusterSummary) -> Text:

@@ -20,6 +20,7 @@ from rich.text import Text
 
 from quota_pipeline import resources
 from quota_pipeline.core import config as cfg
+from quota_pipeline.core.display import markup, text as shown
 
 DEMO_CONFIG = resources.path("demo/demo.properties")
 DEMO_SCENARIO = resources.path("scenarios/demo.yaml")
@@ -108,7 +109,8 @@ class LiveView:
                 + ("offline" if worst["available_ratio"] is None else f"{worst['available_ratio']:.1%} free"))
             style = "red" if r.throttle_factor == 0 else ("yellow" if r.throttle_factor < 1 else "green")
             table.add_row(f"{r.observed_at:%H:%M:%S}", Text(f"{r.throttle_factor:.2f}", style=style),
-                          r.decision_source, r.status, str(r.violations), str(r.active_log_dirs), worst_text)
+                          shown(r.decision_source), shown(r.status), str(r.violations), str(r.active_log_dirs),
+                          shown(worst_text))
         return table
 
     def summary(self) -> Table:
@@ -123,7 +125,7 @@ class LiveView:
             s[0] += seconds
             s[1] += 1
         for (factor, source), (seconds, n) in sorted(spans.items(), key=lambda kv: (-kv[0][0], kv[0][1])):
-            table.add_row(f"{factor:.2f}", source, f"{seconds:.0f}", str(n))
+            table.add_row(f"{factor:.2f}", shown(source), f"{seconds:.0f}", str(n))
         return table
 
 
@@ -165,7 +167,7 @@ def run_demo(console: Console, duration: float | None = None, metrics_port: int 
     except Exception as exc:  # noqa: BLE001
         services.stop()
         sock.close()
-        console.print(f"[red]error:[/] {exc}")
+        console.print(f"[red]error:[/] {markup(exc)}")
         return 1
     checkpoint = tempfile.mkdtemp(prefix="quota-pipeline-demo-")
     conf = services.config(checkpoint, metrics_port)
@@ -187,7 +189,7 @@ def run_demo(console: Console, duration: float | None = None, metrics_port: int 
             job.metrics.serve(conf.metrics_host, conf.metrics_port)
             console.print(f"metrics on http://{conf.metrics_host}:{conf.metrics_port}/metrics")
         except OSError as exc:
-            console.print(f"metrics not served ({exc}); pass --metrics-port to choose another port")
+            console.print(f"metrics not served ({markup(exc)}); pass --metrics-port to choose another port")
         with Live(view.render(), console=console, refresh_per_second=2, transient=False) as live:
             def refresh(decisions: list[Any]) -> None:
                 if decisions and not view.history:  # the first decision starts the story (a batch may be empty)

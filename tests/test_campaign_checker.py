@@ -1,0 +1,187 @@
+"""The fault campaign's checker over made-up histories: it passes a safe one and fails each kind of violation."""
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import json
+from pathlib import Path
+
+from bench import campaign_checker as cc
+
+T0 = 1_800_000_000.0
+HARD = 1000
+META = cc.Meta(interval_s=2.0, validity_s=10.0, hard_limit_bytes=HARD, fallback=1.0, floor_bytes_per_s=1000.0,
+               producers=2, brokers=3, request_bytes=1000, seed=7, start=T0, end=T0 + 100)
+
+
+def iso(t: float) -> str:
+    return dt.datetime.fromtimestamp(t, dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
+
+
+def record(t: float, factor: float, source: str = "OBSERVATION", delay: float = 0.5, validity: float = 10.0) -> dict:
+    observed = t - delay
+    return {"cluster_id": "c", "observed_at": iso(observed), "throttle_factor": factor, "source": source,
+            "valid_until": None if source == "FALLBACK" else iso(observed + validity), "status": "SUCCESS"}
+
+
+def published(factors: dict[float, float] | list[tuple[float, float]]) -> list[cc.Published]:
+    items = factors.items() if isinstance(factors, dict) else factors
+    return [cc.Published(T0 + t, 0, i, "c", json.dumps(record(T0 + t, f))) for i, (t, f) in enumerate(items)]
+
+
+def every(start: float, end: float, factor_of) -> dict[float, float]:
+    """A decision every interval from `start` to `end` (seconds after T0), factor by time."""
+    out, t = {}, start
+    while t < end:
+        out[t] = factor_of(t)
+        t += META.interval_s
+    return out
+
+
+def disks(low_from: float, low_to: float, node: int = 1) -> list[cc.DiskSample]:
+    """Node `node`'s tmpfs sampled every 0.5 s, at or below HARD in [low_from, low_to)."""
+    return [cc.DiskSample(T0 + t / 2, node, "/d", 10 if low_from <= t / 2 < low_to else 50_000)
+            for t in range(0, 200)]
+
+
+def history(pub, disk, faults=(), producers=(), log=(), runs=None, replayed=None, meta=META) -> cc.History:
+    runs = [cc.JobRun(T0, None, None, "campaign")] if runs is None else runs
+    return cc.History(meta, disk, pub, list(faults), list(producers), runs, list(log), replayed)
+
+
+def safe_factor(t: float) -> float:
+    return 0.0 if 22 <= t < 52 else 1.0  # low from 20 to 50: throttled at 22, released at 52
+
+
+def props(report: cc.Report) -> list[str]:
+    return [v.prop for v in report.violations]
+
+
+def test_a_safe_history_has_no_violation_and_states_its_allowances():
+    report = cc.check(history(published(every(0, 100, safe_factor)), disks(20, 50)), "c")
+    assert report.violations == [] and report.explained == []
+    assert report.decisions == 50
+    assert abs(report.p99_delay_s - 0.5) < 1e-6 and abs(report.detection_allowance_s - 2.5) < 1e-6
+    assert max(report.detection_delays) == 2.0 and max(report.release_delays) == 2.0
+    text = cc.render(report, META)
+    assert "0 violations" in text and "interval 2 s + p99 delay 0.5 s" in text
+
+
+def test_an_early_release_while_the_log_dir_is_still_low_is_a_violation():
+    early = every(0, 100, lambda t: 0.0 if 22 <= t < 40 else 1.0)  # released at 40, still low until 50
+    report = cc.check(history(published(early), disks(20, 50)), "c")
+    assert props(report) == ["unsafe-release"]
+    v = report.violations[0]
+    assert v.start == T0 + 40 and v.end == T0 + 50 and not v.explained
+    assert "node 1 /d at or below the hard limit" in cc.line(v, T0)
+
+
+def test_a_detection_slower_than_the_interval_plus_p99_delay_is_a_violation():
+    slow = every(0, 100, lambda t: 0.0 if 28 <= t < 52 else 1.0)
+    report = cc.check(history(published(slow), disks(20, 50)), "c")
+    assert props(report) == ["unsafe-release"]
+    assert report.violations[0].start == T0 + 22.5  # 20 + interval 2 + p99 delay 0.5
+
+
+def test_a_low_log_dir_on_a_stopped_broker_is_only_due_once_the_broker_has_been_up():
+    late = every(0, 100, lambda t: 0.0 if 42 <= t < 52 else 1.0)
+    stopped = [cc.Fault("kill9", "node1", T0 + 10, T0 + 40)]
+    assert cc.check(history(published(late), disks(20, 50), stopped), "c").violations == []
+    elsewhere = [cc.Fault("kill9", "node2", T0 + 10, T0 + 40)]
+    assert "unsafe-release" in props(cc.check(history(published(late), disks(20, 50), elsewhere), "c"))
+
+
+def test_a_release_later_than_the_bound_is_a_violation():
+    sticky = every(0, 100, lambda t: 0.0 if 22 <= t < 70 else 1.0)
+    report = cc.check(history(published(sticky), disks(20, 50)), "c")
+    assert props(report) == ["release"]
+    assert "(1.0 after 20.0 s)" in report.violations[0].what
+
+
+def test_a_gap_longer_than_the_validity_is_a_violation_unless_a_fault_stopped_publication():
+    gappy = {t: f for t, f in every(0, 100, lambda t: 1.0).items() if not 30 < t < 50}
+    report = cc.check(history(published(gappy), disks(200, 200)), "c")
+    assert props(report) == ["gap"] and "no decision for 20.0 s" in report.violations[0].what
+    stopped = [cc.Fault("output_stop", "output", T0 + 31, T0 + 45)]
+    report = cc.check(history(published(gappy), disks(200, 200), stopped), "c")
+    assert report.violations == [] and [v.prop for v in report.explained] == ["gap"]
+    assert report.explained[0].faults == ("output_stop@output",)
+    paused = [cc.Fault("pause", "node2", T0 + 31, T0 + 45)]  # the topic is elsewhere: no excuse
+    assert props(cc.check(history(published(gappy), disks(200, 200), paused), "c")) == ["gap"]
+
+
+def test_an_unexplained_exception_in_the_job_log_and_an_exit_are_violations():
+    pub = published(every(0, 100, lambda t: 1.0))
+    log = [(T0 + 10, "INFO all fine"), (T0 + 30, "Traceback (most recent call last):"),
+           (T0 + 61, "ERROR publishing failed: broker down"),
+           (T0 + 70, "ERROR Encountered metadata publishing fault: KAFKA-20746")]
+    faults = [cc.Fault("output_stop", "output", T0 + 50, T0 + 58)]
+    runs = [cc.JobRun(T0, T0 + 99, 1, "exited")]
+    report = cc.check(history(pub, disks(200, 200), faults, log=log, runs=runs), "c")
+    assert [(v.prop, v.start - T0) for v in report.violations] == [("job-log", 30.0), ("job-exit", 99.0)]
+    assert [(v.prop, v.start - T0) for v in report.explained] == [("job-log", 61.0)]
+
+
+def test_more_than_the_floor_admitted_at_factor_0_is_a_violation():
+    pub = published(every(0, 100, safe_factor))
+
+    def samples(rate: float) -> list[cc.ProducerSample]:
+        return [cc.ProducerSample(T0 + t, c, int(rate * t), 0) for c in ("a", "b") for t in range(0, 100)]
+    ok = cc.check(history(pub, disks(20, 50), producers=samples(2000)), "c")  # 2 x 2000 < 3 x 2 x 1000
+    assert ok.violations == []
+    bad = cc.check(history(pub, disks(20, 50), producers=samples(5000)), "c")
+    assert props(bad) == ["admitted"] and "10000 B/s acknowledged at factor 0" in bad.violations[0].what
+
+
+def test_a_replay_that_differs_from_what_was_published_is_a_violation():
+    pub = published(every(0, 100, safe_factor))
+    replayed = [json.loads(p.value) for p in pub]
+    assert cc.check(history(pub, disks(20, 50), replayed=replayed), "c").violations == []
+    replayed[15] = {**replayed[15], "throttle_factor": 1.0}
+    report = cc.check(history(pub, disks(20, 50), replayed=replayed[:-1]), "c")
+    assert props(report) == ["replay", "replay"]
+
+
+def test_forged_records_are_ignored_and_any_other_unreadable_record_is_a_violation():
+    pub = published(every(0, 100, safe_factor))
+    junk = cc.Published(T0 + 30, 0, 999, "c", "{not json")
+    future = cc.Published(T0 + 31, 0, 1000, "c", json.dumps(record(T0 + 3600, 1.0)))
+    forge = [cc.Fault("forge_malformed", "topic", T0 + 30, T0 + 30, {"offsets": [[0, 999]]}),
+             cc.Fault("forge_future", "topic", T0 + 31, T0 + 31, {"offsets": [[0, 1000]]})]
+    report = cc.check(history(pub + [junk, future], disks(20, 50), forge), "c")
+    assert report.violations == [] and report.forged == 2
+    report = cc.check(history(pub + [junk], disks(20, 50)), "c")
+    assert props(report) == ["record"]
+
+
+def test_a_future_dated_record_the_campaign_did_not_forge_is_refused_by_the_brokers_model():
+    pub = published(every(0, 100, safe_factor)) + [
+        cc.Published(T0 + 30, 0, 1000, "c", json.dumps(record(T0 + 3600, 1.0)))]
+    assert cc.check(history(pub, disks(20, 50)), "c").violations == []
+
+
+def test_the_fallback_applies_past_valid_until():
+    pub = published({0.0: 1.0, 21.0: 0.0})  # nothing after 21: valid until 30.5, then fallback 1.0
+    short = dataclasses.replace(META, end=T0 + 45)
+    report = cc.check(history(pub, disks(20, 45), meta=short, runs=[]), "c")
+    assert [(v.prop, v.start - T0) for v in report.violations] == [("unsafe-release", 30.5)]
+
+
+def test_the_command_reads_a_history_directory_and_exits_1_on_a_violation(tmp_path: Path, capsys):
+    early = published(every(0, 100, lambda t: 0.0 if 22 <= t < 40 else 1.0))
+    (tmp_path / "meta.json").write_text(json.dumps({**dataclasses.asdict(META), "cluster": "c"}))
+    (tmp_path / "published.jsonl").write_text("".join(json.dumps(dataclasses.asdict(p)) + "\n" for p in early))
+    (tmp_path / "disks.jsonl").write_text("".join(json.dumps(dataclasses.asdict(d)) + "\n" for d in disks(20, 50)))
+    (tmp_path / "job.tlog").write_text(f"{T0 + 5}\tstarted\n")
+    assert cc.main([str(tmp_path)]) == 1
+    out = capsys.readouterr().out
+    assert "VIOLATION unsafe-release" in out and "seed 7:" in out
+    assert cc.main([str(tmp_path / "nowhere")]) == 2
+
+
+def test_the_checker_imports_nothing_of_the_pipeline():
+    import ast
+    tree = ast.parse(Path(cc.__file__).read_text())
+    imported = {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+    imported |= {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
+    assert imported and not any(m.split(".")[0] in ("quota_pipeline", "tests") for m in imported), imported

@@ -131,6 +131,14 @@ def test_acls_apply_creates_every_binding_once(secured: Secured):
                          "--enforce-principal", "User:enforcer", "--command-config", secured.admin_path, "--apply")
     assert code == 0 and f"0 added, {len(cluster['added'])} already present" in out, out + err
     assert "secret" not in out + err
+    # A login that may not manage ACLs (the brokers' reader): one line naming --command-config, exit 1.
+    not_admin = write_properties(Path(secured.admin_path).with_name("reader.properties"),
+                                 login(secured.cluster, "broker"))
+    code, out, err = cli("acls", "--config", secured.conf_path, "--reader-principal", "User:broker", "--apply",
+                         "--command-config", str(not_admin))
+    assert code == 1 and "Traceback" not in err, err
+    last = err.strip().splitlines()[-1]
+    assert last.startswith("error: ") and "may not manage ACLs" in last and "--command-config" in last, err
 
 
 def test_without_its_binding_the_pipeline_cannot_observe_and_with_it_it_can(secured: Secured):

@@ -1,5 +1,6 @@
 """Random journals of a few clusters (hypothesis): brokers that come, go and are fenced, offline and empty
-volumes, failed polls, readings with top partitions; shared by the replay equivalence tests."""
+volumes, failed polls, readings with top partitions, and log dirs that fill, hold steady or free at a steady rate
+and then go offline for a while (the offline-after-filling rule); shared by the replay equivalence tests."""
 from __future__ import annotations
 
 from dataclasses import replace
@@ -7,13 +8,40 @@ from dataclasses import replace
 from hypothesis import strategies as st
 
 from builders import GB, failed, ok, vol
-from quota_pipeline.core.model import PartitionSize, Status
+from quota_pipeline.core.model import PartitionSize, Status, Volume
+
+
+# Bytes per second a drifting log dir loses: fast, slow, steady, freeing.
+DRIFT_RATES = (200_000_000, 20_000_000, 0, -50_000_000)
+
+
+@st.composite
+def drift(draw):
+    """A log dir that moves at a steady rate from a start level, then is reported offline over a span of polls
+    (as Kafka takes a dir offline at ENOSPC or on a failed disk): (start free, rate, total, offline from, to)."""
+    start = draw(st.integers(2, 40)) * GB // 2
+    rate = draw(st.sampled_from(DRIFT_RATES))
+    total = draw(st.sampled_from([100 * GB, 7 * GB + 3]))
+    offline_from = draw(st.integers(1, 12))
+    return start, rate, total, offline_from, offline_from + draw(st.integers(1, 30))
+
+
+def drifting(d, t: float, poll: int, b: int, log_dir: str) -> Volume:
+    start, rate, total, offline_from, offline_to = d
+    if offline_from <= poll < offline_to:
+        return vol(b, None, total=total, log_dir=log_dir)
+    free = min(max(start - int(rate * t), 0), total)
+    # What fills it: an offline dir that filled up keeps its last reading's partitions in the record.
+    return replace(vol(b, free, total=total, log_dir=log_dir), top_partitions=(PartitionSize("fill", b, poll),))
 
 
 @st.composite
 def cluster_journal(draw, cluster: str):
     t, snaps = 0.0, []
-    for _ in range(draw(st.integers(1, 30))):
+    # Some log dirs follow a steady trend (and go offline) instead of random readings.
+    drifts = draw(st.dictionaries(st.tuples(st.integers(1, 5), st.sampled_from(["/a", "/b"])), drift(),
+                                  max_size=3))
+    for poll in range(draw(st.integers(1, 30))):
         t += draw(st.sampled_from([1, 10, 29, 30, 31, 60, 200]))
         if draw(st.integers(0, 6)) == 0:
             snaps.append(failed(t, draw(st.sampled_from(list(Status)[1:])), cluster=cluster))
@@ -24,7 +52,11 @@ def cluster_journal(draw, cluster: str):
         reporting = draw(st.sets(st.sampled_from(sorted(brokers | fenced))))
         vols = []
         for b in sorted(reporting):
-            for d in sorted(draw(st.sets(st.sampled_from(["/a", "/b"]), min_size=1))):
+            dirs = draw(st.sets(st.sampled_from(["/a", "/b"]), min_size=1)) | {d for k, d in drifts if k == b}
+            for d in sorted(dirs):
+                if (b, d) in drifts:
+                    vols.append(drifting(drifts[b, d], t, poll, b, d))
+                    continue
                 free = draw(st.one_of(st.none(), st.integers(0, 40).map(lambda g: g * GB // 2)))
                 total = draw(st.sampled_from([100 * GB, 0, 7 * GB + 3]))
                 v = vol(b, None if free is None else min(free, total), total=total, log_dir=d)

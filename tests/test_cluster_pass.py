@@ -4,14 +4,16 @@ reasons of journal/rules.py."""
 from __future__ import annotations
 
 import datetime as dt
+from dataclasses import replace
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from hypothesis import HealthCheck, given, settings as hsettings, strategies as st
+from hypothesis import HealthCheck, find, given, settings as hsettings, strategies as st
 
 from builders import GB, ok, settings, vol
 from journal_strategies import fleets
+from quota_pipeline.core.config import Limit, Limits
 from quota_pipeline.core.decision import decide_all
 from quota_pipeline.journal import period_file, rules
 from quota_pipeline.replay.cluster_pass import ClusterPass, Task
@@ -58,11 +60,13 @@ def replayed(files, clusters, s, chunk_rows=10 ** 9) -> tuple[list[dict], list[d
 @hsettings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
 @given(fleets(), st.sampled_from(["pin", "last-known", "violate"]), st.sampled_from([None, 15 * GB]),
        st.sampled_from([0, 30, 60]), st.sampled_from(["pin", "expire"]), st.sampled_from([0, 2, 5]),
-       st.sampled_from([1, 3, 10 ** 9]))
+       st.sampled_from([1, 3, 10 ** 9]), st.booleans())
 def test_the_columnar_pass_equals_the_streaming_form(tmp_path_factory, snaps, offline, soft, validity, fenced,
-                                                     closest, chunk_rows):
+                                                     closest, chunk_rows, ratio):
     s = settings(hard_bytes=5 * GB, soft_bytes=soft, validity_s=validity, offline=offline, fallback=0.3,
                  fenced=fenced, closest=closest)
+    if ratio:  # ratio limits: the offline-after-filling extrapolation compares a ratio of the last total
+        s = replace(s, limits=Limits(Limit("ratio", 0.1), None if soft is None else Limit("ratio", 0.25)))
     # Clusters interleaved in one file, in small row groups: each chunk of a cluster reads only its rows.
     path = write_flat(tmp_path_factory.mktemp("cp") / "j.parquet", sorted(snaps, key=lambda x: x.observed_at), 7)
     got, rejected = replayed([path], sorted({x.cluster_id for x in snaps}), s, chunk_rows)
@@ -71,6 +75,17 @@ def test_the_columnar_pass_equals_the_streaming_form(tmp_path_factory, snaps, of
     key = lambda r: (r["cluster_id"], r["observed_at"])  # noqa: E731
     assert sorted(got, key=key) == sorted(want, key=key)
 
+
+
+def test_the_strategies_generate_dirs_that_go_offline_after_filling():
+    """The property tests above see the offline-after-filling rule at work (find fails when no journal the
+    strategy can draw has such a dir)."""
+    s = settings(hard_bytes=5 * GB, validity_s=60)
+
+    def reasons(snaps) -> set:
+        return {c.reason for sm, _ in decide_all(snaps, s) for c in sm.closest_volumes}
+
+    assert "offline-filling" in reasons(find(fleets(), lambda snaps: "offline-filling" in reasons(snaps)))
 
 
 def test_a_journal_split_over_files_out_of_order_is_read_in_time_order(tmp_path):

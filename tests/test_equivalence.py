@@ -18,7 +18,7 @@ from quota_pipeline.core.decision import decide_all
 
 CLOSEST_TYPE = ("array<struct<broker_id:bigint,log_dir:string,available_bytes:bigint,total_bytes:bigint,"
                 "available_ratio:double,headroom_bytes:double,fill_rate_bytes_per_second:double,eta_seconds:double,"
-                "top_partitions:array<struct<topic:string,partition:int,size_bytes:bigint>>>>")
+                "top_partitions:array<struct<topic:string,partition:int,size_bytes:bigint>>,reason:string>>")
 COMPARED = ("cluster_id", "observed_at", "throttle_factor", "source", "valid_until", "violations",
             "active_log_dirs", "active_brokers", "missing_brokers", "min_available_ratio", "worst_volume",
             "throttled_since", "closest_volumes")
@@ -36,7 +36,8 @@ def python_frame(spark, snaps, s):
                      _naive(d.throttled_since),
                      [(c.broker_id, c.log_dir, c.available_bytes, c.total_bytes, c.available_ratio, c.headroom_bytes,
                        c.fill_rate_bytes_per_second, c.eta_seconds,
-                       [(p.topic, p.partition, p.size_bytes) for p in c.top_partitions]) for c in sm.closest_volumes]))
+                       [(p.topic, p.partition, p.size_bytes) for p in c.top_partitions], c.reason)
+                      for c in sm.closest_volumes]))
     schema = ("cluster_id string, observed_at timestamp, throttle_factor double, source string, "
               "valid_until timestamp, violations long, active_log_dirs long, active_brokers long, "
               "missing_brokers array<long>, min_available_ratio double, worst_volume struct<broker_id: long, "

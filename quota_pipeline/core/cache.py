@@ -19,6 +19,8 @@ from quota_pipeline.core.model import (
 from quota_pipeline.core.settings import Settings
 
 Key = tuple[int, str]
+# closest_volumes' `reason` of an entry without bytes (model.ClosestVolume).
+OFFLINE, OFFLINE_FILLING = "offline", "offline-filling"
 
 
 @dataclass(frozen=True)
@@ -70,8 +72,12 @@ def apply_snapshot(state: CacheState, snap: VolumeSnapshot, settings: Settings) 
                 entries[key] = Entry(v.broker_id, v.log_dir, t, None, None)
             elif settings.offline_policy == "pin":
                 existing = entries.get(key)
-                entries[key] = replace(existing, pinned=True) if existing else Entry(
-                    v.broker_id, v.log_dir, t, None, None, pinned=True)
+                if existing is None:
+                    entries[key] = Entry(v.broker_id, v.log_dir, t, None, None, pinned=True)
+                elif reached_by(existing, t_us, settings):
+                    entries[key] = went_offline_filling(existing)
+                else:
+                    entries[key] = replace(existing, pinned=True)
             # last-known: the cached reading stays and expires like any other.
         if settings.fenced_policy == "pin":
             # A fenced broker takes no writes: its last readings are its current state (Strimzi #40), so a
@@ -83,6 +89,25 @@ def apply_snapshot(state: CacheState, snap: VolumeSnapshot, settings: Settings) 
     new_state = CacheState(entries, registered, history)
     in_force = [e for e in entries.values() if not e.pinned or e.broker_id in registered]
     return new_state, summarize(snap, in_force, settings)
+
+
+def reached_by(e: Entry, t_us: int, settings: Settings) -> bool:
+    """An offline log dir whose cached reading `e` was filling: has it reached the hard limit by `t_us`?
+
+    The last available bytes minus the reading's fill rate (fitted over the readings before it went offline)
+    times the time since that reading, against the hard limit (bytes, or ratio of the last total). No rate
+    (steady, freeing, or a single reading) never reaches it. core/kernel.py's _reached, operation for operation.
+    """
+    if e.available_bytes is None or e.total_bytes is None or e.fill_rate is None:
+        return False
+    estimate = e.available_bytes - e.fill_rate * ((t_us - epoch_micros(e.observed_at)) / 1e6)
+    return policy.violates_py(estimate, e.total_bytes, settings.limits)
+
+
+def went_offline_filling(e: Entry) -> Entry:
+    """The pinned offline entry of a dir that filled up before it went offline: no bytes (it violates as any
+    offline entry), with the fill rate and top partitions of its last reading for the record."""
+    return replace(e, total_bytes=None, available_bytes=None, pinned=True)
 
 
 def _reading(v: Volume, t: dt.datetime, fill_rate: float | None) -> Entry:
@@ -105,8 +130,17 @@ def closest_volumes(in_force: list[Entry], settings: Settings) -> tuple[ClosestV
 
     ranked = sorted(((headroom(e), e) for e in in_force), key=lambda he: closest_key(*he))
     return tuple(ClosestVolume(e.broker_id, e.log_dir, e.available_bytes, e.total_bytes, e.available_ratio, h,
-                               e.fill_rate, trend.eta_seconds(h, e.fill_rate), e.top_partitions)
+                               e.fill_rate, 0.0 if offline_reason(e) == OFFLINE_FILLING else
+                               trend.eta_seconds(h, e.fill_rate), e.top_partitions, offline_reason(e))
                  for h, e in ranked[:settings.closest_volumes])
+
+
+def offline_reason(e: Entry) -> str | None:
+    """Why an entry without bytes violates: reported offline after filling up (it keeps its fill rate), or
+    reported offline with no reading to judge it by (or under the `violate` policy); None for a reading."""
+    if e.available_bytes is not None and e.total_bytes is not None:
+        return None
+    return OFFLINE if e.fill_rate is None else OFFLINE_FILLING
 
 
 def worst_key(factor: float, entry: Entry) -> tuple:

@@ -68,6 +68,7 @@ class State:
     offline: np.ndarray     # bool[K]: no bytes
     fill: np.ndarray        # float64[K], NaN when not filling
     row: np.ndarray         # int64[K]: the input row the reading came from (its top partitions), NONE if offline
+    #                         (an offline dir that filled up keeps its last reading's row and fill rate)
     hist_t: np.ndarray      # int64[K, FILL_READINGS]: the key's last readings, oldest first
     hist_a: np.ndarray      # int64[K, FILL_READINGS]
     hist_n: np.ndarray      # int64[K]
@@ -228,6 +229,17 @@ def _factor(offline, available, total, hard_kind, hard_value, soft_kind, soft_va
 
 
 @numba.njit(cache=True)
+def _reached(available, total, rate, elapsed_us, hard_kind, hard_value):
+    """cache.reached_by: the reading extrapolated at its fill rate (NaN: not filling) is at the hard limit."""
+    if np.isnan(rate):
+        return False
+    estimate = available - rate * (elapsed_us / 1e6)
+    if hard_kind == BYTES:
+        return estimate <= hard_value
+    return _ratio(estimate, total) <= hard_value
+
+
+@numba.njit(cache=True)
 def _worse(f1, off1, r1, a1, k1, f2, off2, r2, a2, k2):
     """cache.worst_key(1) < worst_key(2): factor, offline first, ratio, bytes, then key number."""
     if f1 != f2:
@@ -319,6 +331,13 @@ def _run(has, pinned, observed, total, available, offline, fill, row, hist_t, hi
                     fill[k] = np.nan
                     row[k] = NONE
                 elif offline_policy == 1:
+                    # Filled up to the hard limit by now at its last fill rate: pinned offline, keeping that rate
+                    # and the reading's row (its top partitions) for the record (cache.went_offline_filling).
+                    if not offline[k] and _reached(available[k], total[k], fill[k], now - observed[k], hard_kind,
+                                                   hard_value):
+                        total[k] = NONE
+                        available[k] = NONE
+                        offline[k] = True
                     pinned[k] = True
             if fenced_pin:
                 # A fenced broker takes no writes: its last readings are its current state (cache.py).
@@ -387,8 +406,9 @@ def _run(has, pinned, observed, total, available, offline, fill, row, hist_t, hi
         for p in range(filled):
             h = o_c_headroom[i, p]
             rate = o_c_fill[i, p]
-            if not np.isnan(h) and not np.isnan(rate):
-                o_c_eta[i, p] = 0.0 if h <= 0 else h / rate
+            if not np.isnan(rate):
+                # NaN headroom with a rate: offline after filling up (cache.closest_volumes gives it 0).
+                o_c_eta[i, p] = 0.0 if np.isnan(h) or h <= 0 else h / rate
         active = 0
         for b in range(nb):
             if listed[b]:

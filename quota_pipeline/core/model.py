@@ -188,8 +188,11 @@ class ClosestVolume:
     available_ratio: float | None
     headroom_bytes: float | None  # available minus the hard limit in bytes; None when offline
     fill_rate_bytes_per_second: float | None  # None unless filling
-    eta_seconds: float | None
+    eta_seconds: float | None  # 0 for a dir that went offline after filling up to the hard limit
     top_partitions: tuple[PartitionSize, ...] = ()
+    # Why a dir without bytes violates: "offline" (reported offline, no reading to go by, or policy `violate`) or
+    # "offline-filling" (its last readings reached the hard limit by now at their fill rate); None for a reading.
+    reason: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -197,6 +200,7 @@ class ClosestVolume:
             "total_bytes": self.total_bytes, "available_ratio": self.available_ratio,
             "headroom_bytes": self.headroom_bytes, "fill_rate_bytes_per_second": self.fill_rate_bytes_per_second,
             "eta_seconds": self.eta_seconds, "top_partitions": [p.to_json() for p in self.top_partitions],
+            "reason": self.reason,
         }
 
 

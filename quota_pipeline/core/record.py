@@ -131,4 +131,5 @@ def _closest(raw: dict[str, Any]) -> ClosestVolume:
         int(raw["broker_id"]), str(raw["log_dir"]), raw.get("available_bytes"), raw.get("total_bytes"),
         raw.get("available_ratio"), raw.get("headroom_bytes"), raw.get("fill_rate_bytes_per_second"),
         raw.get("eta_seconds"), tuple(PartitionSize(str(p["topic"]), int(p["partition"]), int(p["size_bytes"]))
-                                      for p in raw.get("top_partitions") or ()))
+                                      for p in raw.get("top_partitions") or ()),
+        None if raw.get("reason") is None else str(raw["reason"]))

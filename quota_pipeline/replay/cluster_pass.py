@@ -17,7 +17,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from quota_pipeline.core import kernel
+from quota_pipeline.core import cache, kernel
 from quota_pipeline.core.model import parse_time, epoch_micros
 from quota_pipeline.core.settings import Settings
 from quota_pipeline.journal import rules
@@ -30,7 +30,7 @@ CLOSEST = pa.struct([
     ("broker_id", pa.int64()), ("log_dir", pa.string()), ("available_bytes", pa.int64()),
     ("total_bytes", pa.int64()), ("available_ratio", pa.float64()), ("headroom_bytes", pa.float64()),
     ("fill_rate_bytes_per_second", pa.float64()), ("eta_seconds", pa.float64()),
-    ("top_partitions", pa.list_(PARTITION)),
+    ("top_partitions", pa.list_(PARTITION)), ("reason", pa.string()),
 ])
 WORST = pa.struct([("broker_id", pa.int64()), ("log_dir", pa.string()), ("available_bytes", pa.int64()),
                    ("available_ratio", pa.float64())])
@@ -531,7 +531,8 @@ class ClusterPass:
         offsets = np.concatenate([[0], np.cumsum(counts)]).astype(np.int32)
         k = o.closest[have]
         rows = o.c_row[have]
-        # Offline readings have no partitions: an empty list, as the streaming form's ().
+        # Offline entries have no partitions (an empty list, as the streaming form's ()), except a dir that went
+        # offline after filling up: it keeps its last reading's, and its fill rate (cache.offline_reason).
         parts = parts_all.take(pa.array(rows, pa.int64(), mask=rows < 0))
         if parts.null_count:
             parts = pc.if_else(parts.is_null(), pa.scalar([], pa.list_(PARTITION)), parts)
@@ -547,8 +548,15 @@ class ClusterPass:
         values = pa.StructArray.from_arrays(
             [pa.array(key_broker_id[k], pa.int64()), pa.array(key_name[k], pa.string()), opt_int(o.c_available),
              opt_int(o.c_total), opt_float(o.c_ratio), opt_float(o.c_headroom), opt_float(o.c_fill),
-             opt_float(o.c_eta), parts], fields=list(CLOSEST))
+             opt_float(o.c_eta), parts, _reasons(o.c_available[have], o.c_fill[have])], fields=list(CLOSEST))
         return pa.ListArray.from_arrays(pa.array(offsets), values)
+
+
+def _reasons(available: np.ndarray, fill: np.ndarray) -> pa.Array:
+    """closest_volumes' reason: null for a reading; an offline entry with a fill rate went offline after filling up."""
+    offline = available == kernel.NONE
+    words = np.where(np.isnan(fill), cache.OFFLINE, cache.OFFLINE_FILLING).astype(object)
+    return pa.array(words, pa.string(), mask=~offline)
 
 
 def _first_where(flags: np.ndarray, starts: np.ndarray) -> np.ndarray:

@@ -123,7 +123,7 @@ def from_decision_state(columns: ClusterPass, state: DecisionState) -> ClusterPa
             st.total[k] = kernel.NONE if offline else e.total_bytes
             st.available[k] = kernel.NONE if offline else e.available_bytes
             st.fill[k] = np.nan if e.fill_rate is None else e.fill_rate
-            if not offline:
+            if not offline or e.top_partitions:  # an offline dir that filled up keeps its last reading's
                 st.row[k] = len(partitions)
                 partitions.append([p.to_json() for p in e.top_partitions])
         hist = cache.history.get(key, ())[-kernel.FILL_READINGS:]

@@ -88,6 +88,27 @@ def test_the_strategies_generate_dirs_that_go_offline_after_filling():
     assert "offline-filling" in reasons(find(fleets(), lambda snaps: "offline-filling" in reasons(snaps)))
 
 
+@pytest.mark.parametrize("free, offline_at, total, hard, factors", [
+    ([40, 30, 20], [30, 200], 100 * GB, Limit("bytes", 10 * GB), [0.0, 0.0]),    # filling: offline-filling
+    ([40, 40, 40], [30, 200], 100 * GB, Limit("bytes", 10 * GB), [1.0, 1.0]),    # steady: its last reading stays
+    ([20, 30, 40], [30], 100 * GB, Limit("bytes", 10 * GB), [1.0]),              # freeing
+    ([12.2, 12.1, 12.0], [30, 200, 240], 100 * GB, Limit("bytes", 10 * GB), [1.0, 1.0, 0.0]),  # reached later
+    ([3, 2.5, 2], [45, 47], 7 * GB, Limit("ratio", 0.1), [1.0, 0.0]),
+])
+def test_the_compiled_pass_decides_offline_dirs_as_the_reference(tmp_path, free, offline_at, total, hard, factors):
+    from test_decide import went_offline
+
+    s = replace(settings(validity_s=60), limits=Limits(hard))
+    snaps = went_offline(free, offline_at, total=total)
+    got, _ = replayed([write_flat(tmp_path / "j.parquet", snaps)], ["c1"], s, chunk_rows=2)
+    assert got == streaming(snaps, s)
+    assert [r["throttle_factor"] for r in got[3:]] == factors
+    assert [r["closest_volumes"][0]["reason"] for r in got[3:]] == [
+        "offline-filling" if f == 0.0 else None for f in factors]
+    assert [r["closest_volumes"][0]["eta_seconds"] for r in got[3:] if r["throttle_factor"] == 0.0] == \
+        [0.0] * factors.count(0.0)
+
+
 def test_a_journal_split_over_files_out_of_order_is_read_in_time_order(tmp_path):
     s = settings(hard_bytes=5 * GB, validity_s=30)
     snaps = [ok(10 * i, vol(1, (20 - i) * GB), vol(2, 50 * GB)) for i in range(20)]

@@ -2,12 +2,16 @@
 from __future__ import annotations
 
 import datetime as dt
+from dataclasses import replace
 
+import pytest
 from hypothesis import given, settings as hsettings, strategies as st
 
 from builders import GB, at, failed, ok, settings, vol
 from quota_pipeline.core.decision import decide_all
-from quota_pipeline.core.model import DecisionSource, Status
+from quota_pipeline.core.config import Limit, Limits
+from quota_pipeline.core.model import DecisionSource, PartitionSize, Status, WorstVolume
+from quota_pipeline.core.settings import Settings
 
 
 def run(snaps, s=None):
@@ -142,6 +146,72 @@ def test_offline_violate_makes_it_violate_and_expire():
     snaps = [ok(0, vol(1, 50 * GB)), ok(30, vol(1, None)), failed(95)]
     summaries = [sm for sm, _ in decide_all(snaps, s)]
     assert [sm.violations for sm in summaries] == [0, 1, 0]
+
+
+def went_offline(free_gb: list[float], offline_at: list[float], every: float = 10, total: int = 100 * GB):
+    """Readings of /d0 every `every` seconds from 0 (with the partition that fills it), then offline reports at
+    `offline_at`; broker 2 healthy throughout."""
+    readings = [ok(every * i, replace(vol(1, int(g * GB), total=total), top_partitions=(PartitionSize("t", 0, i),)),
+                   vol(2, 50 * GB)) for i, g in enumerate(free_gb)]
+    return readings + [ok(t, vol(1, None), vol(2, 50 * GB)) for t in offline_at]
+
+
+def test_a_dir_that_went_offline_after_filling_to_the_limit_violates():
+    # 1 GB/s: by 30 s the last reading (20 GB at 20 s) is down to the 10 GB hard limit (inclusive).
+    snaps = went_offline([40, 30, 20], [30, 200, 400]) + [ok(410, vol(1, 50 * GB), vol(2, 50 * GB))]
+    summaries = [(sm, d) for sm, d in decide_all(snaps, settings(validity_s=60))]
+    assert [(d.factor, d.source) for _, d in summaries] == [(1.0, DecisionSource.OBSERVATION)] * 3 + [
+        (0.0, DecisionSource.OBSERVATION)] * 3 + [(1.0, DecisionSource.OBSERVATION)]
+    sm = summaries[3][0]
+    assert sm.violations == 1 and sm.worst_volume == WorstVolume(1, "/d0", None, None)
+    [near, _] = sm.closest_volumes
+    assert (near.broker_id, near.available_bytes, near.headroom_bytes, near.eta_seconds, near.reason) == \
+        (1, None, None, 0.0, "offline-filling")
+    assert near.fill_rate_bytes_per_second == pytest.approx(GB)
+    assert near.top_partitions == (PartitionSize("t", 0, 2),)   # what was filling it, from its last reading
+    # Pinned while it stays offline, past the validity; its next reading replaces it.
+    assert summaries[5][0].closest_volumes[0].reason == "offline-filling"
+    assert summaries[6][0].closest_volumes[0].reason is None
+
+
+def test_a_dir_that_went_offline_while_steady_or_freeing_keeps_its_last_reading():
+    s = settings(validity_s=60)
+    for free in ([40, 40, 40], [20, 30, 40], [11, 11, 11]):
+        summaries = list(decide_all(went_offline(free, [30, 200, 4000]), s))
+        assert [(d.factor, sm.violations) for sm, d in summaries] == [(1.0, 0)] * 6, free
+        kept = summaries[-1][0].closest_volumes
+        assert [(c.broker_id, c.available_bytes, c.reason) for c in kept][:1] == [(1, int(free[-1] * GB), None)]
+
+
+def test_a_slowly_filling_offline_dir_violates_once_its_rate_reaches_the_limit_by_the_time_of_a_poll():
+    # 10 MB/s from 12 GB at 20 s: the 10 GB limit is reached 200 s later, so at the poll at 240 s, not at 200 s.
+    s = settings(validity_s=60)
+    summaries = list(decide_all(went_offline([12.2, 12.1, 12.0], [30, 200, 240, 250]), s))
+    assert [d.factor for _, d in summaries] == [1.0, 1.0, 1.0, 1.0, 1.0, 0.0, 0.0]
+    assert summaries[4][0].closest_volumes[0].eta_seconds == pytest.approx(200.0)   # its last reading's ETA
+
+
+def test_the_extrapolation_compares_a_ratio_limit_with_the_last_total():
+    ratio = Settings(Limits(Limit("ratio", 0.1)), dt.timedelta(seconds=60))
+    # 7 GB dir: 50 MB/s from 2 GB at 20 s gives 0.7 GB (ratio 0.1) at 46 s.
+    snaps = went_offline([3, 2.5, 2], [45], total=7 * GB)
+    assert [d.factor for _, d in decide_all(snaps, ratio)] == [1.0, 1.0, 1.0, 1.0]
+    snaps = went_offline([3, 2.5, 2], [47], total=7 * GB)
+    assert [d.factor for _, d in decide_all(snaps, ratio)] == [1.0, 1.0, 1.0, 0.0]
+
+
+def test_the_other_offline_policies_ignore_the_fill_rate():
+    filling = went_offline([40, 30, 20], [30, 100])
+    # last-known (Strimzi): the healthy last reading counts until it expires; then broker 1 is missing and the
+    # fallback (0.5 here) applies once the decision is older than the validity.
+    summaries = list(decide_all(filling, settings(validity_s=60, offline="last-known")))
+    assert [(d.factor, d.source) for _, d in summaries][3:] == [(1.0, DecisionSource.OBSERVATION),
+                                                                (0.5, DecisionSource.FALLBACK)]
+    assert summaries[-1][0].missing_brokers == (1,)
+    # violate: every offline report violates, a failed disk as well as a full one.
+    steady = went_offline([40, 40, 40], [30])
+    [*_, (sm, d)] = decide_all(steady, settings(validity_s=60, offline="violate"))
+    assert d.factor == 0.0 and sm.closest_volumes[0].reason == "offline"
 
 
 def test_fenced_brokers_must_be_covered_for_a_release():

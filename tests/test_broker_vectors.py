@@ -52,6 +52,8 @@ def check(reader: Reader, step: dict[str, Any], where: str) -> None:
         assert reader.reset_required("PRODUCE") is step["reset_required"], f"{where}: reset_required(PRODUCE)"
     if "skipped" in step:
         assert reader.stats.skipped == step["skipped"], f"{where}: skipped"
+    if "refused" in step:
+        assert reader.stats.refused == step["refused"], f"{where}: refused"
     for limit in step.get("limits", ()):
         principal = limit.get("principal", "User:ANONYMOUS")
         client_id = limit.get("client_id", "client")

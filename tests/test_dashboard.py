@@ -8,6 +8,7 @@ import json
 import pytest
 
 from quota_pipeline.core.clock import ManualClock
+from quota_pipeline.core.model import parse_time
 from quota_pipeline.dashboard import view
 from quota_pipeline.dashboard.history import History
 from quota_pipeline.dashboard.records import parse_record
@@ -19,8 +20,11 @@ SETTINGS = view.Settings(check_interval=MINUTE, fallback=0.5)
 
 
 def history_of(*records: dict, clock: ManualClock | None = None, **kw) -> History:
-    h = History(clock=clock or ManualClock(T0), **kw)
+    """A history fed `records`; the clock reads at least each record's decided_at as it arrives, as it would live."""
+    clock = clock or ManualClock(T0)
+    h = History(clock=clock, **kw)
     for r in records:
+        clock.t = max(clock.t, parse_time(r["decided_at"]))
         assert h.apply(r["cluster_id"].encode(), encode(r), "at t/0@0")
     return h
 
@@ -89,6 +93,32 @@ def test_unreadable_records_are_counted_per_cluster_and_a_tombstone_retires_a_cl
     assert by_key["c1"].unreadable == 1 and by_key["c2"].latest is None
     h.apply(b"c1", None)
     assert [r.key for r in h.records()] == ["c2"]
+
+
+def test_a_record_from_the_future_is_refused_counted_and_hides_no_genuine_decision():
+    clock = ManualClock(T0)
+    h = history_of(record("c1", T0, 1.0), clock=clock)
+    forged = record("c1", dt.datetime(9999, 12, 31, tzinfo=dt.timezone.utc), 0.0)
+    assert not h.apply(b"c1", encode(forged), "at __quota_throttle_factors/0@41")
+    clock.t = T0 + MINUTE
+    assert h.apply(b"c1", encode(record("c1", T0 + MINUTE, 0.5)), "at __quota_throttle_factors/0@42")
+    (rec,) = h.records(with_points=True)
+    assert rec.points.factor == [1.0, 0.5] and rec.latest.throttle_factor == 0.5  # the forged one is nowhere
+    assert (h.refused_total, h.last_refused.key, h.last_refused.where) == (1, "c1", "at __quota_throttle_factors/0@41")
+    page = view.page_json(view.overview(h.records(), clock.now(), SETTINGS), view.FeedStatus(
+        "following", "following", T0, "__quota_throttle_factors", "k:9092", True), clock.now(), SETTINGS,
+        refused=(h.refused_total, h.last_refused))
+    assert page["counts"]["refused_records"] == 1
+    assert page["last_refused"]["where"] == "at __quota_throttle_factors/0@41"
+    assert page["last_refused"]["reason"].startswith("observed_at 9999-12-31T00:00:00.000Z is ")
+    assert page["clusters"][0]["factor"] == 0.5
+
+
+def test_the_page_honours_a_valid_until_no_longer_than_brokers_do():
+    h = history_of(record("c1", T0, 0.0, validity=dt.timedelta(days=3650)))
+    now = T0 + dt.timedelta(minutes=5, seconds=30, milliseconds=1)  # validity PT5M + skew PT30S, then brokers fall back
+    (s,) = view.overview(h.records(), now, view.Settings(MINUTE, 0.5, dt.timedelta(minutes=5)))
+    assert (s.factor, s.basis) == (0.5, "fallback") and "beyond observed_at + validity + skew" in s.reason
 
 
 # ---- view ---------------------------------------------------------------------------------------------------

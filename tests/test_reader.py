@@ -112,6 +112,47 @@ def test_ignores_a_record_older_than_the_one_it_holds():
     assert r.current_factor() == 1.0
 
 
+FAR = dt.datetime(9999, 12, 31, tzinfo=dt.timezone.utc)
+
+
+def test_a_record_from_the_future_is_refused_counted_and_logged_once_and_genuine_records_still_apply(caplog):
+    clock = ManualClock(T0)
+    r = reader(clock)
+    assert r.apply_record(b"c1", encode(decision("c1", 1.0, T0)))
+    forged = decision("c1", 0.0, FAR, validity=None)
+    caplog.set_level("WARNING", logger="quota_pipeline.broker.reader")
+    assert not r.apply_record(b"c1\n2026 INFO forged line", encode(forged), " at decisions/0@7")
+    assert not r.apply_record(b"c1", encode(forged), " at decisions/0@8")  # within 10 s: counted, not logged
+    assert (r.current_factor(), r.stats.refused, r.stats.records) == (1.0, 2, 1)
+    assert r.stats.last_refusal is not None and r.stats.last_refusal.where == " at decisions/0@8"
+    assert "9999-12-31" in r.stats.last_refusal.reason and "quota.pipeline.reader.max.clock.skew allows PT30S" in \
+        r.stats.last_refusal.reason
+    lines = [rec.getMessage() for rec in caplog.records if "refused a decision record" in rec.getMessage()]
+    assert len(lines) == 1
+    assert lines[0].startswith('refused a decision record at decisions/0@7 (key "c1\\u000a2026 INFO forged line"): '
+                               "observed_at 9999-12-31T00:00:00.000Z is ")
+    assert lines[0].endswith("the decision in force is kept (1 refused so far)")
+
+    clock.advance(11)  # the next refusal after the interval is logged again, with the count of those not logged
+    assert not r.apply_record(b"c1", encode(forged), " at decisions/0@9")
+    assert "3 refused so far, 1 of them not logged" in caplog.records[-1].getMessage()
+    assert r.apply_record(b"c1", encode(decision("c1", 0.0, T0 + dt.timedelta(seconds=11))))  # genuine: taken
+    assert r.current_factor() == 0.0
+
+
+def test_a_forged_valid_until_is_honoured_only_until_observed_at_plus_validity_plus_skew(caplog):
+    clock = ManualClock(T0)
+    r = reader(clock, **{cfg.MAX_CLOCK_SKEW: "PT10S"})
+    caplog.set_level("WARNING", logger="quota_pipeline.broker.reader")
+    assert r.apply_record(b"c1", encode(decision("c1", 0.0, T0, validity=dt.timedelta(days=3650))))
+    assert "it is honoured until 2026-11-21T10:05:10.000Z" in caplog.text
+    clock.advance(310)
+    assert r.current_factor() == 0.0
+    clock.advance(0.001)
+    assert (r.current_factor(), r.answer().basis) == (0.5, "fallback")
+    assert "beyond observed_at + validity + skew" in r.answer().reason
+
+
 def test_before_any_record_the_factor_is_one_for_one_validity_then_the_fallback():
     clock = ManualClock(T0)
     r = reader(clock)

@@ -32,8 +32,20 @@ def feed_status(state: str = "following", message: str = "following t") -> view.
     return view.FeedStatus(state, message, T0, "__quota_throttle_factors", "k:9092", caught_up=True)
 
 
-def test_the_terminal_view_shows_the_throttled_cluster_first_and_why():
+def test_the_terminal_view_says_how_many_records_were_refused_and_the_last_ones_place_and_why():
     h = History(clock=ManualClock(T0))
+    forged = record("c1", dt.datetime(9999, 12, 31, tzinfo=dt.timezone.utc), 0.0)
+    h.apply(b"c1\x1b[2J", encode(forged), "at __quota_throttle_factors/2@17")
+    console = Console(record=True, width=400, color_system=None)
+    console.print(terminal.render([], feed_status(), T0, SETTINGS, 0, (h.refused_total, h.last_refused)))
+    text = console.export_text()
+    assert "1 decision record(s) refused: dated further ahead of this clock than quota.pipeline.reader.max.clock.skew" \
+        in text
+    assert 'last: key "c1\\u001b[2J" at __quota_throttle_factors/2@17: observed_at 9999-12-31T00:00:00.000Z is ' in text
+
+
+def test_the_terminal_view_shows_the_throttled_cluster_first_and_why():
+    h = History(clock=ManualClock(T0 + 20 * MINUTE))  # read after the fact: no record is ahead of the clock
     for r in [*steady_story("calm", T0, 20, MINUTE), *filling_story("prod-east", T0, 20, MINUTE),
               record("quiet", T0 + 10 * MINUTE, 1.0, validity=dt.timedelta(hours=1))]:
         h.apply(r["cluster_id"].encode(), encode(r))

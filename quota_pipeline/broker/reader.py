@@ -16,13 +16,15 @@ from quota_pipeline.kafka.settings import to_librdkafka
 from quota_pipeline.core.model import DecisionSource
 from quota_pipeline.core.record import ThrottleDecision
 from quota_pipeline.broker.rules import (
-    MIN_QUOTA, UNLIMITED, QuotaPolicy, QuotaType, QuotaWindows, ResetTracker, parse_decision,
+    MIN_QUOTA, UNLIMITED, QuotaPolicy, QuotaType, QuotaWindows, ResetTracker, honoured_until, parse_decision,
+    printable, refusal,
 )
 
 log = logging.getLogger(__name__)
 
-__all__ = ["Answer", "MIN_QUOTA", "QuotaType", "Reader", "ReaderStats", "UNLIMITED", "parse_decision"]
+__all__ = ["Answer", "MIN_QUOTA", "QuotaType", "Reader", "ReaderStats", "Refusal", "UNLIMITED", "parse_decision"]
 METADATA_RETRY_SECONDS = 1.0
+REFUSAL_LOG_INTERVAL = dt.timedelta(seconds=10)  # at most one refusal line per this long; the count says the rest
 
 ChangeCallback = Callable[[str, float, float], None]
 
@@ -37,12 +39,27 @@ class Answer:
     decision: ThrottleDecision | None = None
 
 
+@dataclass(frozen=True)
+class Refusal:
+    """A refused record: its key, where it is on the topic (" at topic/partition@offset"), why, and when."""
+
+    key: str | None
+    where: str
+    reason: str
+    at: dt.datetime
+
+    def describe(self) -> str:
+        return f"key {printable(self.key)}{self.where}: {self.reason}"
+
+
 @dataclass
 class ReaderStats:
     records: int = 0  # decisions taken
     older: int = 0  # ignored: older than the one held
     skipped: int = 0  # invalid JSON or unknown schema_version
+    refused: int = 0  # observed_at or decided_at further ahead of the clock than the skew allowance
     tombstones: int = 0
+    last_refusal: Refusal | None = None
 
 
 class Reader(Background):
@@ -55,7 +72,9 @@ class Reader(Background):
 
     Validity and fallback come from the same Strimzi properties the publisher reads
     (throttle.factor.validity.duration, throttle.factor.fallback); they are applied here, so a broker
-    whose publisher went quiet falls back on its own.
+    whose publisher went quiet falls back on its own. Only the pipeline may change the factor: a record dated
+    further ahead of the clock than quota.pipeline.reader.max.clock.skew is refused (stats.refused,
+    stats.last_refusal, one log line), and a valid_until is honoured at most until observed_at + validity + skew.
     """
 
     thread_name = "quota-reader"
@@ -70,6 +89,7 @@ class Reader(Background):
         self.topic = topic or config.output_topic
         self.validity = config.validity
         self.fallback = config.fallback_factor
+        self.max_clock_skew = config.max_clock_skew
         self.policy = QuotaPolicy.of(config)
         self._resets = ResetTracker()
         self._windows = QuotaWindows()
@@ -98,6 +118,9 @@ class Reader(Background):
         self._assigned = threading.Event()
         self._caught_up = threading.Event()
         self.stats = ReaderStats()
+        self._refusal_logged_at: dt.datetime | None = None
+        self._capped: set[str] = set()  # clusters whose held valid_until was cut short (said once)
+        self._refusals_not_logged = 0
 
     # ---- lifecycle ------------------------------------------------------------------------------
 
@@ -210,6 +233,11 @@ class Reader(Background):
             log.warning("skipped a record%s (key %r): %s", where, cluster_key, exc)
             return False
         cluster = cluster_key or decision.cluster_id
+        now = self._clock.now()
+        why = refusal(decision, now, self.max_clock_skew)
+        if why is not None:
+            self._refuse(Refusal(cluster_key, where, why, now))
+            return False  # never replaces the decision in force
         with self._lock:
             held = self._held.get(cluster)
             if held is not None and decision.observed_at < held.observed_at:
@@ -217,7 +245,34 @@ class Reader(Background):
                 return False
             self._held[cluster] = decision
             self.stats.records += 1
+        self._note_cap(cluster, decision, where)
         return True
+
+    def _note_cap(self, cluster: str, decision: ThrottleDecision, where: str) -> None:
+        """Say once per cluster (until a record within the limit arrives) that a valid_until is honoured for less."""
+        until = honoured_until(decision, self.validity, self.max_clock_skew)
+        capped = until is not None and until != decision.valid_until
+        if capped and cluster not in self._capped:
+            log.warning("the decision%s has valid_until %s, beyond observed_at %s + the validity %s + the skew "
+                        "allowance %s: it is honoured until %s (give the pipeline and the readers the same validity)",
+                        where, model.format_time(decision.valid_until), model.format_time(decision.observed_at),
+                        self.validity, self.max_clock_skew, model.format_time(until))
+        (self._capped.add if capped else self._capped.discard)(cluster)
+
+    def _refuse(self, refused: Refusal) -> None:
+        """Count a refusal and log it: the first at once, then at most one line per REFUSAL_LOG_INTERVAL."""
+        with self._lock:
+            self.stats.refused += 1
+            self.stats.last_refusal = refused
+            total, last = self.stats.refused, self._refusal_logged_at
+            if last is not None and last <= refused.at < last + REFUSAL_LOG_INTERVAL:
+                self._refusals_not_logged += 1
+                return
+            unlogged, self._refusals_not_logged = self._refusals_not_logged, 0
+            self._refusal_logged_at = refused.at
+        log.warning("refused a decision record%s (key %s): %s; the decision in force is kept (%d refused so far%s)",
+                    refused.where, printable(refused.key), refused.reason, total,
+                    f", {unlogged} of them not logged" if unlogged else "")
 
     # ---- internals ------------------------------------------------------------------------------
 
@@ -236,9 +291,13 @@ class Reader(Background):
             return Answer(1.0, "initial", "no decision yet")
         if held.source is DecisionSource.FALLBACK or held.valid_until is None:
             return Answer(self.fallback, "fallback", "the publisher itself has no valid decision", held)
-        if now > held.valid_until:
+        until = honoured_until(held, self.validity, self.max_clock_skew)
+        assert until is not None
+        if now > until:
+            beyond = "" if until == held.valid_until else (
+                f" (its valid_until {model.format_time(held.valid_until)} is beyond observed_at + validity + skew)")
             return Answer(self.fallback, "fallback",
-                          f"the latest decision expired at {model.format_time(held.valid_until)}", held)
+                          f"the latest decision expired at {model.format_time(until)}{beyond}", held)
         return Answer(held.throttle_factor, "record", "valid decision", held)
 
     def _new_consumer(self) -> Any:

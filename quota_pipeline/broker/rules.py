@@ -1,19 +1,24 @@
-"""The pure rules a broker applies: which records it reads, Strimzi's quota rule with the pipeline's exemptions, and
-Kafka's quotaResetRequired.
+"""The pure rules a broker applies: which records it reads (and refuses), Strimzi's quota rule with the pipeline's
+exemptions, and Kafka's quotaResetRequired.
 
 The Java callback (broker-callback/: DecisionRecord, QuotaPolicy, ResetTracker) applies the same rules;
 tests/vectors/broker_quota_vectors.json holds both to them.
 """
 from __future__ import annotations
 
+import datetime as dt
 import json
 import sys
 import threading
+import unicodedata
 from dataclasses import dataclass
 from enum import Enum
+from typing import Protocol
 
-from quota_pipeline.core.config import Config
-from quota_pipeline.core.model import RecordError
+import isodate
+
+from quota_pipeline.core.config import MAX_CLOCK_SKEW, Config
+from quota_pipeline.core.model import RecordError, format_time
 from quota_pipeline.core.record import READABLE_VERSIONS, ThrottleDecision
 
 UNLIMITED = sys.float_info.max  # Strimzi's Quota.upperBound(Double.MAX_VALUE)
@@ -46,6 +51,64 @@ def parse_decision(value: bytes) -> ThrottleDecision:
     if type(factor) not in (int, float) or not 0.0 <= factor <= 1.0:
         raise RecordError(f"throttle_factor must be a number from 0 to 1, got {factor!r}")
     return ThrottleDecision.from_json(raw)
+
+
+def refusal(decision: ThrottleDecision, now: dt.datetime, skew: dt.timedelta) -> str | None:
+    """Why a reader whose clock reads `now` must not take `decision`, or None when it may: its observed_at or
+    decided_at is further ahead of that clock than `skew` (quota.pipeline.reader.max.clock.skew). Only the pipeline
+    may change the factor: a record from the future would otherwise outrank every genuine one, since the latest
+    observed_at wins. The Java callback's DecisionRecord.refusal says the same."""
+    latest = now + skew
+    for field, at in (("observed_at", decision.observed_at), ("decided_at", decision.decided_at)):
+        if at is not None and at > latest:
+            ahead = int((at - now).total_seconds())
+            return (f"{field} {format_time(at)} is {ahead} s ahead of this reader's clock ({format_time(now)}); "
+                    f"{MAX_CLOCK_SKEW} allows {_iso(skew)}")
+    return None
+
+
+class Dated(Protocol):
+    """What honoured_until reads: a ThrottleDecision, or the dashboard's view of one."""
+
+    @property
+    def observed_at(self) -> dt.datetime: ...
+
+    @property
+    def valid_until(self) -> dt.datetime | None: ...
+
+
+def honoured_until(decision: Dated, validity: dt.timedelta, skew: dt.timedelta) -> dt.datetime | None:
+    """Until when a held record is honoured: its valid_until, but never beyond observed_at + the reader's own validity
+    + skew, so that a record cannot outlive a stopped pipeline by more than a genuine one would. None without
+    valid_until."""
+    if decision.valid_until is None:
+        return None
+    try:
+        limit = decision.observed_at + validity + skew
+    except OverflowError:  # observed_at near year 9999: only a clock that far on takes such a record
+        return decision.valid_until
+    return min(decision.valid_until, limit)
+
+
+def printable(text: str | None, limit: int = 120) -> str:
+    """Outside text (a record key: anyone may write one) as one log line may show it: quoted, with control, format
+    and separator characters escaped, cut after `limit` characters (the callback's Printable.quote)."""
+    if text is None:
+        return "none"
+    out = []
+    for ch in text[:limit]:
+        if ch in '"\\':
+            out.append("\\" + ch)
+        elif unicodedata.category(ch) in ("Cc", "Cf", "Zl", "Zp", "Cs", "Cn", "Co"):
+            out.append(f"\\u{ord(ch):04x}")
+        else:
+            out.append(ch)
+    more = f'... ({len(text) - limit} more characters)' if len(text) > limit else ""
+    return '"' + "".join(out) + '"' + more
+
+
+def _iso(duration: dt.timedelta) -> str:
+    return isodate.duration_isoformat(duration)
 
 
 class QuotaType(str, Enum):

@@ -65,6 +65,23 @@ def report(result: StepResult, dry_run: bool) -> None:
     sys.stdout.flush()
 
 
+class RefusalNote:
+    """Logs the reader's count of refused decision records (dated ahead of the clock) whenever it grew, with the
+    last one: only the pipeline may change the factor, and someone else wrote to its topic."""
+
+    def __init__(self, reader: Reader) -> None:
+        self.reader = reader
+        self.seen = 0
+
+    def __call__(self) -> None:
+        stats = self.reader.stats
+        if stats.refused != self.seen and stats.last_refusal is not None:
+            self.seen = stats.refused
+            logging.warning("%d decision record(s) refused so far: dated further ahead of this clock than "
+                            "quota.pipeline.reader.max.clock.skew allows; the decision in force is kept (last: %s)",
+                            stats.refused, stats.last_refusal.describe())
+
+
 def run(args: argparse.Namespace, stop: threading.Event | None = None) -> int:
     """The command; `stop` ends the loop (SIGINT/SIGTERM set it too, in the main thread)."""
     configure_logging(args.verbose, logging.INFO, timestamps=True)
@@ -94,12 +111,14 @@ def run(args: argparse.Namespace, stop: threading.Event | None = None) -> int:
                                     Policy.of(conf.excluded_principals, conf.produce, conf.excluded_client_ids,
                                               stop_floor(conf.stop_limit())),
                                     dry_run=args.dry_run, settle_seconds=args.settle)
+                refusals = RefusalNote(reader)
                 if args.once:
                     report(enforcer.step(), args.dry_run)
+                    refusals()
                     return 0
                 print(visible(f"enforcing decisions for {cluster} from {conf.output_topic}; baseline file {store.path}"))
                 sys.stdout.flush()
-                enforcer.run(stop, wake, args.interval, report=lambda r: report(r, args.dry_run))
+                enforcer.run(stop, wake, args.interval, report=lambda r: (report(r, args.dry_run), refusals()))
                 return 0
     except (QuotaAdminError, BaselineError, ClusterRefused) as exc:
         print(f"error: {visible(exc)}", file=sys.stderr)

@@ -12,10 +12,13 @@ from quota_pipeline.commands.common import configure_logging
 from quota_pipeline.core.display import visible
 from quota_pipeline.commands.dashboard import add_feed_arguments, load_feed_config, quiet_kafka
 
+from quota_pipeline.broker.rules import printable
+
 if TYPE_CHECKING:
     from rich.console import Console, RenderableType
 
     from quota_pipeline.dashboard.feed import Feed
+    from quota_pipeline.dashboard.history import Refused
 
 EXIT_UNAVAILABLE = 1
 
@@ -54,6 +57,12 @@ def print_record(key: bytes | None, value: bytes | None, where: str, readable: b
         print(f"unreadable record {visible(where)} (key {name}): not a decision record", file=sys.stderr, flush=True)
 
 
+def print_refused(refused: Refused) -> None:
+    """--json: a record refused as brokers refuse it goes to stderr, with where it is and why."""
+    print(f"refused record {printable(refused.where)[1:-1]} (key {printable(refused.key)}): {refused.reason}",
+          file=sys.stderr, flush=True)
+
+
 def run(args: argparse.Namespace) -> int:
     from quota_pipeline.dashboard.feed import Feed
 
@@ -62,7 +71,8 @@ def run(args: argparse.Namespace) -> int:
     conf, window = load_feed_config(args)
     if not args.json and not args.verbose:  # the view itself says how the topic stands
         logging.getLogger("quota_pipeline.dashboard").setLevel(logging.ERROR)
-    feed = Feed.of(conf, window, args.max_points, tap=print_record if args.json else None).start()
+    feed = Feed.of(conf, window, args.max_points, tap=print_record if args.json else None,
+                   on_refused=print_refused if args.json else None).start()
     try:
         if args.once:
             return _once(feed, args)
@@ -102,7 +112,7 @@ def _view(feed: Feed) -> RenderableType:
 
     now = feed.clock.now()
     return terminal.render(feed.overview(), feed.follower.status(), now, feed.settings,
-                           feed.history.unreadable_total)
+                           feed.history.unreadable_total, (feed.history.refused_total, feed.history.last_refused))
 
 
 def _console() -> Console:

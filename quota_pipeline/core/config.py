@@ -14,7 +14,8 @@ import isodate
 import javaproperties
 
 from quota_pipeline.core.properties import (
-    ADMIN_PREFIX, BY_NAME, DEFAULT_OUTPUT_TOPIC, DEFAULT_PRODUCE_FLOOR, INDEX, KNOWN, OUTPUT_KAFKA_PREFIX, P,
+    ADMIN_PREFIX, BY_NAME, DEFAULT_MAX_CLOCK_SKEW, DEFAULT_OUTPUT_TOPIC, DEFAULT_PRODUCE_FLOOR, INDEX, KNOWN,
+    OUTPUT_KAFKA_PREFIX, P,
     PASS_THROUGH_PREFIXES, PUBLISHER_CLIENT_ID, Q, TABLE, Invalid, shown,
 )
 
@@ -35,6 +36,7 @@ CLUSTER_NAME = Q + "cluster.name"
 OUTPUT_TOPIC = Q + "output.topic"
 EXCLUDED_CLIENT_IDS = Q + "excluded.client.ids"
 PRODUCE_FLOOR = Q + "produce.quota.floor"
+MAX_CLOCK_SKEW = Q + "reader.max.clock.skew"
 JOURNAL_PATH = Q + "journal.path"
 JOURNAL_PERIOD = Q + "journal.period"
 JOURNAL_RETENTION = Q + "journal.retention"
@@ -113,6 +115,7 @@ class Config:
     excluded_principals: tuple[str, ...] = ()
     excluded_client_ids: tuple[str, ...] = (PUBLISHER_CLIENT_ID,)
     produce_floor: float = DEFAULT_PRODUCE_FLOOR
+    max_clock_skew: dt.timedelta = DEFAULT_MAX_CLOCK_SKEW
     admin: Mapping[str, str] = field(default_factory=dict)
     cluster_name: str | None = None
     output_topic: str = DEFAULT_OUTPUT_TOPIC
@@ -161,6 +164,7 @@ FIELDS = {
     PRODUCE: "produce", FETCH: "fetch", REQUEST: "request", EXCLUDED: "excluded_principals",
     OFFLINE_POLICY: "offline_policy", FENCED_POLICY: "fenced_policy", FALLBACK: "fallback_factor", VALIDITY: "validity",
     OUTPUT_TOPIC: "output_topic", EXCLUDED_CLIENT_IDS: "excluded_client_ids", PRODUCE_FLOOR: "produce_floor",
+    MAX_CLOCK_SKEW: "max_clock_skew",
     CHECKPOINT_PATH: "checkpoint_path", METRICS_HOST: "metrics_host", METRICS_PORT: "metrics_port",
     CLUSTER_NAME: "cluster_name", JOURNAL_PATH: "journal_path", JOURNAL_PERIOD: "journal_period",
     JOURNAL_RETENTION: "journal_retention", CLOSEST_VOLUMES: "closest_volumes",

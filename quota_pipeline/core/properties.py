@@ -28,6 +28,8 @@ PUBLISHER_CLIENT_ID = "quota-pipeline-publisher"  # the pipeline's producer; exe
 # 128 KiB/s per client: a 1 MB produce request at the floor is throttled about 8 s, so producers resume within
 # seconds of the release (bench/RESULTS.md, "Recovery after a produce throttle"); Strimzi's 1.0 mutes them for days.
 DEFAULT_PRODUCE_FLOOR = 131072.0
+# How far a decision record's observed_at or decided_at may be ahead of a reader's clock (docs/broker-side.md).
+DEFAULT_MAX_CLOCK_SKEW = dt.timedelta(seconds=30)
 
 
 _SECRET = re.compile(r"password|secret|token|credential|sasl\.jaas\.config|(^|[._])key$", re.IGNORECASE)
@@ -191,6 +193,10 @@ TABLE: tuple[Property, ...] = (
              "bytes/s: the least produce quota a throttle sets, per client on a new quota window, so producers "
              "resume within seconds of the release (Strimzi's 1.0 mutes them for days); never above the static "
              "produce quota"),
+    Property(Q + "reader.max.clock.skew", "duration", DEFAULT_MAX_CLOCK_SKEW, duration,
+             "how far a decision record's `observed_at` or `decided_at` may be ahead of a reader's clock (the "
+             "callback, the reader, `enforce`, the dashboard); a record further ahead is refused and counted, and a "
+             "`valid_until` is honoured at most until `observed_at` + the validity + this", "PT30S"),
     Property(Q + "journal.path", "string", None, text,
              "durable snapshot journal (local path or pyarrow.fs URI)", "`<checkpoint>/journal`"),
     Property(Q + "journal.period", "duration", _PT(hours=1), duration,

@@ -9,9 +9,10 @@ from quota_pipeline.core.clock import SYSTEM, Clock
 from quota_pipeline.core.config import Config
 from quota_pipeline.dashboard import view
 from quota_pipeline.dashboard.follower import TopicFollower, consumer_settings
-from quota_pipeline.dashboard.history import DEFAULT_MAX_POINTS, DEFAULT_WINDOW, History
+from quota_pipeline.dashboard.history import DEFAULT_MAX_POINTS, DEFAULT_WINDOW, History, Refused
 
 Tap = Callable[[bytes | None, bytes | None, str, bool], Any]  # key, value, where, readable
+OnRefused = Callable[[Refused], Any]  # a record refused as brokers refuse it (dated ahead of the clock)
 
 
 @dataclass
@@ -25,17 +26,23 @@ class Feed:
 
     @classmethod
     def of(cls, config: Config, window: dt.timedelta = DEFAULT_WINDOW, max_points: int = DEFAULT_MAX_POINTS,
-           clock: Clock = SYSTEM, tap: Tap | None = None, **follower_options: Any) -> "Feed":
-        history = History(window, max_points, clock)
+           clock: Clock = SYSTEM, tap: Tap | None = None, on_refused: OnRefused | None = None,
+           **follower_options: Any) -> "Feed":
+        history = History(window, max_points, clock, config.max_clock_skew)
 
         def on_record(key: bytes | None, value: bytes | None, where: str) -> None:
+            refused = history.refused_total
             readable = history.apply(key, value, where)
-            if tap is not None:
+            if history.refused_total != refused and history.last_refused is not None:
+                if on_refused is not None:
+                    on_refused(history.last_refused)
+            elif tap is not None:
                 tap(key, value, where, readable)
 
         follower = TopicFollower(consumer_settings(config), config.output_topic, on_record, clock=clock,
                                  **follower_options)
-        return cls(history, follower, view.Settings(config.check_interval, config.fallback_factor), clock)
+        return cls(history, follower, view.Settings(config.check_interval, config.fallback_factor, config.validity,
+                                                    config.max_clock_skew), clock)
 
     def start(self) -> "Feed":
         self.follower.start()
@@ -51,7 +58,8 @@ class Feed:
         now = self.clock.now()
         summaries = view.overview(self.history.records(), now, self.settings)
         return view.page_json(summaries, self.follower.status(), now, self.settings,
-                              (self.history.unreadable_total, self.history.last_unreadable))
+                              (self.history.unreadable_total, self.history.last_unreadable),
+                              (self.history.refused_total, self.history.last_refused))
 
     def detail(self, key: str) -> dict[str, Any] | None:
         """One cluster's summary and its timeline; None for a cluster the topic does not hold."""

@@ -1,4 +1,5 @@
-"""Bounded history of the decision topic: every readable record per cluster within a window, the latest in full."""
+"""Bounded history of the decision topic: every readable record per cluster within a window, the latest in full;
+records dated ahead of the clock (beyond the skew allowance) are refused and counted, as brokers refuse them."""
 from __future__ import annotations
 
 import bisect
@@ -8,7 +9,9 @@ import threading
 from array import array
 from dataclasses import dataclass, field
 
+from quota_pipeline.broker.rules import refusal
 from quota_pipeline.core.clock import SYSTEM, Clock
+from quota_pipeline.core.properties import DEFAULT_MAX_CLOCK_SKEW
 from quota_pipeline.core.record import ThrottleDecision
 from quota_pipeline.dashboard.records import DecisionView, read_decision, view_of
 
@@ -82,6 +85,16 @@ class Unreadable:
     at: dt.datetime
 
 
+@dataclass(frozen=True)
+class Refused:
+    """A record refused as brokers refuse it (observed_at or decided_at too far ahead): where it is and why."""
+
+    key: str | None
+    where: str
+    reason: str
+    at: dt.datetime
+
+
 @dataclass
 class ClusterHistory:
     """One record key's timeline and latest record; `run_start` is where its current run of factor < 1 began."""
@@ -142,14 +155,19 @@ class History:
     window: dt.timedelta = DEFAULT_WINDOW
     max_points: int = DEFAULT_MAX_POINTS
     clock: Clock = SYSTEM
+    max_clock_skew: dt.timedelta = DEFAULT_MAX_CLOCK_SKEW  # quota.pipeline.reader.max.clock.skew
     version: int = 0  # changes whenever what the page shows changes
     unreadable_total: int = 0
     last_unreadable: Unreadable | None = None
+    refused_total: int = 0
+    last_refused: Refused | None = None
     _clusters: dict[str, ClusterHistory] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def apply(self, key: bytes | None, value: bytes | None, where: str = "") -> bool:
-        """Take one topic record; False when it could not be read or is outside the window. Never raises."""
+        """Take one topic record; False when it could not be read, was refused or is outside the window. Never
+        raises. A refused record (dated further ahead of the clock than the skew allowance) enters no timeline:
+        brokers refuse it too, and shown as the latest it would hide every genuine decision after it."""
         name = key.decode("utf-8", "replace") if key is not None else None
         if value is None:
             with self._lock:
@@ -160,6 +178,14 @@ class History:
             decision = read_decision(value)
         except (ValueError, RecursionError) as exc:  # JSON, rules, unicode; deep nesting
             self._unreadable(name, where, str(exc))
+            return False
+        now = self.clock.now()
+        why = refusal(decision, now, self.max_clock_skew)
+        if why is not None:
+            with self._lock:
+                self.refused_total += 1
+                self.last_refused = Refused(name, where, why, now)
+                self.version += 1
             return False
         with self._lock:
             cluster = self._cluster(name or decision.cluster_id)

@@ -6,9 +6,11 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+from quota_pipeline.broker.rules import honoured_until
 from quota_pipeline.core.model import format_time
+from quota_pipeline.core.properties import DEFAULT_MAX_CLOCK_SKEW
 from quota_pipeline.dashboard import text
-from quota_pipeline.dashboard.history import ClusterRecord, Unreadable
+from quota_pipeline.dashboard.history import ClusterRecord, Refused, Unreadable
 from quota_pipeline.dashboard.records import DecisionView, VolumeView
 
 STALE_INTERVALS = 2  # no decision for more than this many check intervals: say so
@@ -32,6 +34,8 @@ class Settings:
 
     check_interval: dt.timedelta
     fallback: float  # what brokers apply when no valid decision holds
+    validity: dt.timedelta = dt.timedelta(minutes=5)  # with the skew: how long brokers honour a valid_until at most
+    max_clock_skew: dt.timedelta = DEFAULT_MAX_CLOCK_SKEW
 
     @property
     def stale_after(self) -> dt.timedelta:
@@ -75,7 +79,7 @@ def summarize(rec: ClusterRecord, now: dt.datetime, settings: Settings) -> Clust
         reason = f"no readable decision: {rec.unreadable} record(s) could not be read"
         return ClusterSummary(rec.key, "NO DECISION", None, "none", reason, None, None, True, None, False, None,
                               rec.unreadable, last_error)
-    factor, basis, held = in_force(latest, now, settings.fallback)
+    factor, basis, held = in_force(latest, now, settings.fallback, settings)
     age = (now - latest.decided_at).total_seconds()
     since, approx = _since(latest, rec, factor)
     return ClusterSummary(
@@ -86,13 +90,18 @@ def summarize(rec: ClusterRecord, now: dt.datetime, settings: Settings) -> Clust
         eta_seconds=eta(latest.volumes), unreadable=rec.unreadable, last_error=last_error)
 
 
-def in_force(latest: DecisionView, now: dt.datetime, fallback: float) -> tuple[float, str, str]:
-    """What brokers apply (as broker/reader.py answers): the record while valid, else their fallback."""
+def in_force(latest: DecisionView, now: dt.datetime, fallback: float,
+             settings: Settings | None = None) -> tuple[float, str, str]:
+    """What brokers apply (as broker/reader.py answers): the record while valid, else their fallback; a valid_until
+    is honoured at most until observed_at + validity + skew, as brokers honour it."""
     if latest.source == "FALLBACK" or latest.valid_until is None:
         return fallback, "fallback", (f"the pipeline has no valid decision (last poll {latest.status}); "
                                       f"brokers apply the fallback {text.factor(fallback)}")
-    if now > latest.valid_until:
-        return fallback, "fallback", (f"the last decision expired at {text.clock_time(latest.valid_until)}; "
+    until = latest.valid_until if settings is None else \
+        honoured_until(latest, settings.validity, settings.max_clock_skew) or latest.valid_until
+    if now > until:
+        beyond = "" if until == latest.valid_until else " (its valid_until is beyond observed_at + validity + skew)"
+        return fallback, "fallback", (f"the last decision expired at {text.clock_time(until)}{beyond}; "
                                       f"brokers apply the fallback {text.factor(fallback)}")
     return latest.throttle_factor, "record", ""
 
@@ -143,14 +152,20 @@ def overview(records: list[ClusterRecord], now: dt.datetime, settings: Settings)
 
 
 def page_json(summaries: list[ClusterSummary], feed: FeedStatus, now: dt.datetime, settings: Settings,
-              unreadable: tuple[int, Unreadable | None] = (0, None)) -> dict[str, Any]:
-    """The page's overview: the feed, counts, unreadable records, clusters in risk order."""
+              unreadable: tuple[int, Unreadable | None] = (0, None),
+              refused: tuple[int, Refused | None] = (0, None)) -> dict[str, Any]:
+    """The page's overview: the feed, counts, unreadable and refused records, clusters in risk order."""
     total, last = unreadable
+    refused_total, last_refused = refused
     return {"now": now.timestamp(), "check_interval_seconds": settings.check_interval.total_seconds(),
             "stale_after_seconds": settings.stale_after.total_seconds(), "fallback": settings.fallback,
-            "feed": feed_json(feed), "counts": {**counts(summaries), "unreadable_records": total},
+            "feed": feed_json(feed),
+            "counts": {**counts(summaries), "unreadable_records": total, "refused_records": refused_total},
             "last_unreadable": None if last is None else {
                 "key": last.key, "where": last.where, "error": last.error, "at": last.at.timestamp()},
+            "last_refused": None if last_refused is None else {
+                "key": last_refused.key, "where": last_refused.where, "reason": last_refused.reason,
+                "at": last_refused.at.timestamp()},
             "clusters": [summary_json(s, all_volumes=False) for s in summaries]}
 
 

@@ -61,6 +61,12 @@ function renderFeed() {
   if (S.lost) text = "Lost the connection to the dashboard server; retrying. What you see may be out of date.";
   else if (feed.state === "connecting") { text = `Connecting to ${feed.bootstrap} ...`; warn = true; }
   else if (feed.state !== "following") text = `Decision topic unavailable since ${fmtTime(feed.since)}: ${feed.message}`;
+  else if (page.counts.refused_records > 0) {  // someone but the pipeline wrote to the topic: say so first
+    const last = page.last_refused;
+    text = `${page.counts.refused_records} decision record(s) refused: dated further ahead of the clock than ` +
+      "quota.pipeline.reader.max.clock.skew allows; only the pipeline may change the factor, and brokers refuse them too" +
+      (last ? ` (last: key ${last.key ?? "none"} ${last.where}: ${last.reason})` : "");
+  }
   else if (page.counts.unreadable_records > 0) {
     const last = page.last_unreadable;
     text = `${page.counts.unreadable_records} record(s) on the topic could not be read` +
@@ -77,7 +83,8 @@ function renderCounts() {
   const item = (value, label, cls) => { const c = el("div", "count" + (value && cls ? " " + cls : "")); c.append(el("strong", null, value), label); return c; };
   node.replaceChildren(item(n.clusters, "clusters"), item(n.throttled, "throttled", "red"),
     item(stale, `without a decision for > ${fmtDur(S.page.stale_after_seconds)}`, "amber"),
-    item(n.fallback, "on the fallback", "amber"), item(n.unreadable_records, "unreadable records", "amber"));
+    item(n.fallback, "on the fallback", "amber"), item(n.unreadable_records, "unreadable records", "amber"),
+    item(n.refused_records, "refused records", "red"));
 }
 
 // ---- overview ----------------------------------------------------------------------------------------------

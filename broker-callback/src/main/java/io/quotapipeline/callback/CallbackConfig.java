@@ -41,6 +41,9 @@ final class CallbackConfig {
     static final String OUTPUT_KAFKA_PREFIX = Q + "output.kafka.";
     static final String EXCLUDED_CLIENT_IDS = Q + "excluded.client.ids";
     static final String PRODUCE_FLOOR = Q + "produce.quota.floor";
+    static final String MAX_CLOCK_SKEW = Q + "reader.max.clock.skew";
+    /** How far a record's observed_at or decided_at may be ahead of the reader's clock (docs/broker-side.md). */
+    static final String DEFAULT_MAX_CLOCK_SKEW = "PT30S";
     static final String DEFAULT_TOPIC = "__quota_throttle_factors";
     /** 128 KiB/s: a 1 MB produce request at the floor is throttled about 8 s (bench/RESULTS.md). */
     static final String DEFAULT_PRODUCE_FLOOR = "131072";
@@ -68,7 +71,9 @@ final class CallbackConfig {
             .define(EXCLUDED_CLIENT_IDS, STRING, DEFAULT_EXCLUDED_CLIENT_IDS, rule(PropertyRules::clientIds), MEDIUM,
                     "','-separated client ids that are never limited: the pipeline's own producer, so a factor of 0 cannot stop the record that lifts it")
             .define(PRODUCE_FLOOR, STRING, DEFAULT_PRODUCE_FLOOR, rule(v -> PropertyRules.atLeast(v, 1.0)), LOW,
-                    "The least produce limit in bytes/s a throttle sets, per client on a new quota window, so producers resume within seconds of the release (Strimzi's 1.0 mutes them for days)");
+                    "The least produce limit in bytes/s a throttle sets, per client on a new quota window, so producers resume within seconds of the release (Strimzi's 1.0 mutes them for days)")
+            .define(MAX_CLOCK_SKEW, STRING, DEFAULT_MAX_CLOCK_SKEW, rule(Iso8601::duration), LOW,
+                    "How far a record's observed_at or decided_at may be ahead of this broker's clock (ISO-8601); a record further ahead is refused, and a valid_until is honoured at most until observed_at + the validity + this");
 
     private final Map<String, String> values;
     private final Map<String, Object> consumerSettings;
@@ -211,6 +216,10 @@ final class CallbackConfig {
 
     Duration validity() {
         return Iso8601.duration(values.get(VALIDITY));
+    }
+
+    Duration maxClockSkew() {
+        return Iso8601.duration(values.get(MAX_CLOCK_SKEW));
     }
 
     double produceFloor() {

@@ -69,6 +69,10 @@ final class CallbackMetrics implements AutoCloseable {
                 new Metric("RecordsSkipped", "records-skipped",
                         "Records that could not be parsed (invalid JSON, unknown schema_version, bad fields)", true,
                         holder::skipped),
+                new Metric("RecordsRefused", "records-refused",
+                        "Records refused because their observed_at or decided_at is further ahead of the broker's "
+                                + "clock than quota.pipeline.reader.max.clock.skew; they never replace the decision "
+                                + "in force", true, holder::refused),
                 new Metric("Produce", "produce-quota", "The configured static produce quota (bytes/s)", false,
                         () -> policy.staticQuota(ClientQuotaType.PRODUCE)),
                 new Metric("Fetch", "fetch-quota", "The configured static fetch quota (bytes/s)", false,

@@ -1,5 +1,6 @@
 package io.quotapipeline.callback;
 
+import java.time.Duration;
 import java.time.Instant;
 import java.util.Map;
 import java.util.Set;
@@ -10,6 +11,7 @@ import java.util.Set;
  * <p>Five fields decide: {@code schema_version} (1 or 2; version 2 only adds fields), {@code observed_at},
  * {@code throttle_factor} (a number from 0 to 1), {@code source} and {@code valid_until} (absent or null means
  * no expiry, which only a FALLBACK record has). {@code cluster_id} names the cluster when a record has no key.
+ * {@code decided_at}, when it is a timestamp, is only checked against the reader's clock (see {@link #refusal}).
  * Every other field is for people and is ignored, known or not.
  *
  * @param schemaVersion  1 or 2
@@ -18,9 +20,10 @@ import java.util.Set;
  * @param source         OBSERVATION, RETAINED or FALLBACK
  * @param validUntil     when the decision stops holding, or null
  * @param clusterId      the value's cluster_id when it is a string, else null
+ * @param decidedAt      the value's decided_at when it is a timestamp, else null
  */
 record DecisionRecord(int schemaVersion, Instant observedAt, double throttleFactor, Source source,
-                      Instant validUntil, String clusterId) {
+                      Instant validUntil, String clusterId, Instant decidedAt) {
 
     /** Why a decision holds, as the publisher says. */
     enum Source { OBSERVATION, RETAINED, FALLBACK }
@@ -39,6 +42,40 @@ record DecisionRecord(int schemaVersion, Instant observedAt, double throttleFact
     /** True when the pipeline itself has no valid decision: the callback applies its own fallback. */
     boolean isFallback() {
         return source == Source.FALLBACK || validUntil == null;
+    }
+
+    /**
+     * Why a reader whose clock reads {@code now} must not take this record, or null when it may: its observed_at
+     * or decided_at is further ahead of that clock than {@code skew}. Only the pipeline may change the factor:
+     * a record from the future would otherwise outrank every genuine one ("the latest observed_at wins").
+     */
+    String refusal(Instant now, Duration skew) {
+        Instant latest = now.plus(skew);
+        if (observedAt.isAfter(latest)) {
+            return ahead("observed_at", observedAt, now, skew);
+        }
+        if (decidedAt != null && decidedAt.isAfter(latest)) {
+            return ahead("decided_at", decidedAt, now, skew);
+        }
+        return null;
+    }
+
+    private static String ahead(String field, Instant at, Instant now, Duration skew) {
+        return field + " " + at + " is " + Duration.between(now, at).toSeconds() + " s ahead of this reader's clock ("
+                + now + "); " + CallbackConfig.MAX_CLOCK_SKEW + " allows " + skew;
+    }
+
+    /**
+     * Until when this record is honoured: its valid_until, but never beyond observed_at + the reader's own
+     * validity + skew, so a record cannot outlive a stopped pipeline by more than a genuine one would. Null for
+     * a record without valid_until.
+     */
+    Instant honouredUntil(Duration validity, Duration skew) {
+        if (validUntil == null) {
+            return null;
+        }
+        Instant limit = observedAt.plus(validity).plus(skew);
+        return validUntil.isAfter(limit) ? limit : validUntil;
     }
 
     static DecisionRecord parse(byte[] value) throws InvalidRecordException {
@@ -62,7 +99,20 @@ record DecisionRecord(int schemaVersion, Instant observedAt, double throttleFact
                 factor(raw.get("throttle_factor")),
                 source(raw.get("source")),
                 time(raw, "valid_until", false),
-                raw.get("cluster_id") instanceof String ? (String) raw.get("cluster_id") : null);
+                raw.get("cluster_id") instanceof String ? (String) raw.get("cluster_id") : null,
+                optionalTime(raw.get("decided_at")));
+    }
+
+    /** decided_at is for people; the callback reads it only to refuse one from the future, so a bad one is no error. */
+    private static Instant optionalTime(Object value) {
+        if (!(value instanceof String)) {
+            return null;
+        }
+        try {
+            return Iso8601.instant((String) value);
+        } catch (IllegalArgumentException e) {
+            return null;
+        }
     }
 
     private static double factor(Object value) throws InvalidRecordException {

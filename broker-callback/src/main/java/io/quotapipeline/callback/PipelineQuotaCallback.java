@@ -56,7 +56,7 @@ public class PipelineQuotaCallback implements ClientQuotaCallback {
         CallbackConfig config = CallbackConfig.parse(configs);
         close();
         DecisionHolder holder = new DecisionHolder(config.clusterName(), config.validity(), config.fallback(),
-                clock.instant());
+                config.maxClockSkew(), clock);
         QuotaPolicy policy = new QuotaPolicy(config.staticQuotas(), config.excludedPrincipalNames(),
                 config.excludedClientIds(), config.produceFloor());
         List<CallbackMetrics.Metric> metrics = CallbackMetrics.definitions(holder, policy, clock);
@@ -70,10 +70,10 @@ public class PipelineQuotaCallback implements ClientQuotaCallback {
         }
         log.info("quota callback for cluster {}: topic {}, consumer {}, static quotas {}, validity {}, fallback {}, "
                         + "produce floor {} (per client, on a new quota window), excluded principals {}, "
-                        + "excluded client ids {}",
+                        + "excluded client ids {}, max clock skew {}",
                 config.clusterName(), config.topic(), CallbackConfig.forLog(consumer), config.staticQuotas(),
                 config.validity(), config.fallback(), config.produceFloor(), config.excludedPrincipalNames(),
-                config.excludedClientIds());
+                config.excludedClientIds(), config.maxClockSkew());
     }
 
     @Override

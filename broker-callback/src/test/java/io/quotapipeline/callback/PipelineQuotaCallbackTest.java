@@ -106,6 +106,50 @@ class PipelineQuotaCallbackTest {
     }
 
     @Test
+    void aRecordFromTheFutureIsRefusedCountedAndNeverReplacesTheDecisionInForce() throws Exception {
+        PipelineQuotaCallback callback = configured();
+        feed(record(START, 1.0));
+        sinks.get(0).accept("c1".getBytes(StandardCharsets.UTF_8),
+                record(Instant.parse("9999-12-31T00:00:00Z"), 0.0).getBytes(StandardCharsets.UTF_8),
+                " at __quota_throttle_factors/0@7");
+        assertEquals(1L, attribute("RecordsRefused", "Count"));
+        assertEquals(1L, attribute("RecordsApplied", "Count"));
+        assertEquals(1.0, attribute("ThrottleFactor", "Value"));
+        DecisionHolder.Refusal refusal = callback.holder().lastRefusal();
+        assertEquals(" at __quota_throttle_factors/0@7", refusal.where());
+        assertTrue(refusal.reason().startsWith("observed_at 9999-12-31T00:00:00Z is "), refusal.reason());
+        assertTrue(refusal.reason().endsWith("quota.pipeline.reader.max.clock.skew allows PT30S"), refusal.reason());
+        assertEquals("c1", refusal.key());
+
+        clock.advance(Duration.ofSeconds(5));
+        feed(record(START.plusSeconds(5), 0.0));  // the genuine record after the forged one is taken
+        assertEquals(0.0, attribute("ThrottleFactor", "Value"));
+        assertEquals(1L, attribute("RecordsRefused", "Count"));
+    }
+
+    @Test
+    void aValidUntilIsHonouredOnlyUntilObservedAtPlusValidityPlusSkew() {
+        PipelineQuotaCallback callback = configured(new PipelineQuotaCallback(clock, this::follower),
+                Map.of("quota.pipeline.reader.max.clock.skew", "PT10S"));
+        feed("{\"schema_version\": 1, \"observed_at\": \"" + START + "\", \"throttle_factor\": 0.0, "
+                + "\"source\": \"OBSERVATION\", \"valid_until\": \"9999-12-31T00:00:00Z\"}");
+        clock.advance(Duration.ofSeconds(310));
+        assertEquals(0.0, callback.answer().factor());
+        clock.advance(Duration.ofMillis(1));
+        assertEquals(0.5, callback.answer().factor());
+        assertTrue(callback.answer().reason().contains("beyond observed_at + validity + skew"),
+                callback.answer().reason());
+    }
+
+    @Test
+    void printableQuotesEscapesAndCutsOutsideText() {
+        assertEquals("none", Printable.quote(null));
+        assertEquals("\"c1\\u000a2026 INFO forged\"", Printable.quote("c1\n2026 INFO forged"));
+        assertEquals("\"a\\\"b\\\\c\\u202e\"", Printable.quote("a\"b\\c\u202e"));
+        assertEquals("\"" + "x".repeat(120) + "\"... (5 more characters)", Printable.quote("x".repeat(125)));
+    }
+
+    @Test
     void closeStopsTheFollowerAndUnregistersTheMetrics() throws Exception {
         PipelineQuotaCallback callback = configured();
         ObjectName name = CallbackMetrics.objectName("ThrottleFactor", "");
@@ -122,7 +166,7 @@ class PipelineQuotaCallbackTest {
         PipelineQuotaCallback second = configured(new PipelineQuotaCallback(clock, this::follower), Map.of());
         assertTrue(second.jmxNames().contains(CallbackMetrics.objectName("ThrottleFactor", ",instance=2")),
                 second.jmxNames().toString());
-        assertEquals(8, second.jmxNames().size());
+        assertEquals(9, second.jmxNames().size());
         assertEquals("quota-pipeline-callback", consumerSettings.get(0).get("client.id"));
         assertEquals("quota-pipeline-callback-2", consumerSettings.get(1).get("client.id"));
     }
@@ -180,7 +224,7 @@ class PipelineQuotaCallbackTest {
         first.withPluginMetrics(early);  // before configure(): added once configured
         assertTrue(early.metrics.isEmpty());
         configured(first, Map.of());
-        assertEquals(8, early.metrics.size());
+        assertEquals(9, early.metrics.size());
         feed(record(START, 0.25));
         assertEquals(0.25, early.value("throttle-factor"));
         assertEquals(1.0, early.value("records-applied"));

@@ -120,6 +120,9 @@ class SharedVectorsTest {
         if (step.containsKey("skipped")) {
             assertEquals(((Long) step.get("skipped")).longValue(), callback.holder().skipped(), where + ": skipped");
         }
+        if (step.containsKey("refused")) {
+            assertEquals(((Long) step.get("refused")).longValue(), callback.holder().refused(), where + ": refused");
+        }
         for (Object l : step.containsKey("limits") ? list(step.get("limits")) : List.of()) {
             Map<String, Object> limit = map(l);
             ClientQuotaType type = ClientQuotaType.valueOf((String) limit.get("type"));

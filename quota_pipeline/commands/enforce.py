@@ -9,8 +9,9 @@ import threading
 from pathlib import Path
 
 from quota_pipeline.core.display import visible
-from quota_pipeline.enforce.baseline import BaselineError, BaselineFile
-from quota_pipeline.commands.common import add_bootstrap_override, configure_logging, load_with_override
+from quota_pipeline.core.names import UnsafePath
+from quota_pipeline.enforce.baseline import BaselineError, baseline_file
+from quota_pipeline.commands.common import add_bootstrap_override, configure_logging, fail, load_with_override
 from quota_pipeline.enforce.plan import Policy
 from quota_pipeline.enforce.enforcer import DEFAULT_INTERVAL_SECONDS, DEFAULT_SETTLE_SECONDS, Enforcer, StepResult
 from quota_pipeline.kafka.quota_admin import QuotaAdmin, QuotaAdminError
@@ -98,7 +99,10 @@ def run(args: argparse.Namespace, stop: threading.Event | None = None) -> int:
                 print("error: cannot tell which decisions to follow: set quota.pipeline.cluster.name or --cluster",
                       file=sys.stderr)
                 return EXIT_FAILED
-            store = BaselineFile(args.baseline or Path(conf.checkpoint_path) / "enforce" / f"{cluster}.json")
+            try:
+                store = baseline_file(args.baseline, conf.checkpoint_path, cluster)
+            except UnsafePath as exc:
+                fail(str(exc))
             with Reader(conf, cluster=cluster) as reader:
                 wake = threading.Event()
                 reader.on_change(lambda *_: wake.set())

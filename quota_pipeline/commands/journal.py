@@ -44,6 +44,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def clusters_of(paths: list[str]):
     """The clusters' journals, or one error line per problem and exit code 2."""
+    from quota_pipeline.core.names import UnsafePath
     from quota_pipeline.journal.maintenance import ClusterJournal, period_problem
     from quota_pipeline.streaming.source import config_name
 
@@ -52,6 +53,11 @@ def clusters_of(paths: list[str]):
     problems += [f"error: {c.path}: the storage check interval is 0, so the journal's ticks have no time; set "
                  f"the check interval the job ran with" for c in confs if c.check_interval.total_seconds() <= 0]
     clusters = [ClusterJournal.of(c, config_name(c)) for c in confs]
+    for c in clusters:
+        try:
+            c.checked_dir()
+        except UnsafePath as exc:
+            problems.append(f"error: {exc}")
     problems += [f"error: {c.name}: quota.pipeline.journal.path {c.root} is not a local path; compaction, "
                  f"retention and stats need one" for c in clusters if not c.is_local]
     if problems:

@@ -145,6 +145,15 @@ def topic(raw: str) -> str:
 def text(raw: str) -> str | None:
     return raw or None
 
+def safe_name(raw: str) -> str | None:
+    """A name that becomes a directory (core/names.py's pattern), or unset."""
+    from quota_pipeline.core import names as path_names
+
+    why = path_names.problem(raw) if raw else None
+    if why is not None:
+        raise Invalid(f"{why} (the journal and enforce's baseline are kept under this name)")
+    return raw or None
+
 
 _PT = dt.timedelta
 TABLE: tuple[Property, ...] = (
@@ -185,7 +194,8 @@ TABLE: tuple[Property, ...] = (
              "a registered but fenced broker (stopped, restarting): `pin` keeps its cached readings in force "
              "while it stays registered (a full broker that stops cannot release the throttle); `expire` lets "
              "them expire (Strimzi)"),
-    Property(Q + "cluster.name", "string", None, text, "the record key on the output topic", "cluster id"),
+    Property(Q + "cluster.name", "string", None, safe_name, "the record key on the output topic, and the name of the "
+             "cluster's journal directory: letters, digits, `.`, `_`, `-`, not starting with `.`", "cluster id"),
     Property(Q + "excluded.client.ids", "list", (PUBLISHER_CLIENT_ID,), names,
              "`,`-separated client ids never throttled, whatever their principal: the pipeline's own "
              "clients", PUBLISHER_CLIENT_ID),

@@ -8,6 +8,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from quota_pipeline.core import names
+from quota_pipeline.core.display import visible
 from quota_pipeline.kafka.client_quotas import Quotas, quotas_from_json, quotas_to_json
 
 FORMAT_VERSION = 1
@@ -54,10 +56,18 @@ class BaselineFile:
     """One JSON file per enforced cluster, written with temp file + fsync + rename (+ fsync of the directory),
     so a crash leaves the old record or the new one, never a torn one."""
 
-    def __init__(self, path: str | os.PathLike[str]):
+    def __init__(self, path: str | os.PathLike[str], root: str | os.PathLike[str] | None = None):
         self.path = Path(path)
+        self.root = Path(root) if root is not None else self.path.parent  # nothing is written outside it
+
+    def _confined(self) -> None:
+        try:
+            names.inside(self.root, self.path)
+        except names.UnsafePath as exc:
+            raise BaselineError(f"the baseline file {visible(self.path)}: {exc}") from None
 
     def load(self) -> EnforcerState | None:
+        self._confined()
         try:
             text = self.path.read_text(encoding="utf-8")
         except FileNotFoundError:
@@ -72,6 +82,7 @@ class BaselineFile:
 
     def save(self, state: EnforcerState) -> None:
         data = json.dumps(state.to_json(), indent=1, sort_keys=True).encode()
+        self._confined()
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             fd, tmp = tempfile.mkstemp(prefix=self.path.name + ".", suffix=".tmp", dir=self.path.parent)
@@ -90,8 +101,20 @@ class BaselineFile:
                                 "cluster; make the directory writable or pass --baseline PATH") from None
 
     def delete(self) -> None:
+        self._confined()
         self.path.unlink(missing_ok=True)
         _fsync_dir(self.path.parent)
+
+
+def baseline_file(explicit: str | None, checkpoint_path: str, cluster: str) -> BaselineFile:
+    """--baseline PATH (confined to its directory), else <checkpoint>/enforce/<cluster>.json with the cluster name
+    checked (names.UnsafePath) and the file confined to <checkpoint>/enforce."""
+    if explicit:
+        return BaselineFile(explicit)
+    names.checked(cluster, "the cluster to enforce (--cluster, quota.pipeline.cluster.name or the cluster id) "
+                           "names the baseline file")
+    root = Path(checkpoint_path) / "enforce"
+    return BaselineFile(root / f"{cluster}.json", root)
 
 
 def _fsync_dir(directory: Path) -> None:

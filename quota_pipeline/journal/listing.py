@@ -107,14 +107,17 @@ def scan(cluster_dir: Path, interval: dt.timedelta, length: dt.timedelta,
     compacted: list[Sources] = []
     if not cluster_dir.is_dir():
         return Listing((), (), ())
+    # Symlinks are never followed nor listed: nothing is read, compacted or deleted outside the cluster's directory.
     for entry in sorted(os.scandir(cluster_dir), key=lambda e: e.name):
-        if not (entry.is_dir() and layout.DAY_DIR.match(entry.name)):
+        if entry.is_symlink():
+            continue
+        if not (entry.is_dir(follow_symlinks=False) and layout.DAY_DIR.match(entry.name)):
             st = _stat(entry)
-            if st is not None and entry.is_file():
+            if st is not None and entry.is_file(follow_symlinks=False):
                 others.append(OtherFile(entry.name, st.st_size, st.st_mtime))
             continue
         for f in _entries(entry.path):
-            st = _stat(f) if f.is_file() else None
+            st = _stat(f) if f.is_file(follow_symlinks=False) else None
             if st is None:
                 continue
             rel = f"{entry.name}/{f.name}"

@@ -9,7 +9,7 @@ import datetime as dt
 import fcntl
 import os
 import time
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterator
@@ -17,6 +17,7 @@ from typing import Callable, Iterator
 import isodate
 
 from quota_pipeline.core import config as cfg
+from quota_pipeline.core import names
 from quota_pipeline.journal import compaction
 from quota_pipeline.journal.compaction import Plan, Prune, Step, no_step
 from quota_pipeline.journal.listing import FooterCache, Usage, scan, usage
@@ -49,6 +50,11 @@ class ClusterJournal:
     @property
     def dir(self) -> Path:
         return Path(self.root.removeprefix("file://")) / self.name
+
+    def checked_dir(self) -> Path:
+        """The cluster's directory, its name safe and the directory inside the journal root (names.UnsafePath)."""
+        names.checked(self.name, "the cluster's journal name (quota.pipeline.cluster.name or the config's file name)")
+        return names.inside(Path(self.root.removeprefix("file://")), self.dir)
 
     def to_json(self) -> dict:
         return {"root": self.root, "name": self.name, "interval": self.interval.total_seconds(),
@@ -127,10 +133,12 @@ def run_pass(cj: ClusterJournal, now: dt.datetime, options: Options | None = Non
     options = options or Options()
     report = PassReport(cj.name)
     footers = footers or FooterCache()
+    cj.checked_dir()  # nothing outside the journal root is written or deleted
     if not cj.dir.is_dir():
         report.usage = usage(cj.dir, scan(cj.dir, cj.interval, cj.period, footers))
         return report
-    with locked(cj.dir, options.wait_s):
+    # A dry run only reads: no lock file either (it may race a pass of the job, and says what it would do).
+    with nullcontext() if options.dry_run else locked(cj.dir, options.wait_s):
         listing = scan(cj.dir, cj.interval, cj.period, footers)
         # Temporary files are aged by their mtime, which the file system's clock wrote: compared with it.
         retention = cj.retention if options.prune else dt.timedelta(0)  # compact only: whatever its age

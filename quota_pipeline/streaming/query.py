@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from quota_pipeline.core import config as cfg
+from quota_pipeline.core import names as path_names
 from quota_pipeline.core.clock import SYSTEM, Clock
 from quota_pipeline.core.settings import Settings
 from quota_pipeline.streaming.metrics import Metrics
@@ -41,6 +42,9 @@ def check_runnable(configs: list[cfg.Config]) -> None:
                             f"{cfg.CHECK_INTERVAL_SECONDS} (seconds) or {cfg.CHECK_INTERVAL_ISO} (ISO-8601) to run")
         if period_problem(c):
             problems.append(period_problem(c))
+        if path_names.problem(name):
+            problems.append(f"error: {c.path}: the cluster's journal name {path_names.problem(name)}; set "
+                            f"{cfg.CLUSTER_NAME}")
         if names.count(name) > 1:
             problems.append(f"error: {c.path}: another config also names its cluster {name!r}; set "
                             f"{cfg.CLUSTER_NAME} to tell them apart")

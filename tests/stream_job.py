@@ -57,10 +57,11 @@ class TopicWatcher:
         self._consumer.close()
 
 
-def start_job(conf_path: Path, log: Path) -> subprocess.Popen:
+def start_job(conf_path: Path, log: Path, metrics: bool = False) -> subprocess.Popen:
+    """`quota-pipeline run CONF` in its own session; with `metrics`, serving the config's metrics port."""
     env = {**os.environ, "PYSPARK_PYTHON": sys.executable}
-    return subprocess.Popen([sys.executable, "-m", "quota_pipeline.cli", "run", str(conf_path), "--no-metrics",
-                             "--master", "local[2]"], stdout=log.open("ab"), stderr=subprocess.STDOUT, env=env,
+    return subprocess.Popen([sys.executable, "-m", "quota_pipeline.cli", "run", str(conf_path),
+                             *([] if metrics else ["--no-metrics"]), "--master", "local[2]"], stdout=log.open("ab"), stderr=subprocess.STDOUT, env=env,
                             cwd=conf_path.parent, start_new_session=True)
 
 

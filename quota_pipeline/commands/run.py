@@ -18,7 +18,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                     "observed cluster; all of them are polled in parallel every check interval. Decisions go "
                     "to the compacted topic (quota.pipeline.output.topic, created if missing), metrics to "
                     "http://<metrics.host>:<metrics.port>/metrics, state and offsets to the checkpoint path "
-                    "of the first CONFIG. SIGTERM or Ctrl-C stops after the running micro-batch.",
+                    "of the first CONFIG. At start it reads the output cluster's replica.lag.time.max.ms and warns "
+                    "when a config's validity does not cover the check interval plus the longest acks=all stall "
+                    "(docs/design.md). SIGTERM or Ctrl-C stops after the running micro-batch.",
     )
     p.add_argument("configs", nargs="*", metavar="CONFIG", help=".properties file(s), one per cluster")
     p.add_argument("--clusters-dir", metavar="DIR", help="also run every *.properties file in DIR")
@@ -64,6 +66,13 @@ def run(args: argparse.Namespace) -> int:
               f"kafka.admin.* settings it defaults to)", file=sys.stderr)
         return 1
     log.info("output topic %s: %s", job.first.output_topic, outcome)
+    from quota_pipeline.kafka.publisher import stall_warning
+
+    warning, unchecked = stall_warning(configs)
+    if warning:
+        log.warning("%s", warning)
+    elif unchecked:
+        log.info("%s", unchecked)
     if not args.no_metrics:
         first = job.first
         try:

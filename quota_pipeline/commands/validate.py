@@ -2,7 +2,12 @@
 from __future__ import annotations
 
 import argparse
+import sys
+
 from quota_pipeline.commands.common import load_or_exit
+
+CHECK_TIMEOUT_S = 3.0  # validate is interactive: an unreachable output cluster costs this, then a note
+
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
@@ -10,9 +15,13 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="check a .properties file and print the effective configuration",
         description="Validate a Strimzi-compatible .properties file. Prints every effective property "
                     "(defaults filled in, secrets masked) or one 'error: <property>: ...' line per problem "
-                    "and exits with code 2.",
+                    "and exits with code 2. When the output cluster answers within 3 s, also reads its brokers' "
+                    "replica.lag.time.max.ms and warns (stderr, exit code 0) when the validity does not cover the "
+                    "check interval plus the longest acks=all stall; unreachable, it says it could not check.",
     )
     p.add_argument("config", metavar="CONFIG", help="path of the .properties file (the broker config works)")
+    p.add_argument("--offline", action="store_true",
+                   help="do not contact the output cluster (skips the validity check against its stalls)")
     p.set_defaults(func=run)
 
 
@@ -20,4 +29,12 @@ def run(args: argparse.Namespace) -> int:
     conf = load_or_exit(args.config)
     for key, value in conf.effective().items():
         print(f"{key}={value}")
+    if not args.offline:
+        from quota_pipeline.kafka.publisher import stall_warning
+
+        warning, unchecked = stall_warning([conf], CHECK_TIMEOUT_S)
+        if warning:
+            print(f"warning: {warning}", file=sys.stderr)
+        elif unchecked:
+            print(f"note: {unchecked}", file=sys.stderr)
     return 0

@@ -3,16 +3,23 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Any, Iterable, Mapping
+from typing import Any, Callable, Iterable, Mapping
 
 from confluent_kafka import KafkaException, Producer
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic, ResourceType
 
+from quota_pipeline.core.clock import SYSTEM, Clock
 from quota_pipeline.core.properties import PUBLISHER_CLIENT_ID
 from quota_pipeline.kafka.refusal import OUTPUT_SETTINGS, ClusterRefused, RefusalWatch
 from quota_pipeline.kafka.settings import to_librdkafka
+from quota_pipeline.kafka.stall import request_timeout_ms
 
 log = logging.getLogger(__name__)
+
+# An acknowledgement takes milliseconds; one still missing after this long is a stall worth one log line.
+STALL_LOG_AFTER_S = 3.0
+FLUSH_STEP_S = 0.5  # the wait for acknowledgements looks at the clock this often
+
 
 class DeliveryFailed(RuntimeError):
     """A decision was not acknowledged by the output cluster; the micro-batch must fail and be retried."""
@@ -47,6 +54,44 @@ def ensure_topic(settings: Mapping[str, str], topic: str, timeout: float = 15.0)
     return "created"
 
 
+def replica_lag_ms(settings: Mapping[str, str], timeout: float = 5.0) -> int:
+    """The largest replica.lag.time.max.ms among the output cluster's brokers (DescribeConfigs on each); raises
+    when the cluster cannot be reached or refuses (DescribeConfigs needs the cluster's DescribeConfigs ACL)."""
+    from quota_pipeline.kafka.stall import REPLICA_LAG
+
+    # Quiet: an unreachable cluster is reported once by the caller, not per connection attempt.
+    watch = RefusalWatch(settings, OUTPUT_SETTINGS, logging.getLogger(f"{__name__}.quiet"))
+    watch.log.setLevel(logging.CRITICAL)
+    admin = AdminClient({**librdkafka_settings(settings), "error_cb": watch, "log_level": 0})
+    metadata = _metadata(admin, watch, timeout)
+    resources = [ConfigResource(ResourceType.BROKER, str(b)) for b in sorted(metadata.brokers)]
+    values = []
+    for future in admin.describe_configs(resources, request_timeout=timeout).values():
+        entry = future.result(timeout).get(REPLICA_LAG)
+        if entry is not None and entry.value is not None:
+            values.append(int(entry.value))
+    if not values:
+        raise LookupError(f"no broker reported {REPLICA_LAG}")
+    return max(values)
+
+
+def stall_warning(configs: list[Any], timeout: float = 3.0) -> tuple[str | None, str | None]:
+    """(the warning of kafka.stall.warning_for, None) after reading the output cluster's replica.lag.time.max.ms, or
+    (None, why it could not be read) when the cluster is unreachable within `timeout` or refuses."""
+    from quota_pipeline.kafka.stall import REPLICA_LAG, warning_for
+
+    settings = configs[0].output_settings
+    if not settings.get("bootstrap.servers"):
+        return None, "no output cluster configured"
+    try:
+        lag = replica_lag_ms(settings, timeout)
+    except Exception as exc:  # noqa: BLE001 - any client error means the same here: not checked
+        reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        return None, (f"could not read {REPLICA_LAG} from the output cluster {settings['bootstrap.servers']} "
+                      f"within {timeout:g} s ({reason}); the validity was not checked against its acks=all stalls")
+    return warning_for(configs, lag), None
+
+
 def _metadata(admin: AdminClient, watch: RefusalWatch, timeout: float) -> Any:
     """The cluster's metadata; a refused login or certificate raises ClusterRefused at once (one line naming
     the listener) instead of a transport error after the whole timeout."""
@@ -63,9 +108,13 @@ def _metadata(admin: AdminClient, watch: RefusalWatch, timeout: float) -> Any:
 
 
 class Publisher:
-    """Publishes decision records in order; `publish` returns only when every record is acknowledged."""
+    """Publishes decision records in order; `publish` returns only when every record is acknowledged.
 
-    def __init__(self, settings: Mapping[str, str], topic: str, flush_timeout: float | None = None) -> None:
+    `on_acknowledged(key)` is called for every record the output cluster acknowledged, as it is. A wait longer than
+    STALL_LOG_AFTER_S logs one line naming what the publisher waits for, and one more when it ends."""
+
+    def __init__(self, settings: Mapping[str, str], topic: str, flush_timeout: float | None = None, *,
+                 on_acknowledged: Callable[[str], None] | None = None, clock: Clock = SYSTEM) -> None:
         conf = librdkafka_settings(settings)
         # A client id of its own, exempt from every throttle (quota.pipeline.excluded.client.ids), so that a
         # throttled cluster still receives the decision that releases it.
@@ -75,16 +124,26 @@ class Publisher:
                      "log_level": 4})  # librdkafka logs every idle disconnect at info level
         self.producer = Producer(conf)
         self.topic = topic
+        self.on_acknowledged = on_acknowledged
+        self.clock = clock
+        self.request_timeout_ms = request_timeout_ms(conf)
         # A micro-batch waits for its acknowledgements as long as a delivery may take (delivery.timeout.ms).
         self.flush_timeout = flush_timeout if flush_timeout is not None else \
             int(conf.get("delivery.timeout.ms", "30000")) / 1000 + 2
+        self._pending: dict[str, int] = {}  # key -> records not acknowledged yet
 
     def publish(self, records: Iterable[tuple[str, str]]) -> int:
         errors: list[str] = []
 
         def delivered(err: Any, msg: Any) -> None:
+            key = msg.key().decode() if msg.key() is not None else ""
+            self._pending[key] = self._pending.get(key, 1) - 1
+            if self._pending[key] <= 0:
+                del self._pending[key]
             if err is not None:
                 errors.append(str(err))
+            elif self.on_acknowledged is not None:
+                self.on_acknowledged(key)
 
         n = 0
         for key, value in records:
@@ -94,21 +153,60 @@ class Publisher:
                     break
                 except BufferError:
                     self.producer.poll(0.1)
+            self._pending[key] = self._pending.get(key, 0) + 1
             n += 1
-        remaining = self.producer.flush(self.flush_timeout)
+        remaining = self._await_acknowledgements()
         if remaining or errors:
             # The batch is re-run from the checkpoint and publishes these again, in order: drop what is still
             # queued so that a late delivery cannot land after the re-run's newer records.
             self.producer.purge(in_queue=True, in_flight=False)
             self.producer.poll(0)
+            self._pending.clear()
             raise DeliveryFailed(f"{remaining} decision(s) unacknowledged after {self.flush_timeout:.0f}s, "
                                  f"{len(errors)} failed ({'; '.join(errors[:3])}); the batch will be retried")
         return n
+
+    def _await_acknowledgements(self) -> int:
+        """Flush until every record is acknowledged or the flush timeout passed; the records still unacknowledged.
+        A stall is logged once, when it passes STALL_LOG_AFTER_S, and once when it ends."""
+        started = self.clock.monotonic()
+        deadline = started + self.flush_timeout
+        stalled = False
+        while True:
+            remaining = self.producer.flush(max(0.0, min(FLUSH_STEP_S, deadline - self.clock.monotonic())))
+            waited = self.clock.monotonic() - started
+            if not remaining or self.clock.monotonic() >= deadline:
+                break
+            if not stalled and waited >= STALL_LOG_AFTER_S:
+                stalled = True
+                log.warning("%s", self.describe_stall(remaining, waited, deadline - self.clock.monotonic()))
+        if stalled and not remaining:
+            log.warning("publisher: the output cluster acknowledged the waiting decision(s) after %.1f s; the next "
+                        "micro-batch observes afresh and publishes the current decision", waited)
+        return remaining
+
+    def describe_stall(self, remaining: int, waited: float, left: float) -> str:
+        """One line: the records waiting, the partition(s) they wait on (leader, replicas, in-sync replicas), the
+        acknowledgement acks=all needs, for how long it has waited and will still wait."""
+        try:
+            meta = self.producer.list_topics(self.topic, timeout=2).topics[self.topic]
+            where = "; ".join(f"partition {p.id} leader {p.leader}, replicas {list(p.replicas)}, in sync "
+                              f"{list(p.isrs)}" for p in sorted(meta.partitions.values(), key=lambda p: p.id))
+        except Exception as exc:  # noqa: BLE001 - the line is still worth writing without the metadata
+            where = f"partition metadata unavailable ({str(exc).splitlines()[0]})"
+        keys = ", ".join(sorted(self._pending)) or "?"
+        return (f"publisher: {remaining} decision(s) for {keys} not acknowledged for {waited:.1f} s: topic "
+                f"{self.topic}, {where}; acks=all waits until every in-sync replica has the record (a replica on "
+                f"a failed or full log dir holds it until the leader drops that replica from the ISR, "
+                f"replica.lag.time.max.ms, or the produce request times out, request.timeout.ms "
+                f"{self.request_timeout_ms}, and is retried); waiting {left:.0f} s more before the micro-batch "
+                f"fails and is retried")
 
     def abandon(self) -> None:
         """Drop whatever is still queued (the batch is re-run from the checkpoint) without waiting."""
         self.producer.purge(in_queue=True, in_flight=True)
         self.producer.flush(0)
+        self._pending.clear()
 
     def close(self) -> None:
         self.producer.flush(self.flush_timeout)

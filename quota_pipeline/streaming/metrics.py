@@ -9,7 +9,9 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, ProcessCollector, start_http_server
+from prometheus_client.core import GaugeMetricFamily
 
+from quota_pipeline.core.clock import SYSTEM, Clock
 from quota_pipeline.core.model import parse_time
 
 SOURCES = ("OBSERVATION", "RETAINED", "FALLBACK")
@@ -18,6 +20,7 @@ SOURCES = ("OBSERVATION", "RETAINED", "FALLBACK")
 @dataclass
 class Metrics:
     registry: CollectorRegistry = field(default_factory=CollectorRegistry)
+    clock: Clock = SYSTEM
 
     def __post_init__(self) -> None:
         r = self.registry
@@ -56,8 +59,16 @@ class Metrics:
                                     registry=r)
         self.last_decision = Gauge("quota_pipeline_last_decision_timestamp_seconds",
                                    "decided_at of the last record published", c, registry=r)
+        self.last_acknowledged = Gauge("quota_pipeline_last_acknowledged_decision_timestamp_seconds",
+                                       "When the output cluster last acknowledged a decision record", c, registry=r)
+        self.validity = Gauge("quota_pipeline_validity_seconds", "Configured throttle.factor.validity.duration", c,
+                              registry=r)
         ProcessCollector(registry=r)  # process_start_time_seconds: a job that never published is stale too
+        r.register(_SinceAcknowledged(self))
         self.intervals: dict[str, float] = {}  # check interval per config_name, set by the job
+        self.validities: dict[str, float] = {}  # validity per config_name, set by the job
+        self.started = self.clock.now().timestamp()
+        self.acknowledged_at: dict[str, float] = {}  # cluster key -> wall time of its last acknowledged record
         self._volumes: dict[str, set[tuple[str, str]]] = {}
         self._etas: dict[str, set[tuple[str, str]]] = {}
         self._source: dict[str, str] = {}
@@ -89,10 +100,23 @@ class Metrics:
                 self._set_volumes(key, json.loads(row.volumes))
             if getattr(row, "config_name", None) in self.intervals:
                 self.check_interval.labels(key).set(self.intervals[row.config_name])
+            if getattr(row, "config_name", None) in self.validities:
+                self.validity.labels(key).set(self.validities[row.config_name])
             record = json.loads(row.value) if getattr(row, "value", None) else {}
             if record.get("decided_at"):
                 self.last_decision.labels(key).set(parse_time(record["decided_at"]).timestamp())
             self._set_etas(key, record.get("closest_volumes") or [])
+
+    def awaiting(self, keys: Iterable[str]) -> None:
+        """Decisions of these clusters are being published: one never acknowledged counts from the job's start."""
+        for key in keys:
+            self.acknowledged_at.setdefault(key, self.started)
+
+    def acknowledged(self, key: str) -> None:
+        """The output cluster acknowledged a decision of `key` (the publisher's delivery callback)."""
+        at = self.clock.now().timestamp()
+        self.acknowledged_at[key] = at
+        self.last_acknowledged.labels(key).set(at)
 
     def record_journal(self, report: dict) -> None:
         """Update from one journal maintenance report (journal/maintenance.py PassReport.to_json)."""
@@ -128,6 +152,28 @@ class Metrics:
             for g in (self.available, self.total, self.ratio):
                 _remove(g, (key, *gone))
         self._volumes[key] = seen
+
+
+SINCE_ACKNOWLEDGED = "quota_pipeline_seconds_since_last_acknowledged_decision"
+SINCE_ACKNOWLEDGED_HELP = ("Seconds since the output cluster last acknowledged a decision of the cluster (since the "
+                           "job's start before the first); grows while a delivery stalls")
+
+
+class _SinceAcknowledged:
+    """Computed at each scrape, so that a stall shows while it lasts (the publisher is blocked meanwhile)."""
+
+    def __init__(self, metrics: Metrics) -> None:
+        self.metrics = metrics
+
+    def describe(self) -> list:
+        return [GaugeMetricFamily(SINCE_ACKNOWLEDGED, SINCE_ACKNOWLEDGED_HELP, labels=["cluster"])]
+
+    def collect(self) -> Iterable[GaugeMetricFamily]:
+        family = GaugeMetricFamily(SINCE_ACKNOWLEDGED, SINCE_ACKNOWLEDGED_HELP, labels=["cluster"])
+        now = self.metrics.clock.now().timestamp()
+        for key, at in sorted(dict(self.metrics.acknowledged_at).items()):
+            family.add_metric([key], max(0.0, now - at))
+        yield family
 
 
 def _remove(gauge: Gauge, labels: tuple) -> None:

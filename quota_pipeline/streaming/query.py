@@ -74,6 +74,7 @@ class StreamJob:
         self.settings = {config_name(c): Settings.of(c) for c in self.configs}
         self.output_keys = {config_name(c): c.cluster_name for c in self.configs}
         self.metrics.intervals = {config_name(c): c.check_interval.total_seconds() for c in self.configs}
+        self.metrics.validities = {config_name(c): c.validity.total_seconds() for c in self.configs}
         self._stop = threading.Event()
         self._query: Any = None
         self._publisher: Publisher | None = None
@@ -107,7 +108,8 @@ class StreamJob:
         decisions = rows.groupBy("cluster_id").transformWithStateInPandas(
             statefulProcessor=DecisionProcessor(self.settings, self.output_keys, self.clock),
             outputStructType=OUTPUT_SCHEMA, outputMode="Append", timeMode="None")
-        self._publisher = self._publisher or Publisher(self.first.output_settings, self.first.output_topic)
+        self._publisher = self._publisher or Publisher(self.first.output_settings, self.first.output_topic,
+                                                       on_acknowledged=self.metrics.acknowledged, clock=self.clock)
         self._query = (decisions.writeStream.queryName("quota-pipeline")
                        .option("checkpointLocation", os.path.join(self.first.checkpoint_path, "query"))
                        .foreachBatch(self._batch).start())
@@ -126,6 +128,7 @@ class StreamJob:
         rows = sorted((r for r in rows if r.status != REMOVED), key=lambda r: (r.key, r.observed_at))
         # Publish first: the batch (and so the state and the offsets) only commits once Kafka has it all.
         assert self._publisher is not None
+        self.metrics.awaiting(r.key for r in rows)
         self._publisher.publish((r.key, r.value) for r in rows)
         if self.log_batches:
             self._batch_times[batch_id] = describe_batch(

@@ -237,8 +237,9 @@ def test_unlimited_base_without_static_produce_quota():
     no_p = Policy.of([], None, produce_floor=1.0)
     assert target({}, 0.5, no_p) == {}  # unlimited x 0.5 stays unlimited (Strimzi: MAX x 0.5)
     assert target({}, 0.0, no_p) == {FRESH_DEFAULT: {PBR: 1.0}}  # Strimzi: max(1, MAX x 0) = 1 byte/s
-    # The default floor, on the level above every client-id and user default (a new window per client):
-    assert target({}, 0.0, Policy.of([], None)) == {FRESH_DEFAULT: {PBR: 131072.0}}
+    # The default stop limit (1 MiB muted at most PT60S: 1 MiB / 70 s), on the level above every client-id and user
+    # default (a new window per client):
+    assert target({}, 0.0, Policy.of([], None)) == {FRESH_DEFAULT: {PBR: 14979.0}}
     assert target({}, 1.0, POLICY) == {}
     assert target({}, 0.5, POLICY) == {CATCH_ALL: {PBR: 500.0}, Entity.of("pipeline"): {PBR: UNLIMITED}}
 

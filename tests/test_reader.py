@@ -211,13 +211,13 @@ def test_quota_limit_reproduces_the_strimzi_callback(factor, quota_type, princip
 
 
 @pytest.mark.parametrize("factor, props, expected", [
-    (0.0, {}, 131072.0),                                   # the default floor, per client
-    (0.0, {cfg.PRODUCE: "10485760"}, 131072.0),
+    (0.0, {}, 1048576 / 42),                               # a stop starts at a 32 s mute for a 1 MiB request
+    (0.0, {cfg.PRODUCE: "10485760"}, 1048576 / 42),
     (0.5, {cfg.PRODUCE: "10485760"}, 5242880.0),
-    (0.0, {cfg.PRODUCE: "100000"}, 100000.0),              # the floor never raises a static quota
-    (0.0, {cfg.PRODUCE: "10485760", cfg.PRODUCE_FLOOR: "65536"}, 65536.0),
+    (0.0, {cfg.PRODUCE: "20000"}, 20000.0),                # the stop limit never raises a static quota
+    (0.0, {cfg.PRODUCE: "10485760", cfg.PRODUCE_FLOOR: "65536"}, 65536.0),  # the deprecated fixed floor
 ])
-def test_a_throttle_leaves_producers_the_floor_so_they_resume_after_the_release(factor, props, expected):
+def test_a_stop_leaves_each_producer_the_limit_of_the_max_mute(factor, props, expected):
     r = reader(**props)
     r.apply_record(b"c1", encode(decision("c1", factor)))
     assert r.quota_limit("PRODUCE", "alice", "app") == expected

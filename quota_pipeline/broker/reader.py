@@ -15,6 +15,7 @@ from quota_pipeline.kafka.refusal import ADMIN_SETTINGS, OUTPUT_SETTINGS, Refusa
 from quota_pipeline.kafka.settings import to_librdkafka
 from quota_pipeline.core.model import DecisionSource
 from quota_pipeline.core.record import ThrottleDecision
+from quota_pipeline.broker.stop import StopClock
 from quota_pipeline.broker.rules import (
     MIN_QUOTA, UNLIMITED, QuotaPolicy, QuotaType, QuotaWindows, ResetTracker, honoured_until, parse_decision,
     printable, refusal,
@@ -93,6 +94,7 @@ class Reader(Background):
         self.policy = QuotaPolicy.of(config)
         self._resets = ResetTracker()
         self._windows = QuotaWindows()
+        self._stops = StopClock(dt.timedelta(seconds=self.policy.stop.max_mute_seconds))
         self._clock = clock
         self._poll_seconds = poll_seconds
         raw = dict(consumer_settings if consumer_settings is not None else config.output_settings)
@@ -170,26 +172,42 @@ class Reader(Background):
         return self.answer(cluster).factor
 
     def quota_limit(self, quota_type: QuotaType | str, principal: str | None, client_id: str | None = None) -> float:
-        """Strimzi's StaticQuotaCallback.quotaLimit: produce x factor, floored at quota.pipeline.produce.quota.floor
-        (never above the static quota); fetch and request unscaled (floored at 1.0); an excluded principal or client
-        id is unlimited. `principal` is the principal's name (KafkaPrincipal.getName()); a "User:" prefix is
-        accepted."""
-        return self.policy.limit(quota_type, principal, client_id, self.current_factor())
+        """Strimzi's StaticQuotaCallback.quotaLimit: produce x factor, and at a stop each client's own limit derived
+        from quota.pipeline.throttle.max.mute (never above the static quota); fetch and request unscaled (floored at
+        1.0); an excluded principal or client id is unlimited. `principal` is the principal's name
+        (KafkaPrincipal.getName()); a "User:" prefix is accepted. Kafka asks with the tags of
+        quota_metric_tags: the same answer."""
+        factor = self.current_factor()
+        tags = self.policy.metric_tags(quota_type, principal, client_id, factor, 0)
+        return self.policy.tagged_limit(quota_type, tags, factor, self._stop_age(factor))
 
     def quota_metric_tags(self, quota_type: QuotaType | str, principal: str | None,
                           client_id: str | None = None) -> dict[str, str]:
         """The callback's quotaMetricTags: which quota sensor (window) Kafka charges the client's bytes on; a new
         produce window after each cut of the produce limit (rules.QuotaWindows)."""
         factor = self.current_factor()
-        window = self._windows.epoch(self.policy.produce_limit(factor)) \
-            if QuotaType.of(quota_type) is QuotaType.PRODUCE else 0
+        window = 0
+        if QuotaType.of(quota_type) is QuotaType.PRODUCE:
+            self._stop_age(factor)
+            # Only shared limits move the shared window: a stop's clients are on their own sensors.
+            window = 0 if self.policy.stopped(factor) else self._windows.epoch(self.policy.shared_limit(factor))
         return self.policy.metric_tags(quota_type, principal, client_id, factor, window)
+
+    def _stop_age(self, factor: float) -> float:
+        """How long the current stop has lasted (the clock of the stop's lengthening mutes)."""
+        return self._stops.age(self._clock.now(), self.policy.stopped(factor))
 
     def reset_required(self, quota_type: QuotaType | str = QuotaType.PRODUCE) -> bool:
         """Kafka's quotaResetRequired for this reader's cluster: True once at first, then once after each change
         of the factor answered (PRODUCE); fetch and request are never scaled, so True only at first."""
         qt = QuotaType.of(quota_type)
-        return self._resets.reset_required(qt, self.current_factor() if qt is QuotaType.PRODUCE else 1.0)
+        if qt is not QuotaType.PRODUCE:
+            return self._resets.reset_required(qt, 1.0)
+        factor = self.current_factor()
+        age = self._stop_age(factor)
+        if self.policy.stopped(factor):  # at a stop the limit also changes as its mute lengthens
+            return self._resets.reset_required(qt, (factor, self.policy.stop_limit(age)))
+        return self._resets.reset_required(qt, factor)
 
     def refresh(self) -> None:
         """Re-evaluate every answer now and call the change callbacks (the reader's thread does this

@@ -1,7 +1,7 @@
 """The pure rules a broker applies: which records it reads (and refuses), Strimzi's quota rule with the pipeline's
 exemptions, and Kafka's quotaResetRequired.
 
-The Java callback (broker-callback/: DecisionRecord, QuotaPolicy, ResetTracker) applies the same rules;
+The Java callback (broker-callback/: DecisionRecord, QuotaPolicy, StopLimit, ResetTracker) applies the same rules;
 tests/vectors/broker_quota_vectors.json holds both to them.
 """
 from __future__ import annotations
@@ -20,6 +20,7 @@ import isodate
 from quota_pipeline.core.config import MAX_CLOCK_SKEW, Config
 from quota_pipeline.core.model import RecordError, format_time
 from quota_pipeline.core.record import READABLE_VERSIONS, ThrottleDecision
+from quota_pipeline.broker.stop import StopLimit
 
 UNLIMITED = sys.float_info.max  # Strimzi's Quota.upperBound(Double.MAX_VALUE)
 MIN_QUOTA = 1.0  # Strimzi: "returning zero would cause a divide by zero in Kafka"
@@ -28,6 +29,9 @@ QUOTA_TYPE_TAG = "quota.type"
 EXCLUDED_PRINCIPAL_TAG = "excluded-principal-quota-key"  # Strimzi's tag
 EXCLUDED_CLIENT_ID_TAG = "excluded-client-id-quota-key"
 WINDOW_TAG = "quota.window"  # QuotaWindows' epoch: a new value is a new sensor, hence an empty window
+# A client's own stop sensor carries no epoch: it only ever holds bytes charged at a stop limit, so every stop reuses
+# it and the cut applies to the bytes the client sent in the last stops.
+STOP_WINDOW = "stop"
 USER_TAG, CLIENT_ID_TAG = "user", "client-id"  # Kafka's own tag names
 
 
@@ -125,21 +129,22 @@ class QuotaType(str, Enum):
 
 @dataclass(frozen=True)
 class QuotaPolicy:
-    """Produce x factor floored at `produce_floor`; fetch and request unscaled, floored at 1.0; exempt clients
-    (an excluded principal or an excluded client id) unlimited for every type."""
+    """Produce x factor, and at a stop each client's own limit derived from the longest mute (`stop`); fetch and
+    request unscaled, floored at 1.0; exempt clients (an excluded principal or an excluded client id) unlimited for
+    every type."""
 
     produce: float | None = None
     fetch: float | None = None
     request: float | None = None
     excluded_names: frozenset[str] = frozenset()  # principal names, "User:" removed (Strimzi compares getName())
     excluded_client_ids: frozenset[str] = frozenset()
-    produce_floor: float = MIN_QUOTA
+    stop: StopLimit = StopLimit()
 
     @classmethod
     def of(cls, config: Config) -> "QuotaPolicy":
         return cls(config.produce, config.fetch, config.request,
                    frozenset(p[len(USER_PREFIX):] for p in config.excluded_principals),
-                   frozenset(config.excluded_client_ids), config.produce_floor)
+                   frozenset(config.excluded_client_ids), config.stop_limit())
 
     def exempt(self, principal: str | None, client_id: str | None) -> bool:
         """`principal` is a name (KafkaPrincipal.getName()) or "User:name"."""
@@ -148,35 +153,54 @@ class QuotaPolicy:
             client_id is not None and client_id in self.excluded_client_ids)
 
     def limit(self, quota_type: QuotaType | str, principal: str | None, client_id: str | None,
-              factor: float) -> float:
+              factor: float, stop_age: float = 0.0) -> float:
         qt = QuotaType.of(quota_type)
         if self.exempt(principal, client_id):
             return UNLIMITED
         if qt is QuotaType.PRODUCE:
-            return self.produce_limit(factor)
+            return self.produce_limit(factor, stop_age)
         return max(MIN_QUOTA, self.static(qt))
+
+    def tagged_limit(self, quota_type: QuotaType | str, tags: dict[str, str], factor: float,
+                     stop_age: float) -> float:
+        """Kafka's quotaLimit(type, tags): a stop sensor has the stop limit, a shared window the shared one."""
+        qt = QuotaType.of(quota_type)
+        if tags.get(EXCLUDED_PRINCIPAL_TAG) == "true" or tags.get(EXCLUDED_CLIENT_ID_TAG) == "true":
+            return UNLIMITED
+        if qt is not QuotaType.PRODUCE:
+            return max(MIN_QUOTA, self.static(qt))
+        return self.stop_limit(stop_age) if tags.get(WINDOW_TAG) == STOP_WINDOW else self.shared_limit(factor)
 
     def static(self, quota_type: QuotaType) -> float:
         value = {QuotaType.PRODUCE: self.produce, QuotaType.FETCH: self.fetch, QuotaType.REQUEST: self.request}[
             quota_type]
         return UNLIMITED if value is None else value
 
-    def produce_limit(self, factor: float) -> float:
-        """The static produce quota x factor, never below the floor, and the floor never above the static quota
-        (a throttle never raises a quota); at least MIN_QUOTA, as Kafka divides by it."""
-        quota = self.static(QuotaType.PRODUCE)
-        return max(MIN_QUOTA, min(self.produce_floor, quota), quota * factor)
+    def produce_limit(self, factor: float, stop_age: float = 0.0) -> float:
+        """The produce limit a client is charged at now: the stop limit at a stop, else the shared one."""
+        return self.stop_limit(stop_age) if self.stopped(factor) else self.shared_limit(factor)
 
-    def at_floor(self, factor: float) -> bool:
-        """The factor leaves the produce limit at the floor (and below the static quota)."""
+    def shared_limit(self, factor: float) -> float:
+        """The static produce quota x factor shared by the clients of a window, never below the limit a stop starts
+        with, which never raises the static quota; at least MIN_QUOTA, as Kafka divides by it."""
         quota = self.static(QuotaType.PRODUCE)
-        return quota * factor <= self.produce_floor < quota
+        return max(MIN_QUOTA, min(self.stop.enter_limit(), quota), quota * factor)
+
+    def stop_limit(self, stop_age: float) -> float:
+        """Each client's own limit at a stop of that age, never above the static quota; at least MIN_QUOTA."""
+        return max(MIN_QUOTA, min(self.stop.limit(stop_age), self.static(QuotaType.PRODUCE)))
+
+    def stopped(self, factor: float) -> bool:
+        """Production is stopped: the factor leaves the shared limit at or below what one client gets when a stop
+        starts (and that is below the static quota)."""
+        quota, enter = self.static(QuotaType.PRODUCE), self.stop.enter_limit()
+        return quota * factor <= enter < quota
 
     def metric_tags(self, quota_type: QuotaType | str, principal: str | None, client_id: str | None, factor: float,
                     window: int) -> dict[str, str]:
         """Kafka's quotaMetricTags: the tags that name the quota sensor a client is charged on. Produce clients share
-        the window of epoch `window` (QuotaWindows); at the floor each (user, client id) gets a window of its own,
-        so one producer's bytes never lengthen another's throttle."""
+        the window of epoch `window` (QuotaWindows); at a stop each (user, client id) is charged on its own stop
+        sensor, so one producer's bytes never lengthen another's mute."""
         qt = QuotaType.of(quota_type)
         tags = {QUOTA_TYPE_TAG: qt.value}
         name = _name(principal)
@@ -185,10 +209,10 @@ class QuotaPolicy:
         elif client_id is not None and client_id in self.excluded_client_ids:
             tags[EXCLUDED_CLIENT_ID_TAG] = "true"
         elif qt is QuotaType.PRODUCE:
-            tags[WINDOW_TAG] = str(window)
-            if self.at_floor(factor):
-                tags[USER_TAG] = name or ""
-                tags[CLIENT_ID_TAG] = client_id or ""
+            if self.stopped(factor):
+                tags.update({WINDOW_TAG: STOP_WINDOW, USER_TAG: name or "", CLIENT_ID_TAG: client_id or ""})
+            else:
+                tags[WINDOW_TAG] = str(window)
         return tags
 
 
@@ -219,13 +243,14 @@ class QuotaWindows:
 
 class ResetTracker:
     """Kafka's quotaResetRequired: true once per quota type at first (as Strimzi), then true once after each change
-    of the value answered for that type. Thread-safe: exactly one caller sees each change."""
+    of what is answered for that type (for produce: the factor, or the stop limit at a stop). Thread-safe: exactly one
+    caller sees each change."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._acknowledged: dict[QuotaType, float] = {}
+        self._acknowledged: dict[QuotaType, object] = {}
 
-    def reset_required(self, quota_type: QuotaType | str, answered: float) -> bool:
+    def reset_required(self, quota_type: QuotaType | str, answered: object) -> bool:
         qt = QuotaType.of(quota_type)
         with self._lock:
             if qt in self._acknowledged and self._acknowledged[qt] == answered:

@@ -12,7 +12,7 @@ from quota_pipeline.core.display import visible
 from quota_pipeline.core.names import UnsafePath
 from quota_pipeline.enforce.baseline import BaselineError, baseline_file
 from quota_pipeline.commands.common import add_bootstrap_override, configure_logging, fail, load_with_override
-from quota_pipeline.enforce.plan import Policy
+from quota_pipeline.enforce.plan import Policy, stop_floor
 from quota_pipeline.enforce.enforcer import DEFAULT_INTERVAL_SECONDS, DEFAULT_SETTLE_SECONDS, Enforcer, StepResult
 from quota_pipeline.kafka.quota_admin import QuotaAdmin, QuotaAdminError
 from quota_pipeline.kafka.refusal import ClusterRefused

@@ -13,8 +13,10 @@ from typing import Any, Mapping
 import isodate
 import javaproperties
 
+from quota_pipeline.broker.stop import DEFAULT_WINDOW_NUM, DEFAULT_WINDOW_SIZE_SECONDS, StopLimit
+
 from quota_pipeline.core.properties import (
-    ADMIN_PREFIX, BY_NAME, DEFAULT_MAX_CLOCK_SKEW, DEFAULT_OUTPUT_TOPIC, DEFAULT_PRODUCE_FLOOR, INDEX, KNOWN,
+    ADMIN_PREFIX, BY_NAME, DEFAULT_MAX_CLOCK_SKEW, DEFAULT_MAX_MUTE, DEFAULT_OUTPUT_TOPIC, INDEX, KNOWN,
     OUTPUT_KAFKA_PREFIX, P,
     PASS_THROUGH_PREFIXES, PUBLISHER_CLIENT_ID, Q, TABLE, Invalid, shown,
 )
@@ -36,6 +38,9 @@ CLUSTER_NAME = Q + "cluster.name"
 OUTPUT_TOPIC = Q + "output.topic"
 EXCLUDED_CLIENT_IDS = Q + "excluded.client.ids"
 PRODUCE_FLOOR = Q + "produce.quota.floor"
+MAX_MUTE = Q + "throttle.max.mute"
+# Kafka's own broker settings: the quota sensors' window, which the stop limit's arithmetic depends on.
+QUOTA_WINDOW_NUM, QUOTA_WINDOW_SIZE = "quota.window.num", "quota.window.size.seconds"
 MAX_CLOCK_SKEW = Q + "reader.max.clock.skew"
 JOURNAL_PATH = Q + "journal.path"
 JOURNAL_PERIOD = Q + "journal.period"
@@ -114,7 +119,10 @@ class Config:
     request: float | None = None
     excluded_principals: tuple[str, ...] = ()
     excluded_client_ids: tuple[str, ...] = (PUBLISHER_CLIENT_ID,)
-    produce_floor: float = DEFAULT_PRODUCE_FLOOR
+    produce_floor: float | None = None  # deprecated: fixes each client's limit at a stop
+    max_mute: dt.timedelta = DEFAULT_MAX_MUTE
+    quota_window_num: int = DEFAULT_WINDOW_NUM
+    quota_window_size_seconds: int = DEFAULT_WINDOW_SIZE_SECONDS
     max_clock_skew: dt.timedelta = DEFAULT_MAX_CLOCK_SKEW
     admin: Mapping[str, str] = field(default_factory=dict)
     cluster_name: str | None = None
@@ -129,6 +137,11 @@ class Config:
     metrics_port: int = 9404
     warnings: tuple[str, ...] = ()
     raw: Mapping[str, str] = field(default_factory=dict, repr=False, compare=False)
+
+    def stop_limit(self) -> StopLimit:
+        """Each client's produce limit at a stop: from the max mute and the brokers' quota window (or the floor)."""
+        return StopLimit(self.max_mute.total_seconds(), self.quota_window_num, self.quota_window_size_seconds,
+                         self.produce_floor)
 
     @property
     def bootstrap_servers(self) -> str | None:
@@ -163,7 +176,7 @@ class Config:
 FIELDS = {
     PRODUCE: "produce", FETCH: "fetch", REQUEST: "request", EXCLUDED: "excluded_principals",
     OFFLINE_POLICY: "offline_policy", FENCED_POLICY: "fenced_policy", FALLBACK: "fallback_factor", VALIDITY: "validity",
-    OUTPUT_TOPIC: "output_topic", EXCLUDED_CLIENT_IDS: "excluded_client_ids", PRODUCE_FLOOR: "produce_floor",
+    OUTPUT_TOPIC: "output_topic", EXCLUDED_CLIENT_IDS: "excluded_client_ids", PRODUCE_FLOOR: "produce_floor", MAX_MUTE: "max_mute",
     MAX_CLOCK_SKEW: "max_clock_skew",
     CHECKPOINT_PATH: "checkpoint_path", METRICS_HOST: "metrics_host", METRICS_PORT: "metrics_port",
     CLUSTER_NAME: "cluster_name", JOURNAL_PATH: "journal_path", JOURNAL_PERIOD: "journal_period",
@@ -223,7 +236,9 @@ def parse(props: Mapping[str, str], path: str = "<properties>", require_admin: b
     check_interval = _check_interval(props, values, problems)
     limits = _limits(props, values, problems)
     admin = _admin(props, problems, require_admin)
-    warnings = unknown_key_warnings(props) + floor_warnings(values)
+    window = _quota_window(props)
+    _max_mute(values, window, problems)
+    warnings = unknown_key_warnings(props) + stop_warnings(values, window)
     if problems:
         raise ConfigError(sorted(problems, key=lambda p: p.order), warnings)
     assert limits is not None
@@ -231,6 +246,7 @@ def parse(props: Mapping[str, str], path: str = "<properties>", require_admin: b
     return Config(
         path=path, limits=limits, check_interval=check_interval, admin=admin,
         output_kafka={k[len(OUTPUT_KAFKA_PREFIX):]: v for k, v in props.items() if k.startswith(OUTPUT_KAFKA_PREFIX)},
+        quota_window_num=window[0], quota_window_size_seconds=window[1],
         warnings=tuple(warnings), raw=dict(props), **kept,
     )
 
@@ -288,13 +304,43 @@ def _admin(props: Mapping[str, str], problems: list[Problem], require_admin: boo
     return admin
 
 
-def floor_warnings(values: Mapping[str, Any]) -> list[str]:
-    """The floor must leave a throttle something to lower (the Java callback logs the same at start)."""
-    produce, floor = values.get(PRODUCE), values.get(PRODUCE_FLOOR, DEFAULT_PRODUCE_FLOOR)
-    if produce is None or floor < produce:
-        return []
-    return [f"warning: {PRODUCE_FLOOR} ({floor}) is not below {PRODUCE} ({produce}): a throttle cannot lower the "
-            "produce quota; set the floor to a small fraction of it"]
+def _quota_window(props: Mapping[str, str]) -> tuple[int, int]:
+    """The brokers' quota.window.num and quota.window.size.seconds when the file sets them (a broker's own file),
+    else Kafka's defaults; Kafka validates them, so an unreadable one counts as its default here."""
+    def positive(key: str, default: int) -> int:
+        try:
+            value = int(props.get(key, "").strip())
+        except ValueError:
+            return default
+        return value if value > 0 else default
+    return positive(QUOTA_WINDOW_NUM, DEFAULT_WINDOW_NUM), positive(QUOTA_WINDOW_SIZE, DEFAULT_WINDOW_SIZE_SECONDS)
+
+
+def _max_mute(values: Mapping[str, Any], window: tuple[int, int], problems: list[Problem]) -> None:
+    """The shortest max mute the stop limit's arithmetic holds for, whatever the request size (StopLimit)."""
+    mute = values.get(MAX_MUTE)
+    seconds = StopLimit(window_num=window[0], window_size_seconds=window[1]).shortest_mute_seconds
+    if mute is not None and mute.total_seconds() < seconds:
+        problems.append(Problem(MAX_MUTE, "must be at least (quota.window.num - 1) x quota.window.size.seconds + 2 "
+                                f"quota windows (PT{seconds:g}S): a shorter mute lets smaller requests be charged twice",
+                                isodate.duration_isoformat(mute)))
+
+
+def stop_warnings(values: Mapping[str, Any], window: tuple[int, int]) -> list[str]:
+    """The deprecated floor, and a static quota a stop cannot lower (the Java callback logs the same at start)."""
+    mute = values.get(MAX_MUTE, DEFAULT_MAX_MUTE).total_seconds()
+    stop = StopLimit(mute, window[0], window[1], values.get(PRODUCE_FLOOR))
+    warnings = []
+    if stop.floor is not None:
+        warnings.append(f"warning: {PRODUCE_FLOOR} is deprecated: it fixes each client's limit at a stop to "
+                        f"{stop.floor} bytes/s (a 1 MiB request muted about {round(stop.mute_seconds(0))} s); remove "
+                        f"it and set {MAX_MUTE} (the longest mute after the release) instead")
+    produce = values.get(PRODUCE)
+    if produce is not None and stop.enter_limit() >= produce:
+        warnings.append(f"warning: {PRODUCE} ({produce}) is not above the per-client limit at a stop "
+                        f"({stop.enter_limit()} bytes/s): a throttle cannot lower the produce quota; raise {MAX_MUTE} "
+                        "or the static quota")
+    return warnings
 
 
 def unknown_key_warnings(props: Mapping[str, str]) -> list[str]:

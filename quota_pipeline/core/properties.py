@@ -25,9 +25,9 @@ OFFLINE_POLICIES = ("pin", "last-known", "violate")
 FENCED_POLICIES = ("pin", "expire")
 DEFAULT_OUTPUT_TOPIC = "__quota_throttle_factors"
 PUBLISHER_CLIENT_ID = "quota-pipeline-publisher"  # the pipeline's producer; exempt from every throttle
-# 128 KiB/s per client: a 1 MB produce request at the floor is throttled about 8 s, so producers resume within
-# seconds of the release (bench/RESULTS.md, "Recovery after a produce throttle"); Strimzi's 1.0 mutes them for days.
-DEFAULT_PRODUCE_FLOOR = 131072.0
+# The longest a producer stays muted after the release: a stop then admits about N x 1 MiB / 60 s per broker from N
+# librdkafka clients, in the range measured for Strimzi's plugin (bench/RESULTS.md, "Strimzi's plugin and this one").
+DEFAULT_MAX_MUTE = dt.timedelta(seconds=60)
 # How far a decision record's observed_at or decided_at may be ahead of a reader's clock (docs/broker-side.md).
 DEFAULT_MAX_CLOCK_SKEW = dt.timedelta(seconds=30)
 
@@ -145,6 +145,7 @@ def topic(raw: str) -> str:
 def text(raw: str) -> str | None:
     return raw or None
 
+
 def safe_name(raw: str) -> str | None:
     """A name that becomes a directory (core/names.py's pattern), or unset."""
     from quota_pipeline.core import names as path_names
@@ -199,10 +200,14 @@ TABLE: tuple[Property, ...] = (
     Property(Q + "excluded.client.ids", "list", (PUBLISHER_CLIENT_ID,), names,
              "`,`-separated client ids never throttled, whatever their principal: the pipeline's own "
              "clients", PUBLISHER_CLIENT_ID),
-    Property(Q + "produce.quota.floor", "double", DEFAULT_PRODUCE_FLOOR, double(1.0),
-             "bytes/s: the least produce quota a throttle sets, per client on a new quota window, so producers "
-             "resume within seconds of the release (Strimzi's 1.0 mutes them for days); never above the static "
-             "produce quota"),
+    Property(Q + "throttle.max.mute", "duration", DEFAULT_MAX_MUTE, duration,
+             "the longest a producer stays muted after the release (at least PT32S with Kafka's default quota "
+             "window, `quota.window.num` x `quota.window.size.seconds`); each client's produce limit at a stop follows from "
+             "it, and its mute lengthens up to it while the stop lasts (`validate` prints what a stop admits)",
+             "PT60S"),
+    Property(Q + "produce.quota.floor", "double", None, double(1.0),
+             "deprecated: a fixed per-client produce limit in bytes/s at a stop, instead of the one derived from "
+             "`quota.pipeline.throttle.max.mute`", "derived"),
     Property(Q + "reader.max.clock.skew", "duration", DEFAULT_MAX_CLOCK_SKEW, duration,
              "how far a decision record's `observed_at` or `decided_at` may be ahead of a reader's clock (the "
              "callback, the reader, `enforce`, the dashboard); a record further ahead is refused and counted, and a "

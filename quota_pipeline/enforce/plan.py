@@ -5,7 +5,7 @@ import math
 from dataclasses import dataclass
 from typing import Iterable, Mapping
 
-from quota_pipeline.core.properties import DEFAULT_PRODUCE_FLOOR
+from quota_pipeline.broker.stop import StopLimit
 from quota_pipeline.kafka.quota_admin import Change
 from quota_pipeline.kafka.client_quotas import CLIENT_ID, IP, PRODUCER_BYTE_RATE, UNLIMITED, USER, Entity, Quotas
 
@@ -15,6 +15,16 @@ CATCH_ALL = Entity.of(default_client_id=True)
 FRESH_DEFAULT = Entity.of(default_user=True, default_client_id=True)
 
 
+def stop_floor(stop: StopLimit) -> float:
+    """Each client's produce quota at factor 0 (a whole number, as Kafka's producer_byte_rate): the stop limit at the
+    longest mute from the start. The enforcer changes quotas through the metadata log, not on every request, so it
+    does not lengthen the mute as the callback does: a client is back within the max mute after any stop."""
+    return float(max(1, math.floor(stop.limit(math.inf))))
+
+
+DEFAULT_STOP_FLOOR = stop_floor(StopLimit())
+
+
 @dataclass(frozen=True)
 class Policy:
     """What the enforcer needs from the Strimzi properties."""
@@ -22,11 +32,11 @@ class Policy:
     excluded_users: frozenset[str]  # principal names, "User:" removed
     produce_base: float | None  # client.quota.callback.static.produce: the base of clients with no produce quota
     excluded_client_ids: frozenset[str] = frozenset()  # the pipeline's own clients (quota.pipeline.excluded.client.ids)
-    produce_floor: float = DEFAULT_PRODUCE_FLOOR  # quota.pipeline.produce.quota.floor
+    produce_floor: float = DEFAULT_STOP_FLOOR  # stop_floor(): from quota.pipeline.throttle.max.mute
 
     @classmethod
     def of(cls, excluded_principals: Iterable[str], produce: float | None,
-           excluded_client_ids: Iterable[str] = (), produce_floor: float = DEFAULT_PRODUCE_FLOOR) -> "Policy":
+           excluded_client_ids: Iterable[str] = (), produce_floor: float = DEFAULT_STOP_FLOOR) -> "Policy":
         return cls(frozenset(p[len("User:"):] if p.startswith("User:") else p for p in excluded_principals), produce,
                    frozenset(excluded_client_ids), produce_floor)
 

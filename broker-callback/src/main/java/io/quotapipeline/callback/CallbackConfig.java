@@ -41,12 +41,16 @@ final class CallbackConfig {
     static final String OUTPUT_KAFKA_PREFIX = Q + "output.kafka.";
     static final String EXCLUDED_CLIENT_IDS = Q + "excluded.client.ids";
     static final String PRODUCE_FLOOR = Q + "produce.quota.floor";
+    static final String MAX_MUTE = Q + "throttle.max.mute";
+    /** A stop admits about N x 1 MiB / 60 s per broker, near Strimzi's measured share; clients back within 60 s. */
+    static final String DEFAULT_MAX_MUTE = "PT60S";
+    /** Kafka's own broker settings: the quota sensors' window, which the stop limit's arithmetic depends on. */
+    static final String QUOTA_WINDOW_NUM = "quota.window.num";
+    static final String QUOTA_WINDOW_SIZE = "quota.window.size.seconds";
     static final String MAX_CLOCK_SKEW = Q + "reader.max.clock.skew";
     /** How far a record's observed_at or decided_at may be ahead of the reader's clock (docs/broker-side.md). */
     static final String DEFAULT_MAX_CLOCK_SKEW = "PT30S";
     static final String DEFAULT_TOPIC = "__quota_throttle_factors";
-    /** 128 KiB/s: a 1 MB produce request at the floor is throttled about 8 s (bench/RESULTS.md). */
-    static final String DEFAULT_PRODUCE_FLOOR = "131072";
     static final String DEFAULT_EXCLUDED_CLIENT_IDS = "quota-pipeline-publisher";
     static final String DEFAULT_CONSUMER_CLIENT_ID = "quota-pipeline-callback";
 
@@ -70,17 +74,25 @@ final class CallbackConfig {
                     "The compacted decision topic")
             .define(EXCLUDED_CLIENT_IDS, STRING, DEFAULT_EXCLUDED_CLIENT_IDS, rule(PropertyRules::clientIds), MEDIUM,
                     "','-separated client ids that are never limited: the pipeline's own producer, so a factor of 0 cannot stop the record that lifts it")
-            .define(PRODUCE_FLOOR, STRING, DEFAULT_PRODUCE_FLOOR, rule(v -> PropertyRules.atLeast(v, 1.0)), LOW,
-                    "The least produce limit in bytes/s a throttle sets, per client on a new quota window, so producers resume within seconds of the release (Strimzi's 1.0 mutes them for days)")
+            .define(PRODUCE_FLOOR, STRING, null, rule(v -> PropertyRules.atLeast(v, 1.0)), LOW,
+                    "Deprecated: a fixed per-client produce limit in bytes/s at a stop, instead of the one derived from " + MAX_MUTE)
+            .define(MAX_MUTE, STRING, DEFAULT_MAX_MUTE, rule(Iso8601::duration), HIGH,
+                    "The longest a producer may stay muted after the release (ISO-8601, at least PT32S with Kafka's default quota window); each client's produce limit at a stop follows from it")
             .define(MAX_CLOCK_SKEW, STRING, DEFAULT_MAX_CLOCK_SKEW, rule(Iso8601::duration), LOW,
                     "How far a record's observed_at or decided_at may be ahead of this broker's clock (ISO-8601); a record further ahead is refused, and a valid_until is honoured at most until observed_at + the validity + this");
 
     private final Map<String, String> values;
     private final Map<String, Object> consumerSettings;
 
-    private CallbackConfig(Map<String, String> values, Map<String, Object> consumerSettings) {
+    private final int quotaWindowNum;
+    private final int quotaWindowSizeSeconds;
+
+    private CallbackConfig(Map<String, String> values, Map<String, Object> consumerSettings, int quotaWindowNum,
+                           int quotaWindowSizeSeconds) {
         this.values = values;
         this.consumerSettings = consumerSettings;
+        this.quotaWindowNum = quotaWindowNum;
+        this.quotaWindowSizeSeconds = quotaWindowSizeSeconds;
     }
 
     /**
@@ -112,10 +124,14 @@ final class CallbackConfig {
                     "set it to the key the pipeline publishes this cluster's decisions under (its own quota.pipeline.cluster.name)"));
         }
         Map<String, Object> consumer = consumerSettings(props, problems);
+        String muteProblem = muteProblem(values.get(MAX_MUTE), props);
+        if (muteProblem != null) {
+            problems.add(muteProblem);
+        }
         if (!problems.isEmpty()) {
             throw new ConfigException(String.join("; ", problems));
         }
-        return new CallbackConfig(values, consumer);
+        return new CallbackConfig(values, consumer, windowNum(props), windowSizeSeconds(props));
     }
 
     /** quota.pipeline.output.kafka.* when any is set, else client.quota.callback.static.kafka.admin.*, as Python. */
@@ -176,16 +192,67 @@ final class CallbackConfig {
         };
     }
 
-    /** The static quotas that are set; a missing type is unlimited. */
-    /** A warning when the floor leaves a throttle nothing to lower, else null. */
-    String floorWarning() {
-        Double produce = staticQuotas().get(ClientQuotaType.PRODUCE);
-        if (produce == null || produceFloor() < produce) {
+    /** The max mute below the shortest one the stop limit's arithmetic holds for (StopLimit), in Kafka's words. */
+    private static String muteProblem(String mute, Map<String, String> props) {
+        if (mute == null) {
+            return null;  // invalid already reported
+        }
+        double size = windowSizeSeconds(props);
+        double shortest = StopLimit.shortestMute(windowNum(props) * size, (windowNum(props) - 1) * size);
+        if (Iso8601.duration(mute).toNanos() / 1e9 >= shortest) {
             return null;
         }
-        return PRODUCE_FLOOR + " (" + produceFloor() + ") is not below " + PRODUCE + " (" + produce
-                + "): a throttle cannot lower the produce quota; set the floor to a small fraction of it";
+        return new ConfigException(MAX_MUTE, mute, "must be at least (quota.window.num - 1) x quota.window.size.seconds"
+                + " + 2 quota windows (PT" + PropertyRules.plain(shortest) + "S): a shorter mute lets smaller requests be "
+                + "charged twice").getMessage();
     }
+
+    private static int windowNum(Map<String, String> props) {
+        return positiveInt(props.get(QUOTA_WINDOW_NUM), StopLimit.DEFAULT_WINDOW_NUM);
+    }
+
+    private static int windowSizeSeconds(Map<String, String> props) {
+        return positiveInt(props.get(QUOTA_WINDOW_SIZE), StopLimit.DEFAULT_WINDOW_SIZE_SECONDS);
+    }
+
+    /** Kafka validates its own settings; an unreadable one here falls back to Kafka's default. */
+    private static int positiveInt(String raw, int fallback) {
+        try {
+            int value = Integer.parseInt(raw);
+            return value > 0 ? value : fallback;
+        } catch (NumberFormatException | NullPointerException e) {
+            return fallback;
+        }
+    }
+
+    /** Warnings to log at start: the deprecated floor, and a static quota a stop cannot lower. */
+    List<String> stopWarnings() {
+        List<String> warnings = new ArrayList<>();
+        StopLimit stop = stopLimit();
+        if (produceFloor() != null) {
+            warnings.add(PRODUCE_FLOOR + " is deprecated: it fixes each client's limit at a stop to " + produceFloor()
+                    + " bytes/s (a 1 MiB request muted about " + PropertyRules.plain(Math.round(stop.muteSeconds(0)))
+                    + " s); remove it and set " + MAX_MUTE + " (the longest mute after the release) instead");
+        }
+        Double produce = staticQuotas().get(ClientQuotaType.PRODUCE);
+        if (produce != null && stop.enterLimit() >= produce) {
+            warnings.add(PRODUCE + " (" + produce + ") is not above the per-client limit at a stop ("
+                    + stop.enterLimit() + " bytes/s): a throttle cannot lower the produce quota; raise "
+                    + MAX_MUTE + " or the static quota");
+        }
+        return warnings;
+    }
+
+    /** The per-client limit at a stop, from the max mute and the broker's quota window (or the deprecated floor). */
+    StopLimit stopLimit() {
+        return new StopLimit(maxMute().toNanos() / 1e9, quotaWindowNum, quotaWindowSizeSeconds, produceFloor());
+    }
+
+    Duration maxMute() {
+        return Iso8601.duration(values.get(MAX_MUTE));
+    }
+
+    /** The static quotas that are set; a missing type is unlimited. */
 
     Map<ClientQuotaType, Double> staticQuotas() {
         Map<ClientQuotaType, Double> quotas = new EnumMap<>(ClientQuotaType.class);
@@ -222,8 +289,10 @@ final class CallbackConfig {
         return Iso8601.duration(values.get(MAX_CLOCK_SKEW));
     }
 
-    double produceFloor() {
-        return PropertyRules.atLeast(values.get(PRODUCE_FLOOR), 1.0);
+    /** The deprecated fixed per-client limit at a stop, null when not set. */
+    Double produceFloor() {
+        String raw = values.get(PRODUCE_FLOOR);
+        return raw == null ? null : PropertyRules.atLeast(raw, 1.0);
     }
 
     String clusterName() {

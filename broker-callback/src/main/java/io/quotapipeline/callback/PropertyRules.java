@@ -52,6 +52,11 @@ final class PropertyRules {
         throw new IllegalArgumentException("must be a number");
     }
 
+    /** A number as people write it: 11 for 11.0, 11.5 otherwise (Python's {@code f"{x:g}"} for these values). */
+    static String plain(double value) {
+        return value == Math.rint(value) && Math.abs(value) < 1e15 ? Long.toString((long) value) : Double.toString(value);
+    }
+
     /** Python prints 1.0 as "1.0" and 1e-05 as "1e-05"; the limits used here are all plain decimals. */
     private static String pythonRepr(double value) {
         return Double.toString(value);

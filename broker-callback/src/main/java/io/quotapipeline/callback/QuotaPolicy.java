@@ -9,8 +9,9 @@ import org.apache.kafka.common.security.auth.KafkaPrincipal;
 import org.apache.kafka.server.quota.ClientQuotaType;
 
 /**
- * Strimzi's quota rule with the pipeline's exemptions: produce x factor (floored), fetch and request unscaled,
- * excluded principals and excluded client ids unlimited. Pure: the factor and the window epoch are passed in.
+ * Strimzi's quota rule with the pipeline's exemptions: produce x factor, and at a stop a per-client limit derived
+ * from the longest mute (StopLimit); fetch and request unscaled; excluded principals and excluded client ids
+ * unlimited. Pure: the factor, the window epoch and the stop's age are passed in.
  */
 final class QuotaPolicy {
     /** Strimzi's Quota.upperBound(Double.MAX_VALUE): no limit. */
@@ -23,29 +24,38 @@ final class QuotaPolicy {
     static final String EXCLUDED_CLIENT_ID_TAG = "excluded-client-id-quota-key";
     /** The produce window's epoch (QuotaWindows): a new value is a new sensor, hence an empty window. */
     static final String WINDOW_TAG = "quota.window";
-    /** Kafka's own tag names, so a client's floor sensor reads like a Kafka client quota's. */
+    /**
+     * The window value of a client's own stop sensor. It carries no epoch: it only ever holds bytes charged at a
+     * stop limit, so every stop reuses it and the cut applies to the bytes the client sent in the last stops.
+     */
+    static final String STOP_WINDOW = "stop";
+    /** Kafka's own tag names, so a client's stop sensor reads like a Kafka client quota's. */
     static final String USER_TAG = "user";
     static final String CLIENT_ID_TAG = "client-id";
 
     private final Map<ClientQuotaType, Double> staticQuotas;
     private final Set<String> excludedPrincipalNames;
     private final Set<String> excludedClientIds;
-    private final double produceFloor;
+    private final StopLimit stop;
 
     QuotaPolicy(Map<ClientQuotaType, Double> staticQuotas, Set<String> excludedPrincipalNames,
-                Set<String> excludedClientIds, double produceFloor) {
+                Set<String> excludedClientIds, StopLimit stop) {
         this.staticQuotas = new EnumMap<>(staticQuotas);
         this.excludedPrincipalNames = Set.copyOf(excludedPrincipalNames);
         this.excludedClientIds = Set.copyOf(excludedClientIds);
-        this.produceFloor = produceFloor;
+        this.stop = stop;
+    }
+
+    StopLimit stop() {
+        return stop;
     }
 
     /**
      * The tags Kafka groups clients by: one quota shared by every client of a type (Strimzi's broker-wide
      * quota), and one unlimited group for the exempt ones. Produce clients share the window of epoch
-     * {@code window}; at the floor each (user, client id) gets a window of its own, so that one producer's bytes
-     * never lengthen another's throttle (a shared floor's throttle grows with the number of producers) and each
-     * is back within seconds of the release. Called on every request: no allocation beyond the map.
+     * {@code window}; at a stop each (user, client id) is charged on its own stop sensor, so that one producer's
+     * bytes never lengthen another's mute (a shared window's mute grows with the number of producers) and each
+     * mute stays within the longest one configured. Called on every request: no allocation beyond the map.
      */
     Map<String, String> metricTags(ClientQuotaType type, KafkaPrincipal principal, String clientId, double factor,
                                    long window) {
@@ -57,36 +67,60 @@ final class QuotaPolicy {
         } else if (clientId != null && excludedClientIds.contains(clientId)) {
             tags.put(EXCLUDED_CLIENT_ID_TAG, "true");
         } else if (type == ClientQuotaType.PRODUCE) {
-            tags.put(WINDOW_TAG, Long.toString(window));
-            if (atFloor(factor)) {
+            if (stopped(factor)) {
+                tags.put(WINDOW_TAG, STOP_WINDOW);
                 tags.put(USER_TAG, principal == null ? "" : principal.getName());
                 tags.put(CLIENT_ID_TAG, clientId == null ? "" : clientId);
+            } else {
+                tags.put(WINDOW_TAG, Long.toString(window));
             }
         }
         return tags;
     }
 
-    /** The limit for the clients that share {@code tags}, at throttle factor {@code factor}. */
-    double limit(ClientQuotaType type, Map<String, String> tags, double factor) {
+    /**
+     * The limit for the clients that share {@code tags}, at throttle factor {@code factor}, a stop having lasted
+     * {@code stopAgeSeconds}: a stop sensor has the stop limit, a shared window the shared one.
+     */
+    double limit(ClientQuotaType type, Map<String, String> tags, double factor, double stopAgeSeconds) {
         if ("true".equals(tags.get(EXCLUDED_PRINCIPAL_TAG)) || "true".equals(tags.get(EXCLUDED_CLIENT_ID_TAG))) {
             return UNLIMITED;
         }
-        return type == ClientQuotaType.PRODUCE ? produceLimit(factor) : Math.max(MIN_QUOTA, staticQuota(type));
+        if (type != ClientQuotaType.PRODUCE) {
+            return Math.max(MIN_QUOTA, staticQuota(type));
+        }
+        return STOP_WINDOW.equals(tags.get(WINDOW_TAG)) ? stopLimit(stopAgeSeconds) : sharedLimit(factor);
+    }
+
+    /** The produce limit a client is charged at now: the stop limit at a stop, else the shared one. */
+    double produceLimit(double factor, double stopAgeSeconds) {
+        return stopped(factor) ? stopLimit(stopAgeSeconds) : sharedLimit(factor);
     }
 
     /**
-     * The static produce quota x factor, never below the floor, and the floor never above the static quota (a
-     * throttle never raises a quota); at least {@link #MIN_QUOTA}, as Kafka divides by it.
+     * The static produce quota x factor shared by the clients of a window, never below the limit a stop starts
+     * with, which never raises the static quota (a throttle never raises a quota); at least {@link #MIN_QUOTA}, as
+     * Kafka divides by it.
      */
-    double produceLimit(double factor) {
+    double sharedLimit(double factor) {
         double quota = staticQuota(ClientQuotaType.PRODUCE);
-        return Math.max(MIN_QUOTA, Math.max(Math.min(produceFloor, quota), quota * factor));
+        return Math.max(MIN_QUOTA, Math.max(Math.min(stop.enterLimit(), quota), quota * factor));
     }
 
-    /** True when the factor leaves the produce limit at the floor (and below the static quota). */
-    boolean atFloor(double factor) {
+    /** Each client's own limit at a stop of that age, never above the static quota; at least {@link #MIN_QUOTA}. */
+    double stopLimit(double stopAgeSeconds) {
+        return Math.max(MIN_QUOTA, Math.min(stop.limit(stopAgeSeconds), staticQuota(ClientQuotaType.PRODUCE)));
+    }
+
+    /**
+     * True when production is stopped: the factor leaves the shared produce limit at or below what one client gets
+     * when a stop starts (and that is below the static quota). Factor 0 always is, unless the static quota is
+     * already that small.
+     */
+    boolean stopped(double factor) {
         double quota = staticQuota(ClientQuotaType.PRODUCE);
-        return quota * factor <= produceFloor && produceFloor < quota;
+        double enter = stop.enterLimit();
+        return quota * factor <= enter && enter < quota;
     }
 
     /** The configured static quota of a type, {@link #UNLIMITED} when not set. */

@@ -8,11 +8,11 @@ import org.apache.kafka.server.quota.ClientQuotaType;
 
 /**
  * Answers Kafka's quotaResetRequired: true once for each quota type at first (as Strimzi does), then true once
- * after each change of the value answered for that type. Kafka asks on every request from many threads; a
+ * after each change of what is answered for that type (for produce: the factor, or the stop limit at a stop). Kafka asks on every request from many threads; a
  * compare-and-set makes exactly one of them see each change.
  */
 final class ResetTracker {
-    private final Map<ClientQuotaType, AtomicReference<Double>> acknowledged = new EnumMap<>(ClientQuotaType.class);
+    private final Map<ClientQuotaType, AtomicReference<Object>> acknowledged = new EnumMap<>(ClientQuotaType.class);
 
     ResetTracker() {
         for (ClientQuotaType type : ClientQuotaType.values()) {
@@ -21,10 +21,10 @@ final class ResetTracker {
     }
 
     /** True when {@code answered} differs from what Kafka last read for {@code type}; it is then acknowledged. */
-    boolean resetRequired(ClientQuotaType type, double answered) {
-        AtomicReference<Double> last = acknowledged.get(type);
-        Double previous = last.get();
-        if (previous != null && previous.doubleValue() == answered) {
+    boolean resetRequired(ClientQuotaType type, Object answered) {
+        AtomicReference<Object> last = acknowledged.get(type);
+        Object previous = last.get();
+        if (answered.equals(previous)) {
             return false;
         }
         return last.compareAndSet(previous, answered);

@@ -2,6 +2,7 @@ package io.quotapipeline.callback;
 
 import java.time.Duration;
 import java.util.HashMap;
+import java.util.List;
 import java.util.Map;
 import java.util.Set;
 
@@ -31,8 +32,12 @@ class CallbackConfigTest {
         assertEquals(Duration.ofMinutes(5), config.validity());
         assertEquals(Set.of(), config.excludedPrincipalNames());
         assertEquals(Set.of("quota-pipeline-publisher"), config.excludedClientIds());
-        assertEquals(131072.0, config.produceFloor());
-        assertEquals(null, config.floorWarning());
+        assertEquals(null, config.produceFloor());
+        assertEquals(Duration.ofSeconds(60), config.maxMute());
+        assertEquals(List.of(), config.stopWarnings());
+        // 1 MiB / (32 s + 10 s) when a stop starts, 1 MiB / (60 s + 10 s) at the longest mute
+        assertEquals(1_048_576.0 / 42, config.stopLimit().enterLimit());
+        assertEquals(1_048_576.0 / 70, config.stopLimit().limit(3600));
         assertEquals("__quota_throttle_factors", config.topic());
         assertEquals("prod-east", config.clusterName());
     }
@@ -56,6 +61,31 @@ class CallbackConfigTest {
         assertEquals("decisions", config.topic());
         assertEquals(Set.of("a", "b"), config.excludedClientIds());
         assertEquals(4096.0, config.produceFloor());
+        assertEquals(4096.0, config.stopLimit().limit(3600));
+        assertTrue(config.stopWarnings().get(0).startsWith("quota.pipeline.produce.quota.floor is deprecated"),
+                config.stopWarnings().toString());
+    }
+
+    @Test
+    void theMaxMuteFollowsTheBrokersQuotaWindow() {
+        Map<String, Object> props = minimal();
+        props.put("quota.pipeline.throttle.max.mute", "PT40S");
+        props.put("quota.window.num", "21");
+        ConfigException e = assertThrows(ConfigException.class, () -> CallbackConfig.parse(props));
+        assertTrue(e.getMessage().contains("must be at least (quota.window.num - 1) x quota.window.size.seconds"
+                + " + 2 quota windows (PT62S)"), e.getMessage());
+        props.put("quota.window.num", "11");
+        CallbackConfig config = CallbackConfig.parse(props);
+        assertEquals(1_048_576.0 / 50, config.stopLimit().limit(3600));  // a 1 MiB request muted at most 40 s
+    }
+
+    @Test
+    void aStaticQuotaBelowTheStopLimitIsWarnedAbout() {
+        Map<String, Object> props = minimal();
+        props.put("client.quota.callback.static.produce", "20000");
+        List<String> warnings = CallbackConfig.parse(props).stopWarnings();
+        assertEquals(1, warnings.size());
+        assertTrue(warnings.get(0).contains("is not above the per-client limit at a stop"), warnings.toString());
     }
 
     @Test

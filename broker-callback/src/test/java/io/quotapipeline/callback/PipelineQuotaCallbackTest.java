@@ -185,7 +185,7 @@ class PipelineQuotaCallbackTest {
         PipelineQuotaCallback callback = configured();
         feed(record(START, 0.0));
         assertEquals(500.0, callback.quotaLimit(ClientQuotaType.PRODUCE, null));  // fallback 0.5 x 1000
-        assertEquals(Map.of("quota.type", "PRODUCE", "quota.window", "0", "user", "", "client-id", ""),
+        assertEquals(Map.of("quota.type", "PRODUCE", "quota.window", "stop", "user", "", "client-id", ""),
                 callback.quotaMetricTags(ClientQuotaType.PRODUCE, null, null));
     }
 

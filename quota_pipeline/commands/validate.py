@@ -4,6 +4,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from quota_pipeline.broker.stop import describe as describe_stop
 from quota_pipeline.commands.common import load_or_exit
 
 CHECK_TIMEOUT_S = 3.0  # validate is interactive: an unreachable output cluster costs this, then a note
@@ -29,6 +30,8 @@ def run(args: argparse.Namespace) -> int:
     conf = load_or_exit(args.config)
     for key, value in conf.effective().items():
         print(f"{key}={value}")
+    for line in describe_stop(conf.stop_limit(), conf.produce):  # what quota.pipeline.throttle.max.mute means
+        print(line)
     if not args.offline:
         from quota_pipeline.kafka.publisher import stall_warning
 

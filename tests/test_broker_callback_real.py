@@ -169,6 +169,10 @@ def test_a_published_decision_throttles_clients_but_not_the_publisher_and_a_rele
     assert not app.errors
     assert jmx_value(cluster, jmx_port, "io.quotapipeline.callback:type=PipelineQuotaCallback,name=ThrottleFactor",
                      "Value") == 0.0
+    # A combined broker+controller node configures two callbacks; they share one consumer of the decision topic.
+    log = server_log(cluster)
+    assert log.count(f"following {decision_topic} (") == 1, "one decision follower per broker process"
+    assert f"shares the decision follower of {decision_topic} with 1 other callback(s) of this JVM" in log
 
     publisher = Producer(cluster.bootstrap(), PUBLISHER)
     publisher.send("orders", count=3, size=32 * 1024)

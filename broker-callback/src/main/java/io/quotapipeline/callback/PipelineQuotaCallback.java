@@ -1,7 +1,6 @@
 package io.quotapipeline.callback;
 
 import java.time.Clock;
-import java.time.Instant;
 import java.util.List;
 import java.util.Map;
 
@@ -32,13 +31,17 @@ public class PipelineQuotaCallback implements ClientQuotaCallback {
 
     /** What configure() builds; one immutable value so request threads see all of it or none. */
     private record Configured(CallbackConfig config, DecisionHolder holder, QuotaPolicy policy,
-                              QuotaWindows windows, StopClock stops, List<CallbackMetrics.Metric> metrics,
-                              CallbackMetrics jmx, Follower follower) {
+                              QuotaWindows windows, List<CallbackMetrics.Metric> metrics, CallbackMetrics jmx,
+                              Follower follower) {
     }
+
+    /** One clock and follower factory for every instance Kafka makes, so their decision followers can be shared. */
+    private static final Clock SYSTEM_CLOCK = Clock.systemUTC();
+    private static final FollowerFactory TOPIC_FOLLOWERS = DecisionFollower::start;
 
     /** The constructor Kafka uses. */
     public PipelineQuotaCallback() {
-        this(Clock.systemUTC(), DecisionFollower::start);
+        this(SYSTEM_CLOCK, TOPIC_FOLLOWERS);
     }
 
     /** For tests: an injected clock and record feed. */
@@ -56,22 +59,32 @@ public class PipelineQuotaCallback implements ClientQuotaCallback {
     public void configure(Map<String, ?> configs) {
         CallbackConfig config = CallbackConfig.parse(configs);
         close();
-        DecisionHolder holder = new DecisionHolder(config.clusterName(), config.validity(), config.fallback(),
-                config.maxClockSkew(), clock);
+        // A combined broker+controller node configures two callbacks: they share one follower (SharedFollowers).
+        SharedFollowers.Lease lease = SharedFollowers.acquire(new SharedFollowers.Key(followers, clock, config.topic(),
+                config.consumerSettings(1), config.clusterName(), config.validity(), config.fallback(),
+                config.maxClockSkew()), () -> new DecisionHolder(config.clusterName(), config.validity(),
+                config.fallback(), config.maxClockSkew(), clock));
+        DecisionHolder holder = lease.holder();
         QuotaPolicy policy = new QuotaPolicy(config.staticQuotas(), config.excludedPrincipalNames(),
-                config.excludedClientIds(), config.stopLimit());
+                config.excludedClientIds(), config.produceFloor());
         List<CallbackMetrics.Metric> metrics = CallbackMetrics.definitions(holder, policy, clock);
         CallbackMetrics jmx = CallbackMetrics.register(metrics);
         Map<String, Object> consumer = config.consumerSettings(jmx.instance());
-        Follower follower = followers.start(config.topic(), consumer, holder::apply);
-        configured = new Configured(config, holder, policy, new QuotaWindows(), new StopClock(config.maxMute()),
-                metrics, jmx, follower);
-        config.stopWarnings().forEach(log::warn);
+        if (!lease.follow(() -> followers.start(config.topic(), consumer, holder::apply))) {
+            log.info("quota callback for cluster {} shares the decision follower of {} with {} other callback(s) of "
+                    + "this JVM", config.clusterName(), config.topic(), lease.users() - 1);
+        }
+        Follower follower = lease;
+        configured = new Configured(config, holder, policy, new QuotaWindows(), metrics, jmx, follower);
+        String floorWarning = config.floorWarning();
+        if (floorWarning != null) {
+            log.warn(floorWarning);
+        }
         log.info("quota callback for cluster {}: topic {}, consumer {}, static quotas {}, validity {}, fallback {}, "
-                        + "stop {}, excluded principals {}, "
+                        + "produce floor {} (per client, on a new quota window), excluded principals {}, "
                         + "excluded client ids {}, max clock skew {}",
                 config.clusterName(), config.topic(), CallbackConfig.forLog(consumer), config.staticQuotas(),
-                config.validity(), config.fallback(), describeStop(policy), config.excludedPrincipalNames(),
+                config.validity(), config.fallback(), config.produceFloor(), config.excludedPrincipalNames(),
                 config.excludedClientIds(), config.maxClockSkew());
     }
 
@@ -80,15 +93,9 @@ public class PipelineQuotaCallback implements ClientQuotaCallback {
         Configured c = configured;
         try {
             if (c != null) {
-                Instant now = clock.instant();
-                double factor = c.holder().answer(now).factor();
-                long window = 0;
-                if (quotaType == ClientQuotaType.PRODUCE) {
-                    boolean stopped = c.policy().stopped(factor);
-                    c.stops().age(now, stopped);
-                    // Only shared limits move the shared window: a stop's clients are on their own sensors.
-                    window = stopped ? 0 : c.windows().epoch(c.policy().sharedLimit(factor));
-                }
+                double factor = c.holder().answer(clock.instant()).factor();
+                long window = quotaType == ClientQuotaType.PRODUCE
+                        ? c.windows().epoch(c.policy().produceLimit(factor)) : 0;
                 return c.policy().metricTags(quotaType, principal, clientId, factor, window);
             }
         } catch (RuntimeException e) {
@@ -104,19 +111,14 @@ public class PipelineQuotaCallback implements ClientQuotaCallback {
             return QuotaPolicy.UNLIMITED;
         }
         try {
-            Instant now = clock.instant();
-            double factor = c.holder().answer(now).factor();
-            return c.policy().limit(quotaType, metricTags, factor, c.stops().age(now, c.policy().stopped(factor)));
+            return c.policy().limit(quotaType, metricTags, c.holder().answer(clock.instant()).factor());
         } catch (RuntimeException e) {
             log.warn("quota limit failed; answering with the fallback factor", e);
-            return c.policy().limit(quotaType, Map.of(), c.config().fallback(), 0.0);
+            return c.policy().limit(quotaType, Map.of(), c.config().fallback());
         }
     }
 
-    /**
-     * True once at first and then once after each change of the answered factor (for PRODUCE), and at a stop after
-     * each change of the per-client stop limit (its mute lengthens): Kafka then re-reads every sensor's limit.
-     */
+    /** True once at first and then once after each change of the answered factor (for PRODUCE). */
     @Override
     public boolean quotaResetRequired(ClientQuotaType quotaType) {
         Configured c = configured;
@@ -127,17 +129,11 @@ public class PipelineQuotaCallback implements ClientQuotaCallback {
             if (quotaType != ClientQuotaType.PRODUCE) {
                 return resets.resetRequired(quotaType, 1.0);  // never scaled: only the first call is true
             }
-            Instant now = clock.instant();
-            Answer answer = c.holder().answer(now);
-            boolean stopped = c.policy().stopped(answer.factor());
-            double stopLimit = c.policy().stopLimit(c.stops().age(now, stopped));
-            Object answered = stopped ? List.of(answer.factor(), stopLimit) : answer.factor();
-            boolean changed = resets.resetRequired(quotaType, answered);
+            Answer answer = c.holder().answer(clock.instant());
+            boolean changed = resets.resetRequired(quotaType, answer.factor());
             if (changed) {
-                log.info("throttle factor of {} is now {} ({}){}", c.holder().cluster(), answer.factor(),
-                        answer.reason(), stopped ? String.format(": stopped, each client %.0f bytes/s (a 1 MiB "
-                                + "request muted %.0f s)", stopLimit, c.policy().stop().muteSeconds(
-                                c.stops().age(now, true))) : "");
+                log.info("throttle factor of {} is now {} ({})", c.holder().cluster(), answer.factor(),
+                        answer.reason());
             }
             return changed;
         } catch (RuntimeException e) {
@@ -161,16 +157,6 @@ public class PipelineQuotaCallback implements ClientQuotaCallback {
     @Override
     public boolean updateClusterMetadata(Cluster cluster) {
         return false;
-    }
-
-    /** What a stop means with this configuration, for the start-up line. */
-    private static String describeStop(QuotaPolicy policy) {
-        StopLimit stop = policy.stop();
-        return stop.fixed()
-                ? String.format("each client %.0f bytes/s (deprecated fixed floor)", stop.enterLimit())
-                : String.format("each client %.0f down to %.0f bytes/s, a 1 MiB request muted %.0f s lengthening to "
-                        + "at most %.0f s", policy.stopLimit(0), policy.stopLimit(Double.MAX_VALUE),
-                        stop.muteSeconds(0), stop.maxMuteSeconds());
     }
 
     /** Stops the follower thread (within a few seconds) and unregisters the metrics. */

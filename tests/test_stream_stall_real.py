@@ -8,6 +8,8 @@ and the first decision after the stall observed afresh (the ticks inside the sta
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
 import time
 import urllib.request
 import uuid
@@ -60,6 +62,8 @@ def stall(tmp_path_factory) -> Iterator[dict[str, Any]]:
             cfg.VALIDITY: "PT5S", cfg.CHECKPOINT_PATH: str(work / "checkpoint"), cfg.METRICS_PORT: str(port),
             **prefixed(cfg.OUTPUT_KAFKA_PREFIX, {**client_properties(cluster),
                                                   "request.timeout.ms": str(REQUEST_TIMEOUT_MS)})}))
+        validated = subprocess.run([sys.executable, "-m", "quota_pipeline.cli", "validate", str(conf)],
+                                   capture_output=True, text=True, timeout=60)
         watcher = TopicWatcher(cluster.bootstrap(), topic)
         log = work / "job.log"
         job = start_job(conf, log, metrics=True)
@@ -77,7 +81,7 @@ def stall(tmp_path_factory) -> Iterator[dict[str, Any]]:
         time.sleep(4)  # the decisions after the stall
         yield {"log": log.read_text(errors="replace"), "records": list(watcher.records), "filled_at": filled_at,
                "samples": samples, "before": before, "after": seconds_since_acknowledged(port), "topic": topic,
-               "tmpfs": tmpfs_dir(cluster)}
+               "tmpfs": tmpfs_dir(cluster), "validated": validated}
     finally:
         stop_job(job)
         if watcher is not None:
@@ -91,6 +95,13 @@ def test_run_warns_once_that_the_validity_does_not_cover_the_stall(stall):
     assert (f"max(request.timeout.ms {REQUEST_TIMEOUT_MS}, 1.5 x replica.lag.time.max.ms {REPLICA_LAG_MS})"
             in warnings[0])
     assert "throttle.factor.validity.duration to at least PT9S" in warnings[0]
+
+
+def test_validate_gives_the_same_warning_and_exit_code_0(stall):
+    validated = stall["validated"]
+    assert validated.returncode == 0, validated.stderr
+    warnings = [line for line in validated.stderr.splitlines() if line.startswith("warning: ")]
+    assert len(warnings) == 1 and "to at least PT9S" in warnings[0], validated.stderr
 
 
 def test_the_metric_grows_while_the_stall_lasts_and_falls_when_it_ends(stall):

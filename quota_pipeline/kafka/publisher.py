@@ -64,9 +64,11 @@ def replica_lag_ms(settings: Mapping[str, str], timeout: float = 5.0) -> int:
     watch.log.setLevel(logging.CRITICAL)
     admin = AdminClient({**librdkafka_settings(settings), "error_cb": watch, "log_level": 0})
     metadata = _metadata(admin, watch, timeout)
-    resources = [ConfigResource(ResourceType.BROKER, str(b)) for b in sorted(metadata.brokers)]
+    # librdkafka takes one BROKER resource per call (each goes to that broker); asked all at once, then awaited.
+    futures = [future for b in sorted(metadata.brokers) for future in admin.describe_configs(
+        [ConfigResource(ResourceType.BROKER, str(b))], request_timeout=timeout).values()]
     values = []
-    for future in admin.describe_configs(resources, request_timeout=timeout).values():
+    for future in futures:
         entry = future.result(timeout).get(REPLICA_LAG)
         if entry is not None and entry.value is not None:
             values.append(int(entry.value))

@@ -1,12 +1,14 @@
 package io.quotapipeline.callback;
 
 import java.time.Clock;
+import java.time.Instant;
 import java.util.List;
 import java.util.Map;
 
 import org.apache.kafka.common.Cluster;
 import org.apache.kafka.common.config.ConfigException;
 import org.apache.kafka.common.security.auth.KafkaPrincipal;
+import org.apache.kafka.common.utils.AppInfoParser;
 import org.apache.kafka.server.quota.ClientQuotaCallback;
 import org.apache.kafka.server.quota.ClientQuotaEntity;
 import org.apache.kafka.server.quota.ClientQuotaType;
@@ -31,8 +33,8 @@ public class PipelineQuotaCallback implements ClientQuotaCallback {
 
     /** What configure() builds; one immutable value so request threads see all of it or none. */
     private record Configured(CallbackConfig config, DecisionHolder holder, QuotaPolicy policy,
-                              QuotaWindows windows, List<CallbackMetrics.Metric> metrics, CallbackMetrics jmx,
-                              Follower follower) {
+                              QuotaWindows windows, StopClock stops, List<CallbackMetrics.Metric> metrics,
+                              CallbackMetrics jmx, Follower follower) {
     }
 
     /** One clock and follower factory for every instance Kafka makes, so their decision followers can be shared. */
@@ -59,6 +61,7 @@ public class PipelineQuotaCallback implements ClientQuotaCallback {
     public void configure(Map<String, ?> configs) {
         CallbackConfig config = CallbackConfig.parse(configs);
         close();
+        KafkaDefects.warnOnce(log, AppInfoParser.getVersion());
         // A combined broker+controller node configures two callbacks: they share one follower (SharedFollowers).
         SharedFollowers.Lease lease = SharedFollowers.acquire(new SharedFollowers.Key(followers, clock, config.topic(),
                 config.consumerSettings(1), config.clusterName(), config.validity(), config.fallback(),
@@ -66,7 +69,7 @@ public class PipelineQuotaCallback implements ClientQuotaCallback {
                 config.fallback(), config.maxClockSkew(), clock));
         DecisionHolder holder = lease.holder();
         QuotaPolicy policy = new QuotaPolicy(config.staticQuotas(), config.excludedPrincipalNames(),
-                config.excludedClientIds(), config.produceFloor());
+                config.excludedClientIds(), config.stopLimit());
         List<CallbackMetrics.Metric> metrics = CallbackMetrics.definitions(holder, policy, clock);
         CallbackMetrics jmx = CallbackMetrics.register(metrics);
         Map<String, Object> consumer = config.consumerSettings(jmx.instance());
@@ -75,16 +78,14 @@ public class PipelineQuotaCallback implements ClientQuotaCallback {
                     + "this JVM", config.clusterName(), config.topic(), lease.users() - 1);
         }
         Follower follower = lease;
-        configured = new Configured(config, holder, policy, new QuotaWindows(), metrics, jmx, follower);
-        String floorWarning = config.floorWarning();
-        if (floorWarning != null) {
-            log.warn(floorWarning);
-        }
+        configured = new Configured(config, holder, policy, new QuotaWindows(), new StopClock(config.maxMute()),
+                metrics, jmx, follower);
+        config.stopWarnings().forEach(log::warn);
         log.info("quota callback for cluster {}: topic {}, consumer {}, static quotas {}, validity {}, fallback {}, "
-                        + "produce floor {} (per client, on a new quota window), excluded principals {}, "
+                        + "stop {}, excluded principals {}, "
                         + "excluded client ids {}, max clock skew {}",
                 config.clusterName(), config.topic(), CallbackConfig.forLog(consumer), config.staticQuotas(),
-                config.validity(), config.fallback(), config.produceFloor(), config.excludedPrincipalNames(),
+                config.validity(), config.fallback(), describeStop(policy), config.excludedPrincipalNames(),
                 config.excludedClientIds(), config.maxClockSkew());
     }
 
@@ -93,9 +94,15 @@ public class PipelineQuotaCallback implements ClientQuotaCallback {
         Configured c = configured;
         try {
             if (c != null) {
-                double factor = c.holder().answer(clock.instant()).factor();
-                long window = quotaType == ClientQuotaType.PRODUCE
-                        ? c.windows().epoch(c.policy().produceLimit(factor)) : 0;
+                Instant now = clock.instant();
+                double factor = c.holder().answer(now).factor();
+                long window = 0;
+                if (quotaType == ClientQuotaType.PRODUCE) {
+                    boolean stopped = c.policy().stopped(factor);
+                    c.stops().age(now, stopped);
+                    // Only shared limits move the shared window: a stop's clients are on their own sensors.
+                    window = stopped ? 0 : c.windows().epoch(c.policy().sharedLimit(factor));
+                }
                 return c.policy().metricTags(quotaType, principal, clientId, factor, window);
             }
         } catch (RuntimeException e) {
@@ -111,14 +118,19 @@ public class PipelineQuotaCallback implements ClientQuotaCallback {
             return QuotaPolicy.UNLIMITED;
         }
         try {
-            return c.policy().limit(quotaType, metricTags, c.holder().answer(clock.instant()).factor());
+            Instant now = clock.instant();
+            double factor = c.holder().answer(now).factor();
+            return c.policy().limit(quotaType, metricTags, factor, c.stops().age(now, c.policy().stopped(factor)));
         } catch (RuntimeException e) {
             log.warn("quota limit failed; answering with the fallback factor", e);
-            return c.policy().limit(quotaType, Map.of(), c.config().fallback());
+            return c.policy().limit(quotaType, Map.of(), c.config().fallback(), 0.0);
         }
     }
 
-    /** True once at first and then once after each change of the answered factor (for PRODUCE). */
+    /**
+     * True once at first and then once after each change of the answered factor (for PRODUCE), and at a stop after
+     * each change of the per-client stop limit (its mute lengthens): Kafka then re-reads every sensor's limit.
+     */
     @Override
     public boolean quotaResetRequired(ClientQuotaType quotaType) {
         Configured c = configured;
@@ -129,11 +141,17 @@ public class PipelineQuotaCallback implements ClientQuotaCallback {
             if (quotaType != ClientQuotaType.PRODUCE) {
                 return resets.resetRequired(quotaType, 1.0);  // never scaled: only the first call is true
             }
-            Answer answer = c.holder().answer(clock.instant());
-            boolean changed = resets.resetRequired(quotaType, answer.factor());
+            Instant now = clock.instant();
+            Answer answer = c.holder().answer(now);
+            boolean stopped = c.policy().stopped(answer.factor());
+            double stopLimit = c.policy().stopLimit(c.stops().age(now, stopped));
+            Object answered = stopped ? List.of(answer.factor(), stopLimit) : answer.factor();
+            boolean changed = resets.resetRequired(quotaType, answered);
             if (changed) {
-                log.info("throttle factor of {} is now {} ({})", c.holder().cluster(), answer.factor(),
-                        answer.reason());
+                log.info("throttle factor of {} is now {} ({}){}", c.holder().cluster(), answer.factor(),
+                        answer.reason(), stopped ? String.format(": stopped, each client %.0f bytes/s (a 1 MiB "
+                                + "request muted %.0f s)", stopLimit, c.policy().stop().muteSeconds(
+                                c.stops().age(now, true))) : "");
             }
             return changed;
         } catch (RuntimeException e) {
@@ -157,6 +175,16 @@ public class PipelineQuotaCallback implements ClientQuotaCallback {
     @Override
     public boolean updateClusterMetadata(Cluster cluster) {
         return false;
+    }
+
+    /** What a stop means with this configuration, for the start-up line. */
+    private static String describeStop(QuotaPolicy policy) {
+        StopLimit stop = policy.stop();
+        return stop.fixed()
+                ? String.format("each client %.0f bytes/s (deprecated fixed floor)", stop.enterLimit())
+                : String.format("each client %.0f down to %.0f bytes/s, a 1 MiB request muted %.0f s lengthening to "
+                        + "at most %.0f s", policy.stopLimit(0), policy.stopLimit(Double.MAX_VALUE),
+                        stop.muteSeconds(0), stop.maxMuteSeconds());
     }
 
     /** Stops the follower thread (within a few seconds) and unregisters the metrics. */

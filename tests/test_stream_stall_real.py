@@ -107,7 +107,7 @@ def test_validate_gives_the_same_warning_and_exit_code_0(stall):
 def test_the_metric_grows_while_the_stall_lasts_and_falls_when_it_ends(stall):
     values = [v for _, v in stall["samples"] if v is not None]
     assert stall["before"] is not None and stall["before"] < 2.5, stall["before"]
-    assert max(values) >= REQUEST_TIMEOUT_MS / 1000 - 2, values
+    assert max(values) >= REQUEST_TIMEOUT_MS / 1000 - 1, values  # above the gap of a slow micro-batch (3.6 s seen)
     assert stall["after"] is not None and stall["after"] < 2.5, stall["after"]
 
 

@@ -137,7 +137,7 @@ def test_bad_rows_are_rejected_with_the_rules_reasons_and_where_they_are(tmp_pat
     reasons = {(r["file"].rsplit("/", 1)[1], r["line"]): r["reason"] for r in rejected}
     assert reasons == {
         ("bad.parquet", 2): rules.VOLUME_RULES[1].reason,
-        ("bad.parquet", 3): rules.SNAPSHOT_RULES[3].reason,
+        ("bad.parquet", 3): rules.SNAPSHOT_RULES[4].reason,
         ("dup.parquet", 1): "duplicate snapshot of this cluster and observed_at",
     }
     assert [r["first"] for r in rejected if r["first"]] == [{"file": files[0], "offset": 0, "line": 1}]

@@ -203,12 +203,26 @@ def _num(limit: Limit) -> str:
 
 
 def read_properties(path: str | Path) -> dict[str, str]:
-    """Java .properties syntax (separators, comments, continuations, escapes) via javaproperties."""
+    """Java .properties syntax (separators, comments, continuations, `\\uXXXX` escapes) via javaproperties.
+
+    Java (Kafka's and Strimzi's loaders) reads a .properties file as ISO-8859-1; a file that is valid UTF-8 is read
+    as UTF-8 (what an editor wrote), any other as ISO-8859-1, so every byte Java accepts is accepted."""
     p = Path(path)
     if not p.is_file():
         raise ConfigError([Problem(str(path), "no such configuration file; pass the path of a .properties file")])
-    with p.open("r", encoding="utf-8") as fh:
-        return dict(javaproperties.load(fh))
+    try:
+        raw = p.read_bytes()
+    except OSError as exc:
+        raise ConfigError([Problem(str(path), f"cannot read it ({exc.strerror}); check its permissions")]) from None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        text = raw.decode("iso-8859-1")  # as java.util.Properties.load(InputStream): every byte is a character
+    try:
+        return dict(javaproperties.loads(text))
+    except ValueError as exc:  # a malformed \\uXXXX escape (javaproperties.InvalidUEscapeError)
+        raise ConfigError([Problem(str(path), f"not a valid .properties file: {exc}; write a backslash as \\\\ "
+                                              "and a character as \\uXXXX (four hex digits)")]) from None
 
 
 def load(path: str | Path, require_admin: bool = True) -> Config:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from quota_pipeline.journal import rules
 from quota_pipeline.journal.layout import Sources
 from quota_pipeline.journal.period_file import META_SOURCES
 
@@ -59,12 +60,22 @@ def _parquet_groups(files: list[Path]):
             meta = pq.read_metadata(str(f))
             schema = meta.schema.to_arrow_schema().remove_metadata()
         except Exception as exc:  # noqa: BLE001 - pyarrow raises several types for a broken file
-            unreadable.append((str(f), f"unreadable Parquet file: {str(exc).splitlines()[0]}"))
+            unreadable.append((str(f), f"unreadable Parquet file: {(str(exc).splitlines() or [repr(exc)])[0]}"))
             continue
-        by_schema.setdefault(str(schema), []).append(str(f))
+        wrong = rules.parquet_schema_problem(schema)
+        if wrong is not None:
+            unreadable.append((str(f), wrong))
+            continue
         raw = (meta.metadata or {}).get(META_SOURCES.encode())
         if raw is not None:
-            replaced.setdefault(f.parent.parent, []).append(Sources.from_json(raw.decode()))
+            try:
+                sources = Sources.from_json(raw.decode())
+            except ValueError as exc:
+                unreadable.append((str(f), f"malformed {META_SOURCES} footer metadata ({exc}); remove the key or "
+                                           "the file"))
+                continue
+            replaced.setdefault(f.parent.parent, []).append(sources)
+        by_schema.setdefault(str(schema), []).append(str(f))
     groups = tuple(tuple(g) for g in by_schema.values())
     return groups, tuple(unreadable), {d: Sources.merge(s) for d, s in replaced.items()}
 

@@ -146,7 +146,15 @@ class Sources:
 
     @classmethod
     def from_json(cls, text: str) -> Sources:
-        return cls({day: [(int(a), int(b)) for a, b in r] for day, r in json.loads(text).items()})
+        """The footer's text, or ValueError saying it is malformed (a Parquet file from elsewhere may hold anything)."""
+        try:
+            raw = json.loads(text)
+            ranges = {day: [(int(a), int(b)) for a, b in r] for day, r in raw.items()}
+        except (ValueError, TypeError, AttributeError, RecursionError) as exc:
+            raise ValueError(f"not a map of day to tick ranges: {exc}") from None
+        if not all(isinstance(day, str) and DAY_DIR.match(day) for day in ranges):
+            raise ValueError("not a map of day (YYYY-MM-DD) to tick ranges")
+        return cls(ranges)
 
 
 def _coalesce(ranges: Iterable[tuple[int, int]]) -> list[tuple[int, int]]:

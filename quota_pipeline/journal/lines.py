@@ -1,6 +1,8 @@
 """The `journal_lines` Python data source: journal files split into numbered lines, for the Spark reader.
 
-It only splits (gzip too) and numbers lines; every field is parsed and checked by Spark SQL (spark_reader.py).
+It only splits (gzip too), numbers lines and decodes them as UTF-8: a line that is not UTF-8 is passed on with
+`line_problem` set (its text with the bad bytes as \\xNN, for the rejected file), never with bytes replaced.
+Every field is parsed and checked by Spark SQL (spark_reader.py).
 A split's `line` counts from its byte `offset`; LineNumbers turns that into the file's line number, for
 rejected lines only, so that no split has to count the newlines before it.
 """
@@ -14,6 +16,8 @@ from typing import Iterator
 from pyspark.sql import DataFrame
 from pyspark.sql import types as T
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
+
+from quota_pipeline.journal.rules import NOT_UTF8
 
 SPLIT_BYTES = 64 * 1024 * 1024
 OPEN_COST = 64 * 1024  # what opening one more file costs a task, in bytes read (Spark's openCostInBytes)
@@ -76,36 +80,48 @@ class JournalLinesReader(DataSourceReader):
         offsets: list[int] = []
         lines: list[int] = []
         texts: list[str] = []
+        problems: list[str | None] = []
         size = 0
 
         def batch():
             return pa.RecordBatch.from_arrays(
-                [pa.array(files), pa.array(offsets, pa.int64()), pa.array(lines, pa.int64()), pa.array(texts)],
-                names=["file", "offset", "line", "text"])
+                [pa.array(files), pa.array(offsets, pa.int64()), pa.array(lines, pa.int64()), pa.array(texts),
+                 pa.array(problems, pa.string())],
+                names=["file", "offset", "line", "text", "line_problem"])
 
         for split in partition.splits:
-            for number, text in _lines(split):
+            for number, raw in _lines(split):
+                text, problem = decode(raw)
                 if not text.strip():
                     continue
                 files.append(split.path)
                 offsets.append(split.start)
                 lines.append(number)
                 texts.append(text)
+                problems.append(problem)
                 size += len(text)
                 if len(texts) >= BATCH_LINES or size >= BATCH_BYTES:
                     yield batch()
-                    files, offsets, lines, texts, size = [], [], [], [], 0
+                    files, offsets, lines, texts, problems, size = [], [], [], [], [], 0
         if texts:
             yield batch()
 
 
-def _lines(split: _Split) -> Iterator[tuple[int, str]]:
-    """(line number within the split, text) of the lines that start inside the split."""
+def decode(raw: bytes) -> tuple[str, str | None]:
+    """A line's text and NOT_UTF8 when its bytes are not UTF-8 (then the text shows them as \\xNN)."""
+    try:
+        return raw.decode("utf-8"), None
+    except UnicodeDecodeError:
+        return raw.decode("utf-8", errors="backslashreplace"), NOT_UTF8
+
+
+def _lines(split: _Split) -> Iterator[tuple[int, bytes]]:
+    """(line number within the split, bytes without the line end) of the lines that start inside the split."""
     if split.end < 0:
         opener = gzip.open if split.path.endswith(".gz") else open
         with opener(split.path, "rb") as fh:
             for number, raw in enumerate(fh, start=1):
-                yield number, raw.decode("utf-8", errors="replace").rstrip("\r\n")
+                yield number, raw.rstrip(b"\r\n")
         return
     with open(split.path, "rb") as fh:
         if split.start > 0:
@@ -117,7 +133,7 @@ def _lines(split: _Split) -> Iterator[tuple[int, str]]:
             raw = fh.readline()
             if not raw:
                 break
-            yield number, raw.decode("utf-8", errors="replace").rstrip("\r\n")
+            yield number, raw.rstrip(b"\r\n")
             number += 1
             position += len(raw)
 
@@ -169,7 +185,7 @@ class JournalLines(DataSource):
         return "journal_lines"
 
     def schema(self) -> str:
-        return "file string, offset long, line long, text string"
+        return "file string, offset long, line long, text string, line_problem string"
 
     def reader(self, schema: T.StructType) -> DataSourceReader:
         import json

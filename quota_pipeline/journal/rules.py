@@ -4,11 +4,15 @@ Every reader reports the first rule a record breaks, in this order and with this
 (`parse_snapshot`, used by the streaming store and the tests), the Spark reader (replay's JSONL) and the
 vectorised checks of flattened Parquet (replay/cluster_pass.py). tests/test_journal_rules.py holds all three
 (and the JSON Schema) to one corpus.
-One difference is left: Spark reads a number where a string is expected (cluster_id 5, log_dir 5) as its text.
+Before the record's rules come the line's: its bytes must be UTF-8 (never replaced: a damaged byte in a key would
+make a phantom cluster) and its text JSON (a truncated line says so, not "not a JSON object").
+Differences left: Spark reads a number where a string is expected (cluster_id 5, log_dir 5) as its text, and
+reads the first of two objects run together on one line (`{...}{...}`), which Python rejects as not JSON.
 """
 from __future__ import annotations
 
 import datetime as dt
+import json
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -17,6 +21,12 @@ import isodate
 from quota_pipeline.core.model import PartitionSize, RecordError, Status, Volume, VolumeSnapshot, parse_time
 
 STATUSES = tuple(s.value for s in Status)
+NOT_UTF8 = "not valid UTF-8"
+NOT_JSON = "not valid JSON (a truncated or damaged line?)"
+# The times a snapshot may carry: decisions, reports and pandas (whose range ends in 2262) handle them all.
+EARLIEST = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
+LATEST = dt.datetime(2200, 1, 1, tzinfo=dt.timezone.utc)  # exclusive
+EARLIEST_US, LATEST_US = 0, int((LATEST - EARLIEST).total_seconds()) * 1_000_000
 
 
 @dataclass(frozen=True)
@@ -44,6 +54,17 @@ def _timestamp(v: Any) -> dt.datetime | None:
         return None
 
 
+def _out_of_range(v: Any) -> bool:
+    t = _timestamp(v)
+    if t is None:
+        return False  # the rule before says so
+    try:
+        t = t if t.tzinfo is not None else t.replace(tzinfo=dt.timezone.utc)
+        return not EARLIEST <= t < LATEST
+    except OverflowError:  # an offset that moves year 1 or 9999 out of datetime's range
+        return True
+
+
 def _broker_list(v: Any) -> bool:
     return isinstance(v, list) and all(_is_int(b) for b in v)
 
@@ -54,6 +75,10 @@ def _bytes_missing(v: dict) -> bool:
 
 def _bytes_negative(v: dict) -> bool:
     return any(_is_int(v.get(k)) and v[k] < 0 for k in ("total_bytes", "available_bytes"))
+
+
+def _more_available_than_total(v: dict) -> bool:
+    return _is_int(v.get("total_bytes")) and _is_int(v.get("available_bytes")) and v["available_bytes"] > v["total_bytes"]
 
 
 def _partitions_ok(v: dict) -> bool:
@@ -74,6 +99,7 @@ SNAPSHOT_RULES = (
     Rule("cluster_id must be a non-empty string", lambda r: not (isinstance(r.get("cluster_id"), str)
                                                                   and r["cluster_id"])),
     Rule("observed_at must be an ISO-8601 timestamp", lambda r: _timestamp(r.get("observed_at")) is None),
+    Rule("observed_at must be from 1970-01-01 to 2199-12-31 (UTC)", lambda r: _out_of_range(r.get("observed_at"))),
     Rule(f"status must be one of {', '.join(STATUSES)}", lambda r: r.get("status") not in STATUSES),
     Rule("brokers must be a list of broker ids",
          lambda r: not _broker_list(r.get("brokers") if r.get("brokers") is not None or r.get("status") == "SUCCESS"
@@ -89,6 +115,7 @@ VOLUME_RULES = (
                                                                          and v["log_dir"])),
     Rule("a volume without error needs integer total_bytes and available_bytes", _bytes_missing),
     Rule("volumes[] byte counts must be >= 0 (an offline dir has error set and null bytes)", _bytes_negative),
+    Rule("volumes[].available_bytes must not exceed total_bytes", _more_available_than_total),
 )
 DUPLICATE_VOLUMES = Rule("volumes lists the same (broker_id, log_dir) twice", _duplicate_keys)
 
@@ -103,6 +130,61 @@ def first_problem(record: Any) -> str | None:
         if any(rule.broken(v) for v in _volumes(record)):
             return rule.reason
     return DUPLICATE_VOLUMES.reason if DUPLICATE_VOLUMES.broken(record) else None
+
+
+# Flattened Parquet journals: each column the readers use, and the Arrow types it may have (`int`: any integer).
+PARQUET_COLUMNS = {
+    "cluster_id": "string", "observed_at": "string", "status": "string", "message": "string",
+    "brokers": "list<int>", "fenced_brokers": "list<int>", "broker_id": "int", "log_dir": "string",
+    "total_bytes": "int", "available_bytes": "int", "error": "string", "observed_us": "int",
+    "top_partitions": "list<struct<topic: string, partition: int, size_bytes: int>>",
+}
+
+
+def parquet_schema_problem(schema: Any) -> str | None:
+    """Why a Parquet file (its pyarrow schema) is no flattened journal, None when its columns can be read."""
+    import pyarrow as pa
+
+    def kind(t: pa.DataType) -> str:
+        if pa.types.is_dictionary(t):
+            return kind(t.value_type)
+        if pa.types.is_string(t) or pa.types.is_large_string(t):
+            return "string"
+        if pa.types.is_integer(t):
+            return "int"
+        if pa.types.is_list(t) or pa.types.is_large_list(t):
+            return f"list<{kind(t.value_type)}>"
+        if pa.types.is_struct(t):
+            return "struct<" + ", ".join(f"{f.name}: {kind(f.type)}" for f in t) + ">"
+        return str(t)
+
+    present = [n for n in schema.names if n in PARQUET_COLUMNS]
+    if not present:
+        return (f"wrong schema: none of a flattened journal's columns ({', '.join(PARQUET_COLUMNS)}); "
+                "is this a snapshot journal?")
+    for name in present:
+        got = kind(schema.field(name).type)
+        if got != PARQUET_COLUMNS[name] and not (got == "null"):
+            return f"wrong schema: column {name} is {schema.field(name).type}, a journal's is {PARQUET_COLUMNS[name]}"
+    return None
+
+
+def decode_line(line: bytes | str) -> Any:
+    """One journal line as parsed JSON, or RecordError: NOT_UTF8 (bytes are never replaced), NOT_JSON."""
+    if isinstance(line, bytes):
+        try:
+            line = line.decode("utf-8")
+        except UnicodeDecodeError:
+            raise RecordError(NOT_UTF8) from None
+    try:
+        return json.loads(line)
+    except (ValueError, RecursionError):  # RecursionError: nesting deeper than the interpreter's stack
+        raise RecordError(NOT_JSON) from None
+
+
+def parse_line(line: bytes | str) -> VolumeSnapshot:
+    """A JSONL journal line as a VolumeSnapshot, or RecordError with the first rule (line, then record) it breaks."""
+    return parse_snapshot(decode_line(line))
 
 
 def parse_snapshot(raw: Any) -> VolumeSnapshot:

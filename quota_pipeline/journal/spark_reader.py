@@ -57,6 +57,7 @@ def _volume_checks(volumes: Column) -> list[tuple[Column, str]]:
             F.coalesce(v.log_dir, F.lit("")) == "",
             v.error.isNull() & (v.total_bytes.isNull() | v.available_bytes.isNull()),
             (v.total_bytes < 0) | (v.available_bytes < 0),
+            v.available_bytes > v.total_bytes,
         )
 
     def code(v: Column) -> Column:
@@ -83,10 +84,12 @@ def _snapshot_checks(s: Column) -> list[tuple[Column, str]]:
         # only for rows where the typed value is null (rare), since that parses the line again.
         return getattr(s, field).isNull() & F.get_json_object("text", f"$.{field}").isNotNull()
 
+    observed = F.try_to_timestamp(s.observed_at)
     broken = (
         F.col("is_object").isNull(),
         F.coalesce(s.cluster_id, F.lit("")) == "",
-        F.try_to_timestamp(s.observed_at).isNull(),
+        observed.isNull(),
+        (observed < F.lit(rules.EARLIEST)) | (observed >= F.lit(rules.LATEST)),
         ~F.coalesce(s.status.isin(*rules.STATUSES), F.lit(False)),
         ((s.status == "SUCCESS") & s.brokers.isNull()) | mistyped("brokers")
         | F.exists(F.coalesce(s.brokers, no_ids), lambda b: b.isNull()),
@@ -113,6 +116,14 @@ def _bad_partitions(v: Column) -> Column:
                     lambda p: p.isNull() | p.topic.isNull() | p.partition.isNull() | p.size_bytes.isNull())
 
 
+def _line_checks(s: Column) -> list[tuple[Column, str]]:
+    """The line's rules (rules.decode_line) before the record's: its bytes UTF-8 (the line reader says), its text
+    JSON. Only a line whose fields all came out null can be malformed JSON: only those are parsed again."""
+    blank = s.cluster_id.isNull() & s.observed_at.isNull() & s.status.isNull()
+    return [(F.col("line_problem") == rules.NOT_UTF8, rules.NOT_UTF8),
+            (F.when(blank, F.try_parse_json("text").isNull()).otherwise(F.lit(False)), rules.NOT_JSON)]
+
+
 def _check(df: DataFrame) -> DataFrame:
     """Every parsed row with the first problem found in it (`reason`, null when valid)."""
     s = F.col("snap")
@@ -125,7 +136,7 @@ def _check(df: DataFrame) -> DataFrame:
         F.coalesce(s.brokers, F.array().cast("array<bigint>")).alias("brokers"),
         F.coalesce(s.fenced_brokers, F.array().cast("array<bigint>")).alias("fenced_brokers"),
         volumes.alias("volumes"),
-        _first_problem(*_snapshot_checks(s), *_volume_checks(volumes)).alias("reason"),
+        _first_problem(*_line_checks(s), *_snapshot_checks(s), *_volume_checks(volumes)).alias("reason"),
     )
     # Keep the raw text only where it is needed (rejected rows): it is most of the input's size.
     return checked.withColumn("text", F.when(F.col("reason").isNotNull(), F.col("text")))
@@ -165,7 +176,7 @@ def read_jsonl(spark: SparkSession, paths: tuple[str, ...], split_bytes: int = S
         .option("split_bytes", str(split_bytes)) \
         .option("parallelism", str(spark.sparkContext.defaultParallelism)).load()
     parsed = lines.select(
-        "file", "offset", "line", "text",
+        "file", "offset", "line", "text", "line_problem",
         F.from_json("text", SNAPSHOT_JSON_TYPE).alias("snap"),
         # Tells garbage from an object with missing fields without parsing the line a second time:
         # from_json yields a row of nulls for both.
@@ -211,6 +222,7 @@ def read_parquet(spark: SparkSession, paths: tuple[str, ...]) -> DataFrame:
     )
     parsed = grouped.select(
         F.col("at.file").alias("file"), F.col("at.offset").alias("offset"), F.col("at.line").alias("line"),
+        F.lit(None).cast("string").alias("line_problem"),
         F.to_json(F.struct("cluster_id", "observed_at", "status", "brokers", "fenced_brokers")).alias("text"),
         F.when(F.col("statuses") <= 1, F.struct("cluster_id", "observed_at", "status", "brokers",
                                                "fenced_brokers", "volumes")).alias("snap"),
@@ -285,4 +297,5 @@ def flat_volumes(spark: SparkSession, files: list[str]) -> DataFrame:
     out = parts[0]
     for part in parts[1:]:
         out = out.unionByName(part)
-    return out.where(F.col("t_us").isNotNull())
+    # Times outside the journal's range are rejected by replay; pictures (pandas) could not hold them either.
+    return out.where(F.col("t_us").isNotNull() & (F.col("t_us") >= rules.EARLIEST_US) & (F.col("t_us") < rules.LATEST_US))

@@ -57,7 +57,8 @@ DISAGREE = "rows of one snapshot disagree on status"
 DUPLICATE = "duplicate snapshot of this cluster and observed_at"
 REASONS = (DISAGREE,) + tuple(r.reason for r in rules.SNAPSHOT_RULES[1:]) + tuple(
     r.reason for r in rules.VOLUME_RULES) + (rules.DUPLICATE_VOLUMES.reason,)
-C_STATUS, C_BROKERS, C_FENCED, C_PARTS = 3, 4, 5, 6
+C_TIME, C_RANGE, C_STATUS, C_BROKERS, C_FENCED, C_PARTS = 2, 3, 4, 5, 6, 7  # rules.SNAPSHOT_RULES' indexes
+assert REASONS[C_RANGE].startswith("observed_at must be from") and REASONS[C_STATUS].startswith("status")
 C_VOLUME = len(rules.SNAPSHOT_RULES)
 C_DUP_VOLUMES = len(REASONS) - 1
 VALID = len(REASONS)
@@ -123,10 +124,18 @@ def parse_times(values: pa.Array) -> np.ndarray:
     return out
 
 
+def _in_range(t: np.ndarray) -> np.ndarray:
+    """Valid times within the journal's range (rules.EARLIEST .. LATEST); BAD_TIME is below it."""
+    return (t >= rules.EARLIEST_US) & (t < rules.LATEST_US)
+
+
 def _parse_one(text: str | None) -> int:
     if rules._timestamp(text) is None:
         return BAD_TIME
-    return epoch_micros(parse_time(text))
+    try:
+        return epoch_micros(parse_time(text))
+    except OverflowError:  # year 1 or 9999 moved out of datetime's range by its offset: out of the journal's range
+        return rules.LATEST_US
 
 
 def _read(path: str, groups: Sequence[int], columns: Sequence[str]) -> pa.Table:
@@ -195,10 +204,13 @@ class ClusterPass:
                 mine = self._mine(table)
                 t = _times(table)
                 bad = mine & (t == BAD_TIME)
-                if bad.any():  # rare: read the group again with what a rejection shows
+                far = mine & (t != BAD_TIME) & ((t < rules.EARLIEST_US) | (t >= rules.LATEST_US))
+                if bad.any() or far.any():  # rare: read the group again with what a rejection shows
                     table = _read(path, [g], (*COLUMNS, *ORIGIN))
-                    self._reject_rows(table.filter(pa.array(bad)), REASONS.index(rules.SNAPSHOT_RULES[2].reason))
-                good = mine & (t != BAD_TIME)
+                    for rows, code in ((bad, C_TIME), (far, C_RANGE)):
+                        if rows.any():
+                            self._reject_rows(table.filter(pa.array(rows)), code)
+                good = mine & _in_range(t)
                 if good.any():
                     spans.append((int(t[good].min()), int(t[good].max()), int(good.sum()), path, g))
         spans.sort(key=lambda s: (s[1], s[0]))
@@ -247,7 +259,7 @@ class ClusterPass:
     def _decide_range(self, table: pa.Table, lo: int, hi: int) -> Iterator[pa.RecordBatch]:
         """The rows of this cluster in [lo, hi) of the row groups read for that range."""
         t = _times(table)
-        keep = self._mine(table) & (t >= lo) & (t < hi) & (t != BAD_TIME)  # bad times: rejected by the plan
+        keep = self._mine(table) & (t >= lo) & (t < hi) & _in_range(t)  # other times: rejected by the plan
         if not keep.all():
             table, t = table.filter(pa.array(keep)), t[keep]
         if table.num_rows:
@@ -337,6 +349,9 @@ class ClusterPass:
         if min(_min(tot), _min(av)) < 0:
             mark(is_volume & (_np(pc.less(tot, 0).fill_null(False)) | _np(pc.less(av, 0).fill_null(False))),
                  C_VOLUME + 3)
+        more = _np(pc.greater(av, tot).fill_null(False))
+        if more.any():
+            mark(is_volume & more, C_VOLUME + 4)
         # The same (broker, log dir) twice in one snapshot: volume rows numbered by (snapshot, broker, log dir)
         # are strictly increasing when a snapshot lists its log dirs in order (the journal writes them so).
         if is_volume.any():

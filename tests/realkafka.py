@@ -103,6 +103,7 @@ class ClusterSpec:
     nodes: int = 1
     log_dirs: int = 2
     tmpfs_mb: int | None = None  # node 1's last log dir is a tmpfs of this size (root only)
+    tmpfs_nodes: int = 1  # how many nodes (1..tmpfs_nodes) get that tmpfs log dir
     heap: str = "256m"
     jvm_opts: str | None = None  # KAFKA_JVM_PERFORMANCE_OPTS; None keeps Kafka's (G1, C2), as benchmarks need
     overrides: Mapping[str, str] = field(default_factory=dict)
@@ -259,8 +260,8 @@ def _start_once(spec: ClusterSpec, home: Path) -> RealKafka:
         for layout in layouts:
             for d in (*layout.log_dirs, layout.metadata_dir):
                 Path(d).mkdir(parents=True)
-        if spec.tmpfs_mb:
-            tmpfs_dir = Path(layouts[0].log_dirs[-1])
+        for layout in layouts[:spec.tmpfs_nodes] if spec.tmpfs_mb else []:
+            tmpfs_dir = Path(layout.log_dirs[-1])
             mount_tmpfs(tmpfs_dir, spec.tmpfs_mb)
             cluster.mounts.append(tmpfs_dir)
         for layout in layouts:

@@ -1,0 +1,64 @@
+"""A paced librdkafka producer in its own process for the fault campaign, reporting like bench/throttle_clients.py.
+
+    python bench/campaign_load.py BOOTSTRAP TOPIC CLIENT_ID RATE RECORD_BYTES BATCH_BYTES SECONDS
+
+Every 250 ms one JSON line: wall-clock ms, bytes acknowledged, failed deliveries, the largest throttle time.
+"""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench.throttle_clients import ProducerProcess  # noqa: E402
+
+
+def start(bootstrap: str, topic: str, client_id: str, rate: float, record_bytes: int, batch_bytes: int,
+          seconds: float) -> ProducerProcess:
+    cmd = [sys.executable, __file__, bootstrap, topic, client_id, str(rate), str(record_bytes), str(batch_bytes),
+           str(seconds)]
+    return ProducerProcess(client_id, subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                                                       text=True, start_new_session=True))
+
+
+def main(bootstrap: str, topic: str, client_id: str, rate: float, record_bytes: int, batch_bytes: int,
+         seconds: float) -> None:
+    from confluent_kafka import Producer
+    state = {"acked": 0, "failed": 0, "throttle": 0.0}
+
+    def delivered(err, msg) -> None:
+        if err is None:
+            state["acked"] += len(msg.value())
+        else:
+            state["failed"] += 1
+
+    def throttled(event) -> None:
+        state["throttle"] = max(state["throttle"], event.throttle_time * 1000)
+    producer = Producer({"bootstrap.servers": bootstrap, "client.id": client_id, "linger.ms": 5,
+                         "batch.size": batch_bytes, "throttle_cb": throttled, "log_level": 0})
+    value = bytes(record_bytes)
+    end = time.time() + seconds
+    due = next_report = time.time()
+    while time.time() < end:
+        now = time.time()
+        if now >= due:
+            try:
+                producer.produce(topic, value=value, on_delivery=delivered)
+                due = max(due + record_bytes / rate, now - 1.0)  # catch up at most 1 s after a stall
+            except BufferError:
+                pass
+        producer.poll(max(0.0, min(due, next_report) - time.time()))
+        if time.time() >= next_report:
+            print(json.dumps({"t_ms": int(time.time() * 1000), "acked": state["acked"], "failed": state["failed"],
+                              "throttle_max_ms": state["throttle"]}), flush=True)
+            state["throttle"] = 0.0
+            next_report = time.time() + 0.25
+
+
+if __name__ == "__main__":
+    a = sys.argv[1:]
+    main(a[0], a[1], a[2], float(a[3]), int(a[4]), int(a[5]), float(a[6]))

@@ -82,7 +82,7 @@ def run(args: argparse.Namespace) -> int:
     except OSError as exc:
         fail(f"cannot listen on {args.host}:{args.port} ({exc.strerror or exc}); choose another port with --port")
     feed = Feed.of(conf, window, args.max_points).start()
-    server = DashboardServer(feed, sock)
+    server = DashboardServer(feed, sock, host=args.host)  # its Host header is accepted, with loopback names
     print(f"dashboard on {server.url} following {conf.output_topic} on {feed.follower.bootstrap} "
           f"(Ctrl-C stops)", flush=True)
     try:

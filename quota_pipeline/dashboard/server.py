@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any, AsyncIterator
 
 from starlette.applications import Starlette
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import FileResponse, JSONResponse, Response, StreamingResponse
 from starlette.routing import Mount, Route
@@ -23,6 +24,60 @@ from quota_pipeline.dashboard.feed import Feed
 log = logging.getLogger(__name__)
 STATIC = Path(str(resources.files("quota_pipeline.dashboard").joinpath("static")))
 NO_CACHE = {"Cache-Control": "no-cache"}
+LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "::1", "ip6-localhost"})
+# The page loads its own script and style files only and is never framed; data is shown with textContent.
+SECURITY_HEADERS = [
+    (b"content-security-policy", b"default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; "
+                                 b"img-src 'self' data:; connect-src 'self'; object-src 'none'; base-uri 'none'; "
+                                 b"form-action 'none'; frame-ancestors 'none'"),
+    (b"x-content-type-options", b"nosniff"),
+    (b"x-frame-options", b"DENY"),
+    (b"referrer-policy", b"no-referrer"),
+]
+
+
+def allowed_hosts(host: str | None) -> frozenset[str]:
+    """Host header names the dashboard answers: loopback, the `--host` given, and with a wildcard bind this
+    machine's names. Any other name is a page elsewhere reaching it through DNS rebinding: refused."""
+    names = set(LOOPBACK_NAMES)
+    if host:
+        names.add(host.strip("[]").lower())
+        if host in ("0.0.0.0", "::", ""):
+            names.update({socket.gethostname().lower(), socket.getfqdn().lower()})
+    return frozenset(names)
+
+
+def _host_name(header: str) -> str:
+    """`name:port`, `[v6]:port` or `name` as the name alone, lower case."""
+    header = header.strip().lower()
+    if header.startswith("["):
+        return header[1:header.find("]")] if "]" in header else header
+    return header.rsplit(":", 1)[0] if header.count(":") == 1 else header
+
+
+class Guard:
+    """ASGI middleware: refuses a Host header naming another site (421) and sets the security headers."""
+
+    def __init__(self, app: Any, hosts: frozenset[str]) -> None:
+        self.app = app
+        self.hosts = hosts
+
+    async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        host = dict(scope.get("headers") or []).get(b"host", b"").decode("latin-1")
+        if _host_name(host) not in self.hosts:
+            await Response(f"Host {host!r} is not this dashboard's; open it by the address given with --host\n",
+                           status_code=421, media_type="text/plain", headers=dict(
+                               (k.decode(), v.decode()) for k, v in SECURITY_HEADERS))(scope, receive, send)
+            return
+
+        async def secured(message: dict) -> None:
+            if message["type"] == "http.response.start":
+                message = {**message, "headers": [*message.get("headers", []), *SECURITY_HEADERS]}
+            await send(message)
+
+        await self.app(scope, receive, secured)
 
 
 class PageCache:
@@ -45,7 +100,7 @@ class PageCache:
 
 
 def create_app(feed: Feed, closing: threading.Event | None = None, push_seconds: float = 0.5,
-               heartbeat_seconds: float = 5.0) -> Starlette:
+               heartbeat_seconds: float = 5.0, host: str | None = None) -> Starlette:
     """The ASGI app over `feed`: `/` the page, `/api/overview`, `/api/cluster/{key}`, `/api/events` (SSE, ended
     when `closing` is set so that a shutdown need not cut open pages off)."""
     cache = PageCache(feed)
@@ -75,7 +130,7 @@ def create_app(feed: Feed, closing: threading.Event | None = None, push_seconds:
         Route("/", index), Route("/api/overview", overview), Route("/api/cluster/{key:path}", cluster),
         Route("/api/events", events), Route("/healthz", health),
         Mount("/static", StaticFiles(directory=STATIC), name="static"),
-    ])
+    ], middleware=[Middleware(Guard, hosts=allowed_hosts(host))])
 
 
 async def _overview_events(cache: PageCache, closing: threading.Event, push_seconds: float,
@@ -104,12 +159,13 @@ def bind(host: str, port: int) -> socket.socket:
 class DashboardServer:
     """uvicorn serving the app on a bound socket: `run()` in the foreground, or `start()`/`stop()` in a thread."""
 
-    def __init__(self, feed: Feed, sock: socket.socket) -> None:
+    def __init__(self, feed: Feed, sock: socket.socket, host: str | None = None) -> None:
         import uvicorn
 
         self.sock = sock
         self.closing = threading.Event()
-        config = uvicorn.Config(create_app(feed, self.closing), log_level="warning", access_log=False,
+        host = host if host is not None else str(sock.getsockname()[0])
+        config = uvicorn.Config(create_app(feed, self.closing, host=host), log_level="warning", access_log=False,
                                 lifespan="off", timeout_graceful_shutdown=2)
         closing = self.closing
 

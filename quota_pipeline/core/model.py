@@ -48,7 +48,10 @@ def parse_time(value: Any) -> dt.datetime:
         raise RecordError(f"observed_at must be an ISO-8601 string, got {value!r}")
     if parsed.tzinfo is None:
         return parsed.replace(tzinfo=UTC)
-    return parsed.astimezone(UTC)
+    try:
+        return parsed.astimezone(UTC)
+    except OverflowError:  # year 1 or 9999 with an offset that moves it out of datetime's range (found by fuzzing)
+        raise RecordError(f"timestamp out of range: {value!r}") from None
 
 
 def format_time(value: dt.datetime | None) -> str | None:

@@ -99,3 +99,15 @@ def test_configure_logging_puts_the_visible_formatter_on_every_handler():
 
 def _feed() -> view.FeedStatus:
     return view.FeedStatus("following", "following", T0, "__quota_throttle_factors", "k:9092", caught_up=True)
+
+
+def test_validate_masks_secrets_by_value_under_any_key():
+    from quota_pipeline.core import config as cfg
+
+    pem = "-----BEGIN PRIVATE KEY-----\nMIIEvQIBADANBg\n-----END PRIVATE KEY-----"
+    conf = cfg.parse({cfg.HARD_BYTES: "100", cfg.BOOTSTRAP: "k:9092",
+                      cfg.ADMIN_PREFIX + "sasl.jaas.confg": 'PlainLoginModule required username="u" password="hunter2";',
+                      cfg.ADMIN_PREFIX + "ssl.key.pem": pem})
+    shown = "\n".join(f"{k}={v}" for k, v in conf.effective().items())
+    assert "hunter2" not in shown and "MIIEvQIBADANBg" not in shown
+    assert 'username="u"' in shown  # the rest of the value stays readable

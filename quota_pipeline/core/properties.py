@@ -41,8 +41,11 @@ def is_secret(key: str) -> bool:
 
 
 def shown(key: str, value: Any) -> str:
-    """A value as it may be printed or logged: secrets masked."""
-    return MASK if is_secret(key) else str(value)
+    """A value as it may be printed or logged: secrets masked by the key's name, and by the value's look (a
+    password= inside a misspelled JAAS key, a PEM private key under any name: core/secrets.py)."""
+    from quota_pipeline.core.secrets import redact
+
+    return MASK if is_secret(key) else redact(str(value))
 
 
 class Invalid(ValueError):

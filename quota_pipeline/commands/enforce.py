@@ -12,6 +12,7 @@ from quota_pipeline.core.display import visible
 from quota_pipeline.core.names import UnsafePath
 from quota_pipeline.enforce.baseline import BaselineError, baseline_file
 from quota_pipeline.commands.common import add_bootstrap_override, configure_logging, fail, load_with_override
+from quota_pipeline.enforce import admits
 from quota_pipeline.enforce.plan import Policy, stop_floor
 from quota_pipeline.enforce.enforcer import DEFAULT_INTERVAL_SECONDS, DEFAULT_SETTLE_SECONDS, Enforcer, StepResult
 from quota_pipeline.kafka.quota_admin import QuotaAdmin, QuotaAdminError
@@ -121,6 +122,10 @@ def run(args: argparse.Namespace, stop: threading.Event | None = None) -> int:
                     refusals()
                     return 0
                 print(visible(f"enforcing decisions for {cluster} from {conf.output_topic}; baseline file {store.path}"))
+                for line in admits.describe(conf.stop_limit(), enforcer.policy.produce_floor, conf.produce):
+                    print(line)  # what quota.pipeline.throttle.max.mute means here
+                for warning in admits.warnings(conf.produce):
+                    logging.warning(warning)
                 sys.stdout.flush()
                 enforcer.run(stop, wake, args.interval, report=lambda r: (report(r, args.dry_run), refusals()))
                 return 0

@@ -1,0 +1,166 @@
+"""A fleet of real producers, each in its own process with its own client id (librdkafka through confluent-kafka,
+and the Java client from KAFKA_HOME), and what a stop admitted from them: bursts, rates, each client's return.
+
+Each process prints JSON lines {"t_ms": wall-clock ms, "acked": bytes acknowledged so far}; the librdkafka one
+after every poll that acknowledged something (one line per produce response), the Java one every 250 ms
+(bench/ThrottleProducer.java, default producer settings). Run as a script, this module is the librdkafka producer.
+"""
+from __future__ import annotations
+
+import bisect
+import json
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+RECORD_BYTES = 10_000
+JAVA_SOURCE = Path(__file__).resolve().parent.parent / "bench" / "ThrottleProducer.java"
+# librdkafka keeps up to 1 GiB queued by default; 16 MiB still fills its 1 MB requests and keeps 8 processes small.
+LIBRDKAFKA_QUEUE_KBYTES = 16384
+JAVA_OPTS = ["-Xmx96m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1"]
+BURST_GAP_S = 0.5  # acknowledgements closer than this belong to one produce response (librdkafka)
+
+
+@dataclass
+class Client:
+    """A running producer process and the (wall time, bytes acknowledged) samples it printed so far."""
+
+    client_id: str
+    kind: str  # "librdkafka" or "java"
+    process: subprocess.Popen
+    times: list[float] = field(default_factory=list)
+    acked: list[int] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        threading.Thread(target=self._read, daemon=True, name=f"read-{self.client_id}").start()
+
+    def _read(self) -> None:
+        for line in self.process.stdout:
+            if line.startswith("{"):
+                d = json.loads(line)
+                if not self.acked or d["acked"] != self.acked[-1]:
+                    self.times.append(d["t_ms"] / 1000.0)
+                    self.acked.append(d["acked"])
+
+    def bytes_by(self, t: float) -> int:
+        i = bisect.bisect_right(self.times, t) - 1
+        return self.acked[i] if i >= 0 else 0
+
+    def between(self, start: float, end: float) -> int:
+        """Bytes acknowledged in (start, end] (wall-clock seconds)."""
+        return self.bytes_by(end) - self.bytes_by(start)
+
+    def first_ack_after(self, t: float) -> float | None:
+        """Wall time of the first sample after `t` that acknowledged more bytes than before `t`."""
+        base = self.bytes_by(t)
+        i = bisect.bisect_right(self.times, t)
+        return next((self.times[j] for j in range(i, len(self.times)) if self.acked[j] > base), None)
+
+    def bursts(self, start: float, end: float) -> list[tuple[float, float, int]]:
+        """(first, last sample time, bytes) of the acknowledgements in (start, end], grouped BURST_GAP_S apart."""
+        out: list[tuple[float, float, int]] = []
+        i = bisect.bisect_right(self.times, start)
+        previous = self.bytes_by(start)
+        while i < len(self.times) and self.times[i] <= end:
+            grown = self.acked[i] - previous
+            if out and self.times[i] - out[-1][1] < BURST_GAP_S:
+                out[-1] = (out[-1][0], self.times[i], out[-1][2] + grown)
+            else:
+                out.append((self.times[i], self.times[i], grown))
+            previous = self.acked[i]
+            i += 1
+        return out
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.kill()
+        self.process.wait(10)
+
+
+def compile_java(home: Path, out: Path) -> Path:
+    """bench/ThrottleProducer.java compiled against KAFKA_HOME's client jars into `out`."""
+    subprocess.run(["javac", "-d", str(out), "-cp", f"{home}/libs/*", str(JAVA_SOURCE)], check=True,
+                   capture_output=True, timeout=300)
+    return out
+
+
+def start_java(home: Path, classes: Path, bootstrap: str, topic: str, client_id: str, seconds: int) -> Client:
+    cmd = ["java", *JAVA_OPTS, "-cp", f"{home}/libs/*:{classes}", "ThrottleProducer", bootstrap, topic, client_id,
+           str(RECORD_BYTES), str(seconds)]
+    return Client(client_id, "java", subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                                                      text=True))
+
+
+def start_librdkafka(bootstrap: str, topic: str, client_id: str, seconds: int, acks: str = "all") -> Client:
+    cmd = [sys.executable, __file__, bootstrap, topic, client_id, str(seconds), acks]
+    return Client(client_id, "librdkafka", subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                                                            text=True))
+
+
+def start_fleet(home: Path, classes: Path, bootstrap: str, topic: str, librdkafka: int, java: int,
+                seconds: int, prefix: str = "app") -> list[Client]:
+    """`librdkafka` + `java` producers, client ids <prefix>-rd-<i> and <prefix>-java-<i>."""
+    return ([start_librdkafka(bootstrap, topic, f"{prefix}-rd-{i}", seconds) for i in range(librdkafka)]
+            + [start_java(home, classes, bootstrap, topic, f"{prefix}-java-{i}", seconds) for i in range(java)])
+
+
+def all_producing(clients: list[Client], at_least: int) -> bool:
+    return all(c.acked and c.acked[-1] >= at_least for c in clients)
+
+
+@dataclass(frozen=True)
+class StopAdmitted:
+    """What one client got through a stop from `start` (the decision at the broker) to `end` (the release)."""
+
+    client_id: str
+    kind: str
+    admitted: int  # bytes acknowledged in (start, end]
+    largest_burst: int  # bytes of its largest produce response in the stop (librdkafka: one request)
+    rate: float  # bytes/s acknowledged after its first response in the stop, over the rest of the stop
+    back_after: float | None  # seconds from the release to its first acknowledged record after `end`
+
+
+def stop_admitted(client: Client, start: float, end: float, release: float) -> StopAdmitted:
+    """The client's steady rate in the stop (`start`, `end`] (the broker applies 0, then 1.0) is measured from its
+    first response after `start`: that request went in under the stop and was muted, so what follows it until
+    `end` is what the mutes let through. Its return counts from `release`, when the 1.0 was published."""
+    bursts = client.bursts(start, end)
+    rate = 0.0
+    if bursts:
+        first = bursts[0][1]
+        rate = client.between(first, end) / (end - first) if end > first else 0.0
+    back = client.first_ack_after(end)
+    return StopAdmitted(client.client_id, client.kind, client.between(start, end),
+                        max((b[2] for b in bursts), default=0), rate, None if back is None else back - release)
+
+
+def _librdkafka_main(bootstrap: str, topic: str, client_id: str, seconds: int, acks: str) -> None:
+    """The librdkafka producer (default settings but a 16 MiB queue and `acks`), sending as fast as its queue
+    allows."""
+    from confluent_kafka import Producer
+    state = {"acked": 0}
+
+    def delivered(err, msg) -> None:
+        if err is None:
+            state["acked"] += len(msg.value())
+    producer = Producer({"bootstrap.servers": bootstrap, "client.id": client_id,
+                         "queue.buffering.max.kbytes": LIBRDKAFKA_QUEUE_KBYTES, "acks": acks})
+    value = bytes(RECORD_BYTES)
+    end = time.time() + seconds
+    reported = -1
+    while time.time() < end:
+        try:
+            producer.produce(topic, value=value, on_delivery=delivered)
+            producer.poll(0)
+        except BufferError:  # the queue is full: wait as an application would
+            producer.poll(0.05)
+        if state["acked"] != reported:
+            reported = state["acked"]
+            print(json.dumps({"t_ms": int(time.time() * 1000), "acked": reported}), flush=True)
+
+
+if __name__ == "__main__":
+    _librdkafka_main(sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), sys.argv[5])

@@ -289,6 +289,26 @@ def test_the_page_reads_the_record_the_pipeline_publishes():
     assert d.volumes[0].to_json() == {**closest.to_json(), "offline": False}
 
 
+def test_an_offline_dir_that_was_filling_is_said_to_be_so():
+    """A dir that went offline after filling to the limit (reason offline-filling) is named as such, so the operator
+    knows the throttle comes from its last readings, not from a reading now; an unknown reason shows as plain offline."""
+    import dataclasses
+
+    from quota_pipeline.core.model import ClosestVolume
+    from tests.kafka_fixtures import decision
+
+    def shown(reason):
+        closest = ClosestVolume(2, "/data/0", None, 100 * GIB, None, None, None, 0.0, (), reason)
+        published = dataclasses.replace(decision("prod", 0.0, T0), closest_volumes=(closest,))
+        [v] = parse_record(json.dumps(published.to_json()).encode()).volumes
+        return v, view.volume_state(v, {"hard": {"type": "min.available.ratio", "value": 0.1}})
+
+    v, state = shown("offline-filling")
+    assert v.reason == "offline-filling" and state.startswith("offline after filling")
+    v, state = shown("\x1b[2Jforged")
+    assert v.reason is None and state == "offline (counts as full)"
+
+
 @pytest.mark.parametrize("args, error", [
     (["--window", "P1M"], "error: --window: must be a positive duration in days, hours, minutes or seconds (got P1M)"),
     (["--window", "soon"], "error: --window: not an ISO-8601 duration (got soon); for example PT6H"),

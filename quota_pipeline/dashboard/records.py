@@ -18,6 +18,9 @@ class PartitionSize:
     size_bytes: int
 
 
+REASONS = ("offline", "offline-filling")
+
+
 @dataclass(frozen=True)
 class VolumeView:
     """A log dir close to the hard limit: v2's closest_volumes entry, or v1's worst_volume (fewer facts)."""
@@ -31,6 +34,7 @@ class VolumeView:
     fill_rate_bytes_per_second: float | None = None
     eta_seconds: float | None = None
     top_partitions: tuple[PartitionSize, ...] = ()
+    reason: str | None = None  # "offline" or "offline-filling" (went offline after filling to the limit); v2 only
 
     @property
     def offline(self) -> bool:
@@ -44,6 +48,7 @@ class VolumeView:
             "eta_seconds": self.eta_seconds, "offline": self.offline,
             "top_partitions": [{"topic": p.topic, "partition": p.partition, "size_bytes": p.size_bytes}
                                for p in self.top_partitions],
+            "reason": self.reason,
         }
 
 
@@ -125,7 +130,8 @@ def _volume(e: dict[str, Any]) -> VolumeView:
         available_bytes=_integer(e.get("available_bytes")), available_ratio=_number(e.get("available_ratio")),
         total_bytes=_integer(e.get("total_bytes")), headroom_bytes=_integer(e.get("headroom_bytes")),
         fill_rate_bytes_per_second=_number(e.get("fill_rate_bytes_per_second")),
-        eta_seconds=_number(e.get("eta_seconds")), top_partitions=parts)
+        eta_seconds=_number(e.get("eta_seconds")), top_partitions=parts,
+        reason=e.get("reason") if e.get("reason") in REASONS else None)  # outside text: only the known words
 
 
 def _optional_time(raw: dict[str, Any], name: str) -> tuple[dt.datetime | None, str | None]:

@@ -109,7 +109,8 @@ def volumes_table(d: DecisionView) -> Table:
 
 
 def _volume_row(v: VolumeView, listed: bool) -> list[Text]:
-    available = "offline" if v.offline else f"{text.size(v.available_bytes)} ({text.percent(v.available_ratio)})"
+    available = (("offline, was filling" if v.reason == "offline-filling" else "offline") if v.offline
+                 else f"{text.size(v.available_bytes)} ({text.percent(v.available_ratio)})")
     partitions = ", ".join(f"{p.topic}-{p.partition} {text.size(p.size_bytes)}" for p in v.top_partitions)
     return [shown(c) for c in (str(v.broker_id), v.log_dir, available, text.size(v.total_bytes), text.size(v.headroom_bytes),
             text.rate(v.fill_rate_bytes_per_second) if v.fill_rate_bytes_per_second else _idle(listed),

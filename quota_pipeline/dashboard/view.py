@@ -121,6 +121,8 @@ def _why(d: DecisionView) -> str:
 
 def volume_state(v: VolumeView, limit: dict[str, Any]) -> str:
     if v.offline:
+        if v.reason == "offline-filling":
+            return "offline after filling: its last readings reach the hard limit by now (counts as full)"
         return "offline (counts as full)"
     hard = limit.get("hard") if isinstance(limit.get("hard"), dict) else {}
     shown = text.limit_value(hard).removesuffix(" available")

@@ -49,7 +49,7 @@ function age(c) { return c.decided_at === undefined ? null : serverNow() - c.dec
 function isStale(c) { return c.stale || (age(c) !== null && age(c) > S.page.stale_after_seconds); }
 function factorClass(f) { return "factor " + (f === 0 ? "f0" : f !== null && f < 1 ? "fpart" : "f1"); }
 function where(v) { return v ? `broker ${v.broker_id} ${v.log_dir}` : "-"; }
-function available(v) { return !v ? "-" : v.offline ? "offline" : v.available_ratio !== null ? fmtPct(v.available_ratio) : fmtSize(v.available_bytes); }
+function available(v) { return !v ? "-" : v.offline ? (v.reason === "offline-filling" ? "offline, was filling" : "offline") : v.available_ratio !== null ? fmtPct(v.available_ratio) : fmtSize(v.available_bytes); }
 
 // ---- header, banner, counts --------------------------------------------------------------------------------
 function renderFeed() {

@@ -15,6 +15,7 @@ import javaproperties
 
 from quota_pipeline.broker.stop import DEFAULT_WINDOW_NUM, DEFAULT_WINDOW_SIZE_SECONDS, StopLimit
 
+from quota_pipeline.core.client_names import unknown_client_key_warnings
 from quota_pipeline.core.properties import (
     ADMIN_PREFIX, BY_NAME, DEFAULT_MAX_CLOCK_SKEW, DEFAULT_MAX_MUTE, DEFAULT_OUTPUT_TOPIC, INDEX, KNOWN,
     OUTPUT_KAFKA_PREFIX, P,
@@ -365,4 +366,4 @@ def unknown_key_warnings(props: Mapping[str, str]) -> list[str]:
         close = difflib.get_close_matches(key, KNOWN, n=1, cutoff=0.8)
         hint = f"; did you mean {close[0]}?" if close else ""
         warnings.append(f"warning: {key}: unknown property, ignored{hint}")
-    return warnings
+    return warnings + unknown_client_key_warnings(props, PASS_THROUGH_PREFIXES)

@@ -77,6 +77,7 @@ class Settings:
     replay: bool = True
     job_properties: tuple[tuple[str, str], ...] = ()  # extra job properties (a misconfigured job, for the checker)
     faults: tuple[Planned, ...] | None = None  # a fixed schedule instead of the seeded one
+    exclude: tuple[str, ...] = ()  # fault kinds the seeded schedule never draws
 
 
 def iso_duration(text: str) -> float:
@@ -465,7 +466,9 @@ class Campaign:
         producer = Producer({"bootstrap.servers": self.output_bootstrap, "client.id": FORGER, "log_level": 0})
         producer.produce(self.topic, key=CLUSTER.encode(), value=value,
                          on_delivery=lambda err, msg: err is None and offsets.append([msg.partition(), msg.offset()]))
-        producer.flush(30)
+        if producer.flush(30):  # not delivered (the output broker is down): make sure it never is, unrecorded
+            producer.purge()
+            producer.flush(0)
         detail["offsets"] = offsets
 
     def _fault_forge_malformed(self, p: Planned, detail: dict) -> None:
@@ -493,6 +496,9 @@ class Campaign:
         self._until(self.t0 + self.s.seconds)
         for thread in self.fault_threads:
             thread.join(max(1.0, self.t0 + self.s.seconds + 300 - time.time()))
+        # A calm tail after the last fault (a restart can end long after its start), so the release is judged.
+        last = max((f.end for f in self.faults), default=self.t0)
+        self._until(min(last + 3 * self.s.interval_s + 15, time.time() + 120))
         self.t_end = time.time()
 
     def finish(self) -> Path:
@@ -575,7 +581,7 @@ def write_jsonl(path: Path, rows: list[dict]) -> None:
 def run_campaign(s: Settings, work: Path, log: Callable[[str], None] = print) -> tuple[cc.Report, Path]:
     """Start, inject, record, stop and check; everything is stopped whatever happens."""
     planned = list(s.faults) if s.faults is not None else schedule(
-        s.seed, s.seconds, 3, s.interval_s, s.validity_s, s.output_on_observed)
+        s.seed, s.seconds, 3, s.interval_s, s.validity_s, s.output_on_observed, exclude=s.exclude)
     log(describe(s.seed, planned))
     campaign = Campaign(s, work, log)
     try:
@@ -604,6 +610,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="a fixed schedule instead of the seeded one (repeat), e.g. fill_enospc:node1@5+30")
     parser.add_argument("--job-property", action="append", default=[], metavar="KEY=VALUE",
                         help="an extra property of the job (e.g. a misconfiguration the checker must catch)")
+    parser.add_argument("--exclude", action="append", default=[], metavar="KIND",
+                        help="a fault kind the seeded schedule never draws (repeat)")
     parser.add_argument("--print-schedule", action="store_true", help="print the seed's schedule and exit")
     args = parser.parse_args(argv)
     try:
@@ -616,10 +624,10 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     s = Settings(seed=args.seed, seconds=args.minutes * 60, interval_s=args.interval, validity_s=args.validity,
                  output_on_observed=args.output_on_observed, replay=not args.no_replay, faults=faults,
-                 job_properties=props)
+                 job_properties=props, exclude=tuple(args.exclude))
     if args.print_schedule:
         print(describe(s.seed, list(faults) if faults else schedule(
-            s.seed, s.seconds, 3, s.interval_s, s.validity_s, s.output_on_observed)))
+            s.seed, s.seconds, 3, s.interval_s, s.validity_s, s.output_on_observed, exclude=s.exclude)))
         return 0
     if not os.environ.get("KAFKA_HOME"):
         print(f"error: {realkafka.ENABLE_HINT}", file=sys.stderr)

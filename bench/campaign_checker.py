@@ -19,8 +19,8 @@ Properties (each violation is one line with its times and the faults in force):
   that stops publication - the job killed, the output broker stopped, a broker of the decision topic failing - is
   explained, not a violation);
 - replay: `quota-pipeline replay` of the job's journal gives every published decision again, field for field;
-- job log: no exception or ERROR line outside the faults in force (Kafka's KAFKA-20746 lines are Kafka's), and the
-  job never exits by itself.
+- job log: no exception or ERROR line outside the faults in force (Kafka's KAFKA-20746 lines are Kafka's; what the
+  job logs after the campaign's end, while the campaign stops it, is the stop's), and the job never exits by itself.
 """
 from __future__ import annotations
 
@@ -308,11 +308,14 @@ def p99(values: Sequence[float]) -> float:
     return ordered[min(len(ordered) - 1, math.ceil(0.99 * len(ordered)) - 1)]
 
 
-def publication_delays(decisions: Sequence[Decision], faults: Sequence[Fault], meta: Meta) -> list[float]:
-    """Observation to arrival, for decisions no publication fault held back."""
+def publication_delays(decisions: Sequence[Decision], faults: Sequence[Fault], meta: Meta,
+                       runs: Sequence[JobRun] = ()) -> list[float]:
+    """Observation to arrival, for decisions no publication fault held back; a run's first decision is left out
+    (its observation waited in the journal while Spark started)."""
     kinds = publication_faults(meta)
-    return [d.arrived - d.observed_at for d in decisions
-            if not any(f.kind in kinds and f.covers(d.observed_at, d.arrived) for f in faults)]
+    firsts = {min((d.arrived for d in decisions if d.arrived >= r.start), default=None) for r in runs}
+    return [d.arrived - d.observed_at for d in decisions if d.arrived not in firsts
+            and not any(f.kind in kinds and f.covers(d.observed_at, d.arrived) for f in faults)]
 
 
 def check_unsafe_release(h: History, decisions: Sequence[Decision], detection: float
@@ -459,6 +462,8 @@ def check_job(h: History) -> list[Violation]:
     """Exceptions in the job's log outside the faults (with a margin), and runs that ended by themselves."""
     out = []
     for t, line in h.job_log:
+        if t > h.meta.end:
+            break  # the campaign is stopping the job: what it logs then (an InterruptedException) is the stop's
         if not ERROR_LINE.search(line) or any(k in line for k in KAFKA_OWN_LINES):
             continue
         why = faults_at(h.faults, t, t, LOG_MARGIN_S)
@@ -475,7 +480,7 @@ def check(h: History, cluster: str | None = None) -> Report:
     meta = h.meta
     forged = forged_offsets(h.faults)
     decisions, bad = decisions_of(h.published, cluster, forged)
-    delay = p99(publication_delays(decisions, h.faults, meta))
+    delay = p99(publication_delays(decisions, h.faults, meta, h.job_runs))
     detection, release = meta.interval_s + delay, 2 * meta.interval_s + delay
     unsafe, detection_delays = check_unsafe_release(h, decisions, detection)
     released, release_delays = check_release(h, decisions, release)

@@ -42,11 +42,12 @@ class Planned:
 
 
 def schedule(seed: int, seconds: float, nodes: int, interval: float, validity: float, output_on_observed: bool,
-             warmup: float = 10.0, cooldown: float | None = None) -> list[Planned]:
-    """Faults from `warmup` until `cooldown` before the end, one every ~2 intervals (at least 4 s) on average."""
+             warmup: float = 10.0, cooldown: float | None = None, exclude: tuple[str, ...] = ()) -> list[Planned]:
+    """Faults from `warmup` until `cooldown` before the end, one every ~2 intervals (at least 4 s) on average;
+    kinds in `exclude` are never drawn."""
     rng = random.Random(seed)
     cooldown = 4 * interval + 10 if cooldown is None else cooldown
-    kinds = [k for k in WEIGHTS if not (output_on_observed and k == "output_stop")]
+    kinds = [k for k in WEIGHTS if not (output_on_observed and k == "output_stop") and k not in exclude]
     weights = [WEIGHTS[k] for k in kinds]
     node_free = 0.0  # node faults: when the last one (with its restart) is over
     fill_free = {n: 0.0 for n in range(1, nodes + 1)}

@@ -114,7 +114,8 @@ def test_an_unexplained_exception_in_the_job_log_and_an_exit_are_violations():
     pub = published(every(0, 100, lambda t: 1.0))
     log = [(T0 + 10, "INFO all fine"), (T0 + 30, "Traceback (most recent call last):"),
            (T0 + 61, "ERROR publishing failed: broker down"),
-           (T0 + 70, "ERROR Encountered metadata publishing fault: KAFKA-20746")]
+           (T0 + 70, "ERROR Encountered metadata publishing fault: KAFKA-20746"),
+           (T0 + 101, "java.lang.InterruptedException")]  # after the end: the campaign stopping the job
     faults = [cc.Fault("output_stop", "output", T0 + 50, T0 + 58)]
     runs = [cc.JobRun(T0, T0 + 99, 1, "exited")]
     report = cc.check(history(pub, disks(200, 200), faults, log=log, runs=runs), "c")

@@ -52,16 +52,23 @@ def factor_source() -> statetimeline.Panel:
 
 
 def decision_age() -> timeseries.Panel:
-    return (timeseries.Panel().title("Time since the last observation and record vs 2 check intervals")
+    return (timeseries.Panel().title("Time since the last observation, record and acknowledgement vs the alert "
+                                     "thresholds")
             .datasource(DATASOURCE)
             .description("QuotaPipelineObservationStale / QuotaPipelineDecisionsStale fire when a line stays "
-                         "above the cluster's threshold (2 check intervals).")
+                         "above the cluster's threshold (2 check intervals); QuotaPipelineDecisionsUnacknowledged "
+                         "when the time since the last acknowledgement stays above half the validity (a decision "
+                         "stall, docs/design.md; at the whole validity the brokers apply their fallback).")
             .with_target(query(f"time() - quota_pipeline_last_observation_timestamp_seconds{{{CLUSTER}}}",
                                "{{cluster}} since the last observation", "A"))
             .with_target(query(f"time() - quota_pipeline_last_decision_timestamp_seconds{{{CLUSTER}}}",
                                "{{cluster}} since the last record", "B"))
             .with_target(query(f"2 * quota_pipeline_check_interval_seconds{{{CLUSTER}}}",
                                "{{cluster}} 2 check intervals", "C"))
+            .with_target(query(f"quota_pipeline_seconds_since_last_acknowledged_decision{{{CLUSTER}}}",
+                               "{{cluster}} since the last acknowledgement", "D"))
+            .with_target(query(f"0.5 * quota_pipeline_validity_seconds{{{CLUSTER}}}",
+                               "{{cluster}} half the validity", "E"))
             .unit("s").min(0).span(12).height(8))
 
 

@@ -89,7 +89,7 @@ def test_a_directory_mixing_clusters_periods_and_forms_is_read_whole_and_bad_fil
     assert result.records == expected
     rejected = [json.loads(line) for line in Path(result.rejected_path).read_text().splitlines()]
     assert [(Path(r["file"]).name, r["line"], r["reason"].split(":")[0]) for r in rejected] == [
-        ("broken.parquet", 0, "unreadable Parquet file"), ("export.jsonl.gz", 201, "not a JSON object")]
+        ("broken.parquet", 0, "unreadable Parquet file"), ("export.jsonl.gz", 201, "not valid JSON (a truncated or damaged line?)")]
     strict = replay.run(spark, Settings.of(cfg.load(CONF, require_admin=False)), str(root),
                         str(tmp_path / "s.jsonl"), strict=True)
     assert strict.rejected == 2 and not (tmp_path / "s.jsonl").exists()

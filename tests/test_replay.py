@@ -101,7 +101,7 @@ def test_malformed_lines_are_reported_and_written_not_dropped(spark, tmp_path, c
         (2, "not"), (4, "observed_at"), (6, "status"), (7, "duplicate"), (8, "a")]
     assert all(r["file"].endswith("j.jsonl") and r["text"] for r in rejected)
     err = capsys.readouterr().err
-    assert "rejected 5 input line(s)" in err and "j.jsonl:2: not a JSON object" in err
+    assert "rejected 5 input line(s)" in err and "j.jsonl:2: not valid JSON" in err
 
 
 def test_strict_fails_without_output(spark, tmp_path):

@@ -1,8 +1,24 @@
 package io.quotapipeline.callback;
 
+import com.fasterxml.jackson.core.JacksonException;
+import com.fasterxml.jackson.core.JsonFactory;
+import com.fasterxml.jackson.core.JsonParseException;
+import com.fasterxml.jackson.core.JsonParser;
+import com.fasterxml.jackson.core.JsonToken;
+import com.fasterxml.jackson.core.util.JsonParserDelegate;
+import com.fasterxml.jackson.core.StreamReadConstraints;
+import com.fasterxml.jackson.core.json.JsonReadFeature;
+import com.fasterxml.jackson.databind.DeserializationFeature;
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.ObjectMapper;
+import com.fasterxml.jackson.databind.json.JsonMapper;
+import java.io.IOException;
+import java.nio.ByteBuffer;
+import java.nio.charset.CharacterCodingException;
+import java.nio.charset.CodingErrorAction;
+import java.nio.charset.StandardCharsets;
 import java.time.Duration;
 import java.time.Instant;
-import java.util.Map;
 import java.util.Set;
 
 /**
@@ -29,6 +45,21 @@ record DecisionRecord(int schemaVersion, Instant observedAt, double throttleFact
     enum Source { OBSERVATION, RETAINED, FALLBACK }
 
     static final Set<Long> SCHEMA_VERSIONS = Set.of(1L, 2L);
+
+    /**
+     * The broker's own Jackson (Kafka ships jackson-databind in libs/), read as Python's json.loads reads: NaN,
+     * Infinity and -Infinity accepted, the last of duplicate keys wins, nothing after the value. The limits are
+     * Python's: about 1000 levels of nesting (its recursion limit) and 4300 digits in a number (its int limit).
+     */
+    private static final ObjectMapper JSON = JsonMapper.builder(JsonFactory.builder()
+                    .enable(JsonReadFeature.ALLOW_NON_NUMERIC_NUMBERS)
+                    .streamReadConstraints(StreamReadConstraints.builder()
+                            .maxNestingDepth(1000).maxNumberLength(4300).build())
+                    .build())
+            .enable(DeserializationFeature.FAIL_ON_TRAILING_TOKENS)
+            .build();
+    /** Jackson also reads +Infinity, +INF and -INF; Python's json does not. */
+    private static final Set<String> PYTHON_NON_NUMBERS = Set.of("NaN", "Infinity", "-Infinity");
 
     /** A record the callback cannot use: it is counted and skipped. */
     static final class InvalidRecordException extends Exception {
@@ -79,78 +110,112 @@ record DecisionRecord(int schemaVersion, Instant observedAt, double throttleFact
     }
 
     static DecisionRecord parse(byte[] value) throws InvalidRecordException {
-        Object parsed;
-        try {
-            parsed = Json.parse(value);
-        } catch (Json.ParseException e) {
-            throw new InvalidRecordException(e.getMessage());
-        }
-        if (!(parsed instanceof Map)) {
+        JsonNode raw = tree(value);
+        if (!raw.isObject()) {
             throw new InvalidRecordException("the value is not a JSON object");
         }
-        Map<?, ?> raw = (Map<?, ?>) parsed;
-        Object version = raw.get("schema_version");
-        if (!(version instanceof Long) || !SCHEMA_VERSIONS.contains(version)) {
+        JsonNode version = raw.path("schema_version");
+        if (!version.isIntegralNumber() || !version.canConvertToLong() || !SCHEMA_VERSIONS.contains(version.longValue())) {
             throw new InvalidRecordException("unknown schema_version " + describe(version));
         }
         return new DecisionRecord(
-                ((Long) version).intValue(),
+                version.intValue(),
                 time(raw, "observed_at", true),
-                factor(raw.get("throttle_factor")),
-                source(raw.get("source")),
+                factor(raw.path("throttle_factor")),
+                source(raw.path("source")),
                 time(raw, "valid_until", false),
-                raw.get("cluster_id") instanceof String ? (String) raw.get("cluster_id") : null,
-                optionalTime(raw.get("decided_at")));
+                raw.path("cluster_id").isTextual() ? raw.get("cluster_id").textValue() : null,
+                optionalTime(raw.path("decided_at")));
+    }
+
+    /** The value as a JSON tree; anything but one well-formed UTF-8 JSON text is refused (never thrown further). */
+    private static JsonNode tree(byte[] value) throws InvalidRecordException {
+        String text;
+        try {
+            text = StandardCharsets.UTF_8.newDecoder()
+                    .onMalformedInput(CodingErrorAction.REPORT)
+                    .onUnmappableCharacter(CodingErrorAction.REPORT)
+                    .decode(ByteBuffer.wrap(value)).toString();
+        } catch (CharacterCodingException e) {
+            throw new InvalidRecordException("the value is not UTF-8");
+        }
+        // A byte order mark is skipped, as Python's json.loads does with bytes.
+        try (JsonParser parser = new PythonNumbers(JSON.createParser(text.startsWith("\uFEFF") ? text.substring(1) : text))) {
+            JsonNode tree = JSON.readTree(parser);
+            return tree == null ? JSON.missingNode() : tree;
+        } catch (JacksonException e) {
+            throw new InvalidRecordException("the value is not JSON: " + e.getOriginalMessage());
+        } catch (IOException e) {  // reading a String: only a JacksonException can happen
+            throw new InvalidRecordException("the value is not JSON: " + e.getMessage());
+        }
+    }
+
+    /** Refuses the non-numbers Python's json refuses (the tree cannot tell +Infinity from Infinity afterwards). */
+    private static final class PythonNumbers extends JsonParserDelegate {
+        PythonNumbers(JsonParser parser) {
+            super(parser);
+        }
+
+        @Override
+        public JsonToken nextToken() throws IOException {
+            JsonToken token = super.nextToken();
+            if (token == JsonToken.VALUE_NUMBER_FLOAT && delegate.isNaN() && !PYTHON_NON_NUMBERS.contains(getText())) {
+                throw new JsonParseException(this, "not a JSON number: " + getText());
+            }
+            return token;
+        }
     }
 
     /** decided_at is for people; the callback reads it only to refuse one from the future, so a bad one is no error. */
-    private static Instant optionalTime(Object value) {
-        if (!(value instanceof String)) {
+    private static Instant optionalTime(JsonNode value) {
+        if (!value.isTextual()) {
             return null;
         }
         try {
-            return Iso8601.instant((String) value);
+            return Iso8601.instant(value.textValue());
         } catch (IllegalArgumentException e) {
             return null;
         }
     }
 
-    private static double factor(Object value) throws InvalidRecordException {
-        if (!(value instanceof Number)) {
+    private static double factor(JsonNode value) throws InvalidRecordException {
+        if (!value.isNumber()) {
             throw new InvalidRecordException("throttle_factor must be a number, got " + describe(value));
         }
-        double factor = ((Number) value).doubleValue();
+        double factor = value.doubleValue();
         if (!(factor >= 0.0 && factor <= 1.0)) {
-            throw new InvalidRecordException("throttle_factor must be between 0 and 1, got " + value);
+            throw new InvalidRecordException("throttle_factor must be between 0 and 1, got " + describe(value));
         }
         return factor;
     }
 
-    private static Source source(Object value) throws InvalidRecordException {
+    private static Source source(JsonNode value) throws InvalidRecordException {
         for (Source s : Source.values()) {
-            if (s.name().equals(value)) {
+            if (value.isTextual() && s.name().equals(value.textValue())) {
                 return s;
             }
         }
         throw new InvalidRecordException("source must be OBSERVATION, RETAINED or FALLBACK, got " + describe(value));
     }
 
-    private static Instant time(Map<?, ?> raw, String field, boolean required) throws InvalidRecordException {
-        Object value = raw.containsKey(field) ? raw.get(field) : Json.NULL;
-        if (value == Json.NULL && !required) {
+    private static Instant time(JsonNode raw, String field, boolean required) throws InvalidRecordException {
+        JsonNode value = raw.path(field);
+        if ((value.isMissingNode() || value.isNull()) && !required) {
             return null;
         }
-        if (!(value instanceof String)) {
+        if (!value.isTextual()) {
             throw new InvalidRecordException(field + " must be an ISO-8601 timestamp, got " + describe(value));
         }
         try {
-            return Iso8601.instant((String) value);
+            return Iso8601.instant(value.textValue());
         } catch (IllegalArgumentException e) {
             throw new InvalidRecordException(field + " is " + e.getMessage());
         }
     }
 
-    private static String describe(Object value) {
-        return value instanceof String ? "\"" + value + "\"" : String.valueOf(value);
+    /** A field's value for a log line, cut short: the record is anyone's text. */
+    private static String describe(JsonNode value) {
+        String text = value.isMissingNode() ? "nothing" : value.toString();
+        return text.length() > 80 ? text.substring(0, 80) + "..." : text;
     }
 }

@@ -1,11 +1,52 @@
 package io.quotapipeline.callback;
 
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.ObjectMapper;
+import java.io.IOException;
+import java.util.ArrayList;
+import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 
-/** Writes the values {@link Json} reads back to JSON text (test records). */
+/** Test records as plain values (Map, List, String, Long, BigInteger, Double, Boolean, {@link #NULL}), read and written. */
 final class JsonText {
+    /** JSON null (a Map cannot tell an absent key from a null value otherwise). */
+    static final Object NULL = new Object() {
+        @Override
+        public String toString() {
+            return "null";
+        }
+    };
+    private static final ObjectMapper JSON = new ObjectMapper();
+
     private JsonText() {
+    }
+
+    static Object read(String text) throws IOException {
+        return plain(JSON.readTree(text));
+    }
+
+    private static Object plain(JsonNode node) {
+        if (node.isObject()) {
+            Map<String, Object> map = new LinkedHashMap<>();
+            node.fields().forEachRemaining(e -> map.put(e.getKey(), plain(e.getValue())));
+            return map;
+        }
+        if (node.isArray()) {
+            List<Object> list = new ArrayList<>();
+            node.forEach(item -> list.add(plain(item)));
+            return list;
+        }
+        if (node.isTextual()) {
+            return node.textValue();
+        }
+        if (node.isBoolean()) {
+            return node.booleanValue();
+        }
+        if (node.isIntegralNumber()) {
+            return node.canConvertToLong() ? (Object) node.longValue() : node.bigIntegerValue();
+        }
+        return node.isNumber() ? (Object) node.doubleValue() : NULL;
     }
 
     static String write(Object value) {
@@ -15,7 +56,7 @@ final class JsonText {
     }
 
     private static void write(Object value, StringBuilder out) {
-        if (value == Json.NULL || value == null) {
+        if (value == NULL || value == null) {
             out.append("null");
         } else if (value instanceof String) {
             string((String) value, out);

@@ -32,12 +32,12 @@ import static org.junit.jupiter.api.Assertions.fail;
 class SharedVectorsTest {
     static final Path VECTORS = Path.of("..", "tests", "vectors", "broker_quota_vectors.json");
 
-    static Map<String, Object> vectors() throws IOException, Json.ParseException {
+    static Map<String, Object> vectors() throws IOException {
         if (!Files.isRegularFile(VECTORS)) {
             fail("the shared vectors file " + VECTORS.toAbsolutePath().normalize() + " is missing: run the tests "
                     + "from broker-callback/ inside the repository (mvn -f broker-callback verify)");
         }
-        return map(Json.parse(Files.readString(VECTORS, StandardCharsets.UTF_8)));
+        return map(JsonText.read(Files.readString(VECTORS, StandardCharsets.UTF_8)));
     }
 
     @Test
@@ -68,7 +68,7 @@ class SharedVectorsTest {
     private static void runConfig(Map<String, Object> testCase, Map<String, Object> defaults) {
         Map<String, Object> props = properties(defaults, testCase);
         Object error = testCase.get("error");
-        if (error == Json.NULL) {
+        if (error == JsonText.NULL) {
             CallbackConfig.parse(props);
             return;
         }
@@ -146,7 +146,7 @@ class SharedVectorsTest {
 
     private static byte[] key(Map<String, Object> step) {
         Object key = step.get("key");
-        return key == Json.NULL || key == null ? null : ((String) key).getBytes(StandardCharsets.UTF_8);
+        return key == JsonText.NULL || key == null ? null : ((String) key).getBytes(StandardCharsets.UTF_8);
     }
 
     /** null: a tombstone; a string: the raw text; an object: merged over the default record and written. */
@@ -155,7 +155,7 @@ class SharedVectorsTest {
             return HexFormat.of().parseHex((String) step.get("value_hex"));
         }
         Object value = step.get("value");
-        if (value == Json.NULL) {
+        if (value == JsonText.NULL) {
             return null;
         }
         if (value instanceof String) {

@@ -16,7 +16,8 @@ from quota_pipeline.kafka.stall import StallCheck, longest_stall, request_timeou
 from quota_pipeline.streaming.metrics import Metrics
 
 # (request.timeout.ms, replica.lag.time.max.ms, longest wait measured in s): bench/RESULTS.md, Kafka 4.1
-MEASURED = [(10000, 3000, 10.0), (30000, 3000, 30.0), (30000, 30000, 30.0), (60000, 30000, 60.0)]
+MEASURED = [(10000, 3000, 10.0), (30000, 3000, 30.0), (30000, 30000, 30.0), (60000, 30000, 60.0),
+            (9000, 10000, 18.0), (4000, 10000, 12.1)]
 
 
 @pytest.mark.parametrize("request_ms, lag_ms, measured", MEASURED)
@@ -25,6 +26,16 @@ def test_the_bound_covers_every_measured_stall(request_ms, lag_ms, measured):
     assert measured <= bound
     if request_ms >= 1.5 * lag_ms:  # the controller dropped the follower: the request timeout is the stall
         assert bound <= measured + 2.5
+
+
+def test_a_retry_within_the_lag_waits_a_whole_request_timeout_again():
+    # The failed follower still counts as caught up for one lag after its last fetch (measured: 9 s timeouts
+    # against a 10 s lag stalled 18 s, past the 1.5-lag bound of 17 s).
+    assert longest_stall(9, 10) == 20.0
+    assert longest_stall(4, 10) == 17.0  # three timeouts (12 s) stay under 1.5 lags
+    assert longest_stall(25, 30) == 52.0
+    text = StallCheck("a", 1, 5, 9000, 10000).warning()
+    assert text is not None and "max(2 x request.timeout.ms 9000, 1.5 x replica.lag.time.max.ms 10000)" in text
 
 
 def test_a_follower_the_leader_drops_itself_is_bounded_by_one_and_a_half_lags():

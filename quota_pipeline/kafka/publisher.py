@@ -19,6 +19,7 @@ log = logging.getLogger(__name__)
 # An acknowledgement takes milliseconds; one still missing after this long is a stall worth one log line.
 STALL_LOG_AFTER_S = 3.0
 FLUSH_STEP_S = 0.5  # the wait for acknowledgements looks at the clock this often
+METADATA_TIMEOUT_S = 5.0  # the stall line's partition metadata (a fresh connection on a busy cluster)
 
 
 class DeliveryFailed(RuntimeError):
@@ -121,6 +122,7 @@ class Publisher:
         # A client id of its own, exempt from every throttle (quota.pipeline.excluded.client.ids), so that a
         # throttled cluster still receives the decision that releases it.
         conf.setdefault("client.id", PUBLISHER_CLIENT_ID)
+        self._metadata_conf = {**conf, "log_level": 0}  # for the stall line's own client (describe_stall)
         conf.update({"enable.idempotence": True, "acks": "all", "linger.ms": 5,
                      "max.in.flight.requests.per.connection": 5,
                      "log_level": 4})  # librdkafka logs every idle disconnect at info level
@@ -191,7 +193,11 @@ class Publisher:
         """One line: the records waiting, the partition(s) they wait on (leader, replicas, in-sync replicas), the
         acknowledgement acks=all needs, for how long it has waited and will still wait."""
         try:
-            meta = self.producer.list_topics(self.topic, timeout=2).topics[self.topic]
+            # Asked through a client of its own: a broker serves one request per connection at a time, so on the
+            # producer's connection to the leader a metadata request would queue behind the produce that waits.
+            timeout = min(METADATA_TIMEOUT_S, max(1.0, left))  # never delays the batch's failure by much
+            meta = AdminClient(self._metadata_conf).list_topics(self.topic, timeout=timeout) \
+                .topics[self.topic]
             where = "; ".join(f"partition {p.id} leader {p.leader}, replicas {list(p.replicas)}, in sync "
                               f"{list(p.isrs)}" for p in sorted(meta.partitions.values(), key=lambda p: p.id))
         except Exception as exc:  # noqa: BLE001 - the line is still worth writing without the metadata
@@ -199,10 +205,10 @@ class Publisher:
         keys = ", ".join(sorted(self._pending)) or "?"
         return (f"publisher: {remaining} decision(s) for {keys} not acknowledged for {waited:.1f} s: topic "
                 f"{self.topic}, {where}; acks=all waits until every in-sync replica has the record (a replica on "
-                f"a failed or full log dir holds it until the leader drops that replica from the ISR, "
-                f"replica.lag.time.max.ms, or the produce request times out, request.timeout.ms "
-                f"{self.request_timeout_ms}, and is retried); waiting {left:.0f} s more before the micro-batch "
-                f"fails and is retried")
+                f"a failed or full log dir holds it for replica.lag.time.max.ms after its last fetch, until the "
+                f"leader drops it from the ISR; if the controller dropped it first, until the produce request times "
+                f"out, request.timeout.ms {self.request_timeout_ms}, and is retried: docs/design.md, \"Decision "
+                f"stalls\"); waiting {left:.0f} s more before the micro-batch fails and is retried")
 
     def abandon(self) -> None:
         """Drop whatever is still queued (the batch is re-run from the checkpoint) without waiting."""

@@ -1,18 +1,24 @@
 """How long an acks=all delivery can stall on the output cluster, and whether the validity covers it (pure policy).
 
-A follower replica of the decision topic on a log dir that fails (ENOSPC) stops fetching, and the leader holds every
-acks=all produce until that follower leaves the ISR. Two ways out, whichever comes last bounds the stall:
-- the leader drops the follower itself: out of sync for replica.lag.time.max.ms, and the leader looks every
-  replica.lag.time.max.ms / 2 (ReplicaManager's isr-expiration task), so at most 1.5 x replica.lag.time.max.ms;
-- the controller drops it (KRaft, Kafka 3.7+: the broker reports its offline log dir within a heartbeat, about
-  0.5 s): the leader takes the new ISR but the produce already waiting is not completed by it; it stays in the
-  leader's purgatory until the producer's request.timeout.ms, and the idempotent retry is answered at once.
-Measured on Kafka 4.1 (bench/isr_stall.py, bench/RESULTS.md): the ISR lost the follower 0.5 s after the fill, and
-the stall was the request timeout to 0.1 s (10.0 s with 10000 ms, 30.0 s with 30000, 60.0 s with 60000) whatever
-replica.lag.time.max.ms was (3000 or 30000). SLACK_S covers the retry's backoff and round trips.
+A follower replica of the decision topic on a log dir that fails (ENOSPC) stops fetching. The leader advances the
+high watermark, and so answers an acks=all produce, only past every replica in the ISR and every replica still
+caught up (Kafka's Partition.maybeIncrementLeaderHW: a follower counts as caught up for replica.lag.time.max.ms after
+its last fetch that reached the end of the log, whether or not it is still in the ISR). Two ways the follower goes:
+- the controller drops it (KRaft, Kafka 3.7+: its broker reports the offline log dir within a heartbeat, about
+  0.5 s), yet the produce already waiting stays in the leader's purgatory: nothing re-examines it, and the broker
+  serves one request per connection at a time, so the producer's next request waits behind it. It is answered at
+  the producer's request.timeout.ms; the idempotent retry is answered at once if the follower's last fetch is by
+  then replica.lag.time.max.ms old, else it waits a whole request timeout again: request.timeout.ms x
+  ceil(replica.lag.time.max.ms / request.timeout.ms) in all;
+- the leader drops it itself (a follower that stops fetching without the controller knowing): out of sync for one
+  lag, noticed within half a lag (the isr-expiration task), so at most 1.5 x replica.lag.time.max.ms.
+Measured on Kafka 4.1 (bench/isr_stall.py, bench/RESULTS.md): 10.0 s with request.timeout.ms 10000 and lag 3000, 30.0
+s with 30000/3000 and 30000/30000, 60.0 s with 60000/30000, 18.0 s with 9000/10000 (two timeouts) and 12.1 s with
+4000/10000 (three). SLACK_S covers the retries' backoff and round trips.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from quota_pipeline.core import config as cfg
@@ -25,9 +31,15 @@ DEFAULT_REQUEST_TIMEOUT_MS = 30000  # librdkafka's, as the Java producer's
 MIN_REQUEST_TIMEOUT_MS = 5000  # lower than this, a busy but healthy cluster times produce requests out
 
 
+def timeouts_waited(request_timeout_s: float, replica_lag_s: float) -> int:
+    """How many request timeouts a produce waits for a follower that failed while it was caught up."""
+    return max(1, math.ceil(replica_lag_s / request_timeout_s)) if request_timeout_s > 0 else 1
+
+
 def longest_stall(request_timeout_s: float, replica_lag_s: float) -> float:
     """Seconds an acks=all delivery can wait for a follower whose log dir failed (see the module's docstring)."""
-    return max(request_timeout_s, SHRINK_WAIT_PER_LAG * replica_lag_s) + SLACK_S
+    return max(timeouts_waited(request_timeout_s, replica_lag_s) * request_timeout_s,
+               SHRINK_WAIT_PER_LAG * replica_lag_s) + SLACK_S
 
 
 @dataclass(frozen=True)
@@ -68,10 +80,15 @@ class StallCheck:
         alternative = f" (or {' and '.join(lower)})" if lower else ""
         return (f"{self.config_path}: {cfg.VALIDITY}={_iso(self.validity_s)} does not cover the check "
                 f"interval ({self.check_interval_s:g} s) plus the longest acks=all stall of the output cluster "
-                f"({self.stall_s:g} s = max({REQUEST_TIMEOUT} {self.request_timeout_ms}, "
+                f"({self.stall_s:g} s = max({self._timeouts()}{REQUEST_TIMEOUT} {self.request_timeout_ms}, "
                 f"{SHRINK_WAIT_PER_LAG:g} x {REPLICA_LAG} {self.replica_lag_ms}) + {SLACK_S:g} s, while a replica "
                 f"of the decision topic sits on a failed log dir): every reader would apply its fallback between "
                 f"two decisions; set {cfg.VALIDITY} to at least {_iso(self.needed_s)}{alternative}")
+
+    def _timeouts(self) -> str:
+        """'N x ' when a retry waits again (the lag longer than the request timeout), else nothing."""
+        n = timeouts_waited(self.request_timeout_ms / 1000, self.replica_lag_ms / 1000)
+        return f"{n} x " if n > 1 else ""
 
 
 def _iso(seconds: float) -> str:

@@ -88,7 +88,7 @@ class Consumer:
 
 
 def follow(world: World) -> tuple[TopicFollower, History]:
-    history = History(window=dt.timedelta(days=1))
+    history = History(window=dt.timedelta(days=3650))  # T0 is fixed; the system clock moves on
     follower = TopicFollower({"bootstrap.servers": "k:9092", "client.id": "quota-pipeline-dashboard"}, TOPIC,
                              history.apply, poll_seconds=0.01, retry_seconds=0.05, probe_seconds=0.05,
                              consumer_factory=world.consumer)

@@ -79,7 +79,7 @@ def test_invalid_records_are_counted_and_skipped_never_fatal(broker, caplog):
 def test_follows_every_partition_and_keeps_each_cluster_apart(broker):
     topic = f"decisions-{next(_topics)}"
     create_topic(broker.bootstrap_servers, topic, partitions=3)
-    conf = make_config(broker.bootstrap_servers, **{cfg.OUTPUT_TOPIC: topic})
+    conf = cfg.parse({cfg.BOOTSTRAP: broker.bootstrap_servers, cfg.HARD_BYTES: "1", cfg.OUTPUT_TOPIC: topic})
     publish(broker.bootstrap_servers, topic, [(f"c{i}".encode(), encode(decision(f"c{i}", i / 10))) for i in range(6)])
     with Reader(conf, clock=ManualClock(T0)) as reader:
         wait_until(lambda: len(reader.clusters()) == 6)
@@ -176,9 +176,19 @@ def test_a_tombstone_retires_the_clusters_decision():
 
 
 def test_the_record_key_names_the_cluster():
-    r = reader()
+    r = reader(**{cfg.CLUSTER_NAME: "prod-eu"})
     r.apply_record(b"prod-eu", encode(decision("some-cluster-id", 0.0)))
     assert r.current_factor("prod-eu") == 0.0
+
+
+def test_a_reader_of_one_cluster_keeps_no_other_clusters_record():
+    r = reader()
+    for i in range(10_000):
+        assert not r.apply_record(f"other-{i}".encode(), encode(decision(f"other-{i}", 0.0)))
+    r.apply_record(b"c1", encode(decision("c1", 0.25)))
+    assert r.clusters() == ["c1"] and r.current_factor() == 0.25
+    with pytest.raises(ValueError, match="serves cluster c1 only"):
+        r.current_factor("other-1")
 
 
 def test_current_factor_without_a_cluster_says_what_to_set():

@@ -76,6 +76,7 @@ class Reader(Background):
     whose publisher went quiet falls back on its own. Only the pipeline may change the factor: a record dated
     further ahead of the clock than quota.pipeline.reader.max.clock.skew is refused (stats.refused,
     stats.last_refusal, one log line), and a valid_until is honoured at most until observed_at + validity + skew.
+    A reader given a cluster (quota.pipeline.cluster.name or `cluster=`) keeps only that cluster's decision.
     """
 
     thread_name = "quota-reader"
@@ -256,6 +257,8 @@ class Reader(Background):
         if why is not None:
             self._refuse(Refusal(cluster_key, where, why, now))
             return False  # never replaces the decision in force
+        if self.cluster and cluster != self.cluster:
+            return False  # kept only for the cluster served: a topic of many clusters costs nothing more (as Java)
         with self._lock:
             held = self._held.get(cluster)
             if held is not None and decision.observed_at < held.observed_at:
@@ -295,6 +298,9 @@ class Reader(Background):
     # ---- internals ------------------------------------------------------------------------------
 
     def _cluster(self, cluster: str | None) -> str:
+        if cluster and self.cluster and cluster != self.cluster:
+            raise ValueError(f"this reader serves cluster {self.cluster} only (the records of others are not kept): "
+                             f"make a Reader(cluster={cluster!r}) for it")
         cluster = cluster or self.cluster
         if not cluster:
             raise ValueError("no cluster given: pass current_factor(cluster) or set quota.pipeline.cluster.name "

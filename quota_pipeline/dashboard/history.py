@@ -150,7 +150,9 @@ class ClusterRecord:
 
 @dataclass
 class History:
-    """Every readable record of every cluster within `window` (at most `max_points` each); thread-safe."""
+    """Every readable record of every cluster within `window` (at most `max_points` each); thread-safe. A cluster
+    whose latest record is older than the window (silent that long) is dropped, so the page lists only clusters
+    heard from within it and memory follows the live fleet, not every key the topic ever held."""
 
     window: dt.timedelta = DEFAULT_WINDOW
     max_points: int = DEFAULT_MAX_POINTS
@@ -163,6 +165,7 @@ class History:
     last_refused: Refused | None = None
     _clusters: dict[str, ClusterHistory] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
+    _expired_at: dt.datetime | None = None
 
     def apply(self, key: bytes | None, value: bytes | None, where: str = "") -> bool:
         """Take one topic record; False when it could not be read, was refused or is outside the window. Never
@@ -188,6 +191,8 @@ class History:
                 self.version += 1
             return False
         with self._lock:
+            if decision.observed_at < now - self.window:
+                return False  # a cluster silent for longer than the window is not on the page
             cluster = self._cluster(name or decision.cluster_id)
             if not cluster.add(decision, value, self.window.total_seconds(), self.max_points):
                 return False
@@ -206,6 +211,22 @@ class History:
                 cluster.last_error = bad
             self.version += 1
 
+    def _expire(self) -> None:
+        """Drop every cluster silent for longer than the window: its latest observed_at (or, with no readable
+        record, its last unreadable one) is older than the window. Called under the lock, at most once a second."""
+        now = self.clock.now()
+        if self._expired_at is not None and (now - self._expired_at).total_seconds() < 1.0:
+            return
+        self._expired_at = now
+        oldest = now - self.window
+        silent = [k for k, c in self._clusters.items()
+                  if (c.latest.observed_at if c.latest is not None else
+                      c.last_error.at if c.last_error is not None else now) < oldest]
+        for k in silent:
+            del self._clusters[k]
+        if silent:
+            self.version += 1
+
     def _cluster(self, name: str) -> ClusterHistory:
         cluster = self._clusters.get(name)
         if cluster is None:
@@ -215,6 +236,7 @@ class History:
     def records(self, with_points: bool = False, only: str | None = None) -> list[ClusterRecord]:
         """Copies of every cluster's history (or of `only`), with the timeline points when asked."""
         with self._lock:
+            self._expire()
             chosen = [self._clusters[only]] if only in self._clusters else [] if only else self._clusters.values()
             return [ClusterRecord(c.key, c.latest_view(), c.received_at, c.unreadable, c.last_error, c.run_start,
                                   c.first_t, c.timeline.copy() if with_points else Points([], [], []))

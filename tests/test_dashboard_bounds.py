@@ -1,0 +1,90 @@
+"""The dashboard's state stays bounded: a cluster silent for longer than the window leaves the page; and its record
+intake (History.apply, what the follower hands every topic record to) takes anything without raising (hypothesis)."""
+from __future__ import annotations
+
+import datetime as dt
+import json
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from quota_pipeline.core.clock import ManualClock
+from quota_pipeline.dashboard import view
+from quota_pipeline.dashboard.feed import Feed
+from quota_pipeline.dashboard.history import History
+from quota_pipeline.dashboard.server import DashboardServer, bind
+from tests.dashboard_records import encode, record, volume
+from tests.test_dashboard import StubFollower, get
+
+T0 = dt.datetime(2026, 11, 21, 10, 0, tzinfo=dt.timezone.utc)
+MINUTE = dt.timedelta(minutes=1)
+SETTINGS = view.Settings(check_interval=MINUTE, fallback=0.5)
+
+
+def test_a_silent_cluster_leaves_the_page_after_the_window():
+    clock = ManualClock(T0)
+    history = History(window=dt.timedelta(hours=1), clock=clock)
+    feed = Feed(history, StubFollower(), SETTINGS, clock)  # type: ignore[arg-type]
+    server = DashboardServer(feed, bind("127.0.0.1", 0)).start()
+    try:
+        for i in range(90):  # "live" publishes every minute for 90 minutes; "gone" once, at the start
+            clock.t = T0 + i * MINUTE
+            history.apply(b"live", encode(record("live", clock.t, 1.0, [volume(1, "/d", 0.5)])))
+            if i == 0:
+                history.apply(b"gone", encode(record("gone", clock.t, 0.5, [volume(1, "/d", 0.01)])))
+                history.apply(b"garbage", b"{not json")  # an unreadable key is shown, and leaves too
+            if i == 59:
+                page = json.loads(get(server.url + "api/overview")[1])
+                assert {c["key"] for c in page["clusters"]} == {"live", "gone", "garbage"}
+        page = json.loads(get(server.url + "api/overview")[1])
+        assert [c["key"] for c in page["clusters"]] == ["live"]
+        assert get(server.url + "api/cluster/gone")[0] == 404
+        # an old record of a silent cluster (a topic read from its start) does not bring it back
+        assert not history.apply(b"gone", encode(record("gone", T0 + MINUTE, 0.5)))
+        assert [c.key for c in history.records()] == ["live"]
+    finally:
+        server.stop()
+
+
+def _record_bytes() -> st.SearchStrategy[bytes]:
+    fields = st.fixed_dictionaries({}, optional={
+        "schema_version": st.one_of(st.sampled_from([1, 2, 3, True, 1.0, "1"]), st.integers()),
+        "cluster_id": st.one_of(st.text(max_size=10), st.integers(), st.none()),
+        "observed_at": st.one_of(st.sampled_from(["2026-11-21T10:00:00Z", "9999-12-31T23:59:59-14:00",
+                                                  "0001-01-01T00:00:00+14:00", "2026-02-30T00:00Z", ""]),
+                                 st.datetimes(timezones=st.just(dt.timezone.utc)).map(lambda t: t.isoformat()),
+                                 st.text(max_size=30)),
+        "decided_at": st.one_of(st.just("2026-11-21T10:00:00Z"), st.text(max_size=30), st.none()),
+        "valid_until": st.one_of(st.just("2026-11-21T10:05:00Z"), st.text(max_size=30), st.none()),
+        "throttle_factor": st.one_of(st.floats(allow_nan=True), st.integers(), st.text(max_size=5)),
+        "source": st.sampled_from(["OBSERVATION", "RETAINED", "FALLBACK", "x", ""]),
+        "status": st.sampled_from(["SUCCESS", "FAILED", ""]),
+        "min_available_ratio": st.one_of(st.floats(), st.none(), st.text(max_size=4)),
+        "closest_volumes": st.lists(st.dictionaries(st.sampled_from(
+            ["broker_id", "log_dir", "available_bytes", "total_bytes", "available_ratio", "offline", "eta_seconds"]),
+            st.one_of(st.integers(), st.floats(), st.text(max_size=8), st.none(), st.booleans())), max_size=3),
+        "limit": st.one_of(st.none(), st.dictionaries(st.sampled_from(["hard", "soft"]), st.one_of(
+            st.none(), st.fixed_dictionaries({"type": st.sampled_from(["min.available.ratio", "x"]),
+                                              "value": st.one_of(st.floats(), st.integers())})))),
+        "violations": st.one_of(st.integers(), st.text(max_size=3)),
+    })
+    base = record("c1", T0, 0.5, [volume(1, "/d", 0.1)])
+    merged = fields.map(lambda f: json.dumps({**base, **f}).encode())
+    return st.one_of(merged, st.binary(max_size=200), merged.map(lambda b: b[: len(b) // 2]),
+                     st.integers(0, 3000).map(lambda n: b"[" * n + b"]" * n))
+
+
+@settings(max_examples=500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(key=st.one_of(st.none(), st.binary(max_size=20)), values=st.lists(_record_bytes(), min_size=1, max_size=4))
+def test_the_record_intake_takes_anything_and_the_page_still_builds(key, values):
+    clock = ManualClock(T0 + MINUTE)
+    history = History(clock=clock)
+    feed = Feed(history, StubFollower(), SETTINGS, clock)  # type: ignore[arg-type]
+    for value in values:
+        taken = history.apply(key, value, "at t/0@1")  # never raises
+        assert taken in (True, False)
+    json.dumps(feed.page())
+    for rec in history.records():
+        json.dumps(feed.detail(rec.key))
+    # every record is either on a timeline or counted (unreadable, refused) or outside the window
+    assert history.point_count() <= sum(1 for _ in values)

@@ -63,7 +63,7 @@ class Settings:
     seed: int
     seconds: float
     interval_s: float = 2.0
-    validity_s: float = 10.0
+    validity_s: float = 20.0  # 10 intervals: a micro-batch on 2 busy cores can take several
     output_on_observed: bool = False
     tmpfs_mb: int = 40
     hard_mb: int = 10
@@ -601,7 +601,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, required=True, help="the schedule's seed (the same seed replays it)")
     parser.add_argument("--minutes", type=float, default=5.0, help="length of the fault phase (default 5)")
     parser.add_argument("--interval", type=iso_duration, default=2.0, help="the job's check interval (PT2S)")
-    parser.add_argument("--validity", type=iso_duration, default=10.0, help="decision validity (PT10S)")
+    parser.add_argument("--validity", type=iso_duration, default=20.0, help="decision validity (PT20S)")
     parser.add_argument("--output-on-observed", action="store_true",
                         help="put the decision topic on the observed cluster instead of a separate output broker")
     parser.add_argument("--work", type=Path, help="where the history and the job's files go (default: a temp dir)")

@@ -103,8 +103,10 @@ class Fault:
     end: float
     detail: dict = field(default_factory=dict)
 
-    def covers(self, a: float, b: float, margin: float = 0.0) -> bool:
-        return self.start - margin <= b and a <= self.end + margin
+    def covers(self, a: float, b: float, margin: float = 0.0, before: float | None = None) -> bool:
+        """In force at some time in [a, b], widened by `margin` after its end (and `before` its start, default
+        the same margin)."""
+        return self.start - (margin if before is None else before) <= b and a <= self.end + margin
 
     @property
     def node(self) -> int | None:
@@ -159,6 +161,7 @@ class Report:
     detection_allowance_s: float
     release_allowance_s: float
     p99_delay_s: float
+    p99_spacing_s: float  # between consecutive observations the job published: the interval it actually held
     detection_delays: list[float]
     release_delays: list[float]
     admit_bound_bytes_per_s: float
@@ -293,9 +296,11 @@ def publication_faults(meta: Meta) -> tuple[str, ...]:
 
 
 def explaining(faults: Iterable[Fault], meta: Meta, a: float, b: float) -> tuple[str, ...]:
-    """The faults in force in [a, b] that stop decisions from reaching the brokers."""
+    """The faults in [a, b] that stop decisions from reaching the brokers: from their start until one validity
+    after their end (the recovery); a fault that starts after the span explains nothing of it."""
     kinds = publication_faults(meta)
-    return tuple(f"{f.kind}@{f.target}" for f in faults if f.kind in kinds and f.covers(a, b, meta.validity_s))
+    return tuple(f"{f.kind}@{f.target}" for f in faults
+                 if f.kind in kinds and f.covers(a, b, meta.validity_s, before=0.0))
 
 
 # ---------------------------------------------------------------- the properties
@@ -481,6 +486,9 @@ def check(h: History, cluster: str | None = None) -> Report:
     forged = forged_offsets(h.faults)
     decisions, bad = decisions_of(h.published, cluster, forged)
     delay = p99(publication_delays(decisions, h.faults, meta, h.job_runs))
+    observed = sorted({d.observed_at for d in decisions if d.observed_at <= d.arrived + meta.skew_s})
+    spacing = p99([b - a for a, b in zip(observed, observed[1:])
+                   if not any(f.kind in publication_faults(meta) and f.covers(a, b) for f in h.faults)])
     detection, release = meta.interval_s + delay, 2 * meta.interval_s + delay
     unsafe, detection_delays = check_unsafe_release(h, decisions, detection)
     released, release_delays = check_release(h, decisions, release)
@@ -492,7 +500,7 @@ def check(h: History, cluster: str | None = None) -> Report:
         kinds[f.kind] = kinds.get(f.kind, 0) + 1
     return Report([v for v in found if not v.explained], [v for v in found if v.explained], len(decisions),
                   sum(1 for p in h.published if (p.partition, p.offset) in forged), dict(sorted(kinds.items())),
-                  detection, release, delay, detection_delays, release_delays, admit_bound(meta))
+                  detection, release, delay, spacing, detection_delays, release_delays, admit_bound(meta))
 
 
 # ---------------------------------------------------------------- output
@@ -517,7 +525,8 @@ def summary(r: Report, meta: Meta) -> str:
             f"{r.forged} forged records ignored; {len(r.violations)} violations, {len(r.explained)} explained by "
             f"faults; worst detection {worst_d} (allowed {r.detection_allowance_s:.1f} s = interval "
             f"{meta.interval_s:.0f} s + p99 delay {r.p99_delay_s:.1f} s), worst release {worst_r} (allowed "
-            f"{r.release_allowance_s:.1f} s); admitted bound at factor 0 {r.admit_bound_bytes_per_s:.0f} B/s")
+            f"{r.release_allowance_s:.1f} s); p99 spacing of the job's observations {r.p99_spacing_s:.1f} s; "
+            f"admitted bound at factor 0 {r.admit_bound_bytes_per_s:.0f} B/s")
 
 
 def render(r: Report, meta: Meta) -> str:

@@ -65,6 +65,7 @@ def test_a_safe_history_has_no_violation_and_states_its_allowances():
     assert max(report.detection_delays) == 2.0 and max(report.release_delays) == 2.0
     text = cc.render(report, META)
     assert "0 violations" in text and "interval 2 s + p99 delay 0.5 s" in text
+    assert "p99 spacing of the job's observations 2.0 s" in text
 
 
 def test_an_early_release_while_the_log_dir_is_still_low_is_a_violation():
@@ -106,6 +107,8 @@ def test_a_gap_longer_than_the_validity_is_a_violation_unless_a_fault_stopped_pu
     report = cc.check(history(published(gappy), disks(200, 200), stopped), "c")
     assert report.violations == [] and [v.prop for v in report.explained] == ["gap"]
     assert report.explained[0].faults == ("output_stop@output",)
+    later = [cc.Fault("output_stop", "output", T0 + 51, T0 + 60)]  # starts after the gap: explains none of it
+    assert props(cc.check(history(published(gappy), disks(200, 200), later), "c")) == ["gap"]
     paused = [cc.Fault("pause", "node2", T0 + 31, T0 + 45)]  # the topic is elsewhere: no excuse
     assert props(cc.check(history(published(gappy), disks(200, 200), paused), "c")) == ["gap"]
 

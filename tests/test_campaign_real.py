@@ -48,8 +48,8 @@ def test_a_short_seeded_campaign_finds_no_violation(tmp_path: Path):
 def test_the_checker_catches_a_job_that_releases_while_an_offline_log_dir_is_full(tmp_path: Path):
     """`storage.offline.log.dir.policy=last-known` (Strimzi's behaviour) lets the reading of a log dir that went
     offline at ENOSPC expire, so the job releases one validity later although the disk is still full."""
-    fill = Planned(at=5.0, kind="fill_enospc", target="node1", hold=35.0)
-    report, _ = run_campaign(Settings(seed=0, seconds=50, replay=False, faults=(fill,), job_properties=(
+    fill = Planned(at=5.0, kind="fill_enospc", target="node1", hold=45.0)  # the validity (20 s) and then some
+    report, _ = run_campaign(Settings(seed=0, seconds=60, replay=False, faults=(fill,), job_properties=(
         ("client.quota.callback.static.storage.offline.log.dir.policy", "last-known"),)), tmp_path)
     unsafe = [v for v in report.violations if v.prop == "unsafe-release"]
     assert unsafe, f"the checker missed the early release: {report}"

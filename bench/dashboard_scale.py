@@ -2,6 +2,7 @@
 
     python bench/dashboard_scale.py --clusters 100 --records 360 --loads 5
     python bench/dashboard_scale.py --clusters 100 --records 3600 --interval 5    # the --max-points bound
+    python bench/dashboard_scale.py --clusters 10000 --records 3 --in-process     # an overview update's cost
 
 Publishes `--records` decisions (`--interval` s apart, schema_version 2, 5 closest volumes each) for each of
 `--clusters` clusters to a local Tansu broker (5% throttled, 5% silent), runs `quota-pipeline dashboard` as an
@@ -104,13 +105,51 @@ def page_loads(url: str, clusters: int, loads: int) -> list[tuple[float, float]]
     return out
 
 
+def in_process(clusters: int, records: int, interval: dt.timedelta) -> None:
+    """The overview update at `clusters` distinct keys without Kafka or a browser: the records go straight into the
+    dashboard's History; an update is the JSON the server pushes (PageCache.body after a change)."""
+    import gc
+    import resource
+
+    from quota_pipeline.core.clock import ManualClock
+    from quota_pipeline.dashboard import view
+    from quota_pipeline.dashboard.feed import Feed
+    from quota_pipeline.dashboard.history import History
+    from quota_pipeline.dashboard.server import PageCache
+    from tests.test_dashboard import StubFollower
+
+    now = dt.datetime.now(dt.timezone.utc)
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    clock = ManualClock(now)
+    history = History(clock=clock)
+    for key, value in fleet(clusters, records, now, interval):
+        history.apply(key, value)
+    gc.collect()
+    grown = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) / 1024
+    cache = PageCache(Feed(history, StubFollower(), view.Settings(check_interval=interval, fallback=1.0), clock))
+    times, size = [], 0
+    for i in range(5):
+        history.apply(b"cluster-000", encode(record("cluster-000", now + (i + 1) * interval, 1.0)))  # one change
+        started = time.perf_counter()
+        size = len(cache.body().encode())
+        times.append(time.perf_counter() - started)
+    print(f"{clusters} clusters x {records} records in process: peak RSS +{grown:.0f} MiB; an overview update "
+          f"(one cluster changed) built in median {statistics.median(times) * 1000:.0f} ms, max "
+          f"{max(times) * 1000:.0f} ms, {size / 1e6:.2f} MB")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--clusters", type=int, default=100)
     ap.add_argument("--records", type=int, default=360, help="decisions per cluster (default 360: 6 h at 60 s)")
     ap.add_argument("--interval", type=float, default=60, help="seconds between a cluster's decisions")
     ap.add_argument("--loads", type=int, default=5, help="page loads measured")
+    ap.add_argument("--in-process", action="store_true",
+                    help="measure only the overview update, records fed to the History directly (no Kafka, no browser)")
     args = ap.parse_args()
+    if args.in_process:
+        in_process(args.clusters, args.records, dt.timedelta(seconds=args.interval))
+        return 0
     with LocalBroker() as broker, tempfile.TemporaryDirectory() as tmp:
         create_topic(broker.bootstrap_servers, TOPIC)
         started = time.monotonic()

@@ -111,6 +111,9 @@ def callback_jar(cache: Path = REPO / "build" / "campaign-callback") -> Path:
         raise RuntimeError(f"mvn package of broker-callback failed:\n{done.stdout[-3000:]}{done.stderr[-3000:]}")
     shutil.rmtree(out, ignore_errors=True)
     tmp.rename(out)
+    for old in sorted((d for d in cache.iterdir() if d.is_dir() and not d.name.startswith("build-")),
+                      key=lambda d: d.stat().st_mtime)[:-3]:  # the sources change often: keep the newest three
+        shutil.rmtree(old, ignore_errors=True)
     return next(j for j in (out / "target").glob("quota-pipeline-broker-callback-*.jar")
                 if not j.name.endswith(("-sources.jar", "-javadoc.jar")))
 

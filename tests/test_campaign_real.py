@@ -2,7 +2,8 @@
 to release early (the Strimzi offline-log-dir behaviour, `last-known`) that the checker catches.
 
 Each test starts its own 3-node cluster (a tmpfs log dir per node: root only) with the callback jar, an output
-broker, the streaming job and paced producers, and stops them all. About 3 minutes together on 2 busy cores.
+broker, the streaming job and paced producers, and stops them all. 7 min 48 s together at a load average of 10-18 on
+2 cores (bench/RESULTS.md), most of it Kafka's and Spark's start-up; about 3 minutes is the aim on a quiet machine.
 """
 from __future__ import annotations
 

@@ -247,7 +247,10 @@ def test_server_pushes_a_new_decision_to_the_page(served):
         feed.history.apply(b"idle", encode(record("idle", T0 + 20 * MINUTE, 0.0, [full])))
         pushed = next_event(stream)
         assert time.monotonic() - sent < 2.0
-    assert [c["key"] for c in pushed["clusters"]] == ["idle", "prod"]  # same factor and ETA, smaller ratio
+    # the push carries the changed cluster only; its risk places it first (same factor and ETA, smaller ratio)
+    assert [c["key"] for c in pushed["clusters"]] == ["idle"] and pushed["removed"] == []
+    assert pushed["clusters"][0]["risk"] < first["clusters"][0]["risk"]
+    assert [c["key"] for c in json.loads(get(url + "api/overview")[1])["clusters"]] == ["idle", "prod"]
 
 
 def next_event(stream) -> dict:

@@ -13,6 +13,7 @@ from quota_pipeline.broker.rules import refusal
 from quota_pipeline.core.clock import SYSTEM, Clock
 from quota_pipeline.core.properties import DEFAULT_MAX_CLOCK_SKEW
 from quota_pipeline.core.record import ThrottleDecision
+from quota_pipeline.dashboard.changes import ChangeLog
 from quota_pipeline.dashboard.records import DecisionView, read_decision, view_of
 
 DEFAULT_WINDOW = dt.timedelta(hours=6)
@@ -148,6 +149,16 @@ class ClusterRecord:
     points: Points = Points([], [], [])
 
 
+@dataclass(frozen=True)
+class Changes:
+    """The clusters changed after a change number (all of them when `full`) and the keys that left."""
+
+    version: int
+    full: bool
+    records: list[ClusterRecord]
+    removed: list[str]
+
+
 @dataclass
 class History:
     """Every readable record of every cluster within `window` (at most `max_points` each); thread-safe. A cluster
@@ -166,6 +177,7 @@ class History:
     _clusters: dict[str, ClusterHistory] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _expired_at: dt.datetime | None = None
+    _log: ChangeLog = field(default_factory=ChangeLog)  # which clusters changed (or left), for incremental views
 
     def apply(self, key: bytes | None, value: bytes | None, where: str = "") -> bool:
         """Take one topic record; False when it could not be read, was refused or is outside the window. Never
@@ -176,6 +188,7 @@ class History:
             with self._lock:
                 if name is not None and self._clusters.pop(name, None) is not None:
                     self.version += 1  # a tombstone retires the cluster
+                    self._log.touch(name)
             return False
         try:
             decision = read_decision(value)
@@ -198,6 +211,7 @@ class History:
                 return False
             cluster.received_at = self.clock.now()
             self.version += 1
+            self._log.touch(cluster.key)
         return True
 
     def _unreadable(self, name: str | None, where: str, error: str) -> None:
@@ -209,6 +223,7 @@ class History:
                 cluster = self._cluster(name)
                 cluster.unreadable += 1
                 cluster.last_error = bad
+                self._log.touch(name)
             self.version += 1
 
     def _expire(self) -> None:
@@ -224,8 +239,10 @@ class History:
                       c.last_error.at if c.last_error is not None else now) < oldest]
         for k in silent:
             del self._clusters[k]
+            self._log.touch(k)
         if silent:
             self.version += 1
+            self._log.trim(len(self._clusters))
 
     def _cluster(self, name: str) -> ClusterHistory:
         cluster = self._clusters.get(name)
@@ -241,6 +258,23 @@ class History:
             return [ClusterRecord(c.key, c.latest_view(), c.received_at, c.unreadable, c.last_error, c.run_start,
                                   c.first_t, c.timeline.copy() if with_points else Points([], [], []))
                     for c in chosen]
+
+    def changes(self, since: int | None) -> Changes:
+        """What changed after change number `since`: the changed clusters' copies (without points) and the keys
+        that left; every cluster (`full`) when `since` is None or older than what the change log remembers."""
+        with self._lock:
+            self._expire()
+            keys = None if since is None else self._log.since(since)
+            if keys is None:
+                return Changes(self._log.version, True, [self._copy(c) for c in self._clusters.values()], [])
+            live = [self._clusters[k] for k in keys if k in self._clusters]
+            return Changes(self._log.version, False, [self._copy(c) for c in live],
+                           [k for k in keys if k not in self._clusters])
+
+    @staticmethod
+    def _copy(c: ClusterHistory) -> ClusterRecord:
+        return ClusterRecord(c.key, c.latest_view(), c.received_at, c.unreadable, c.last_error, c.run_start,
+                             c.first_t)
 
     def point_count(self) -> int:
         with self._lock:

@@ -19,6 +19,8 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from quota_pipeline.core.config import Config
+from quota_pipeline.dashboard import view
+from quota_pipeline.dashboard.board import Board
 from quota_pipeline.dashboard.feed import Feed
 
 log = logging.getLogger(__name__)
@@ -81,22 +83,64 @@ class Guard:
 
 
 class PageCache:
-    """The overview's JSON, computed at most once per history version and second for every page open."""
+    """The overview's JSON for every page open: the full overview (`body`, computed at most once per version and
+    second) and the update after a version (`update`: the rows changed since, the keys removed, the counts), built
+    from rows kept per cluster (board.py) so that an update costs what changed, not the fleet."""
 
     def __init__(self, feed: Feed) -> None:
         self.feed = feed
+        self._board: Board | None = None
         self._key: tuple[Any, ...] | None = None
         self._body = ""
+        self._version = 0
+        self._updates: dict[tuple[Any, ...], tuple[int, str]] = {}
+
+    @property
+    def board(self) -> Board:  # built on first use: the app is created before the feed is read
+        if self._board is None:
+            self._board = Board(self.feed.history, self.feed.settings, self.feed.clock)
+        return self._board
 
     def key(self) -> tuple[Any, ...]:
-        return self.feed.history.version, self.feed.follower.status(), int(self.feed.clock.monotonic())
+        """Changes whenever what the page shows changes, and every second (`now`)."""
+        return (self.board.refresh(), self.feed.history.version, self.feed.follower.status(),
+                int(self.feed.clock.monotonic()))
+
+    def _head(self) -> str:
+        h = self.feed.history
+        head = view.page_head(self.board.counts(), self.feed.follower.status(), self.feed.clock.now(),
+                              self.feed.settings, (h.unreadable_total, h.last_unreadable),
+                              (h.refused_total, h.last_refused))
+        return json.dumps(head, separators=(",", ":"))[:-1]  # without its closing brace: rows follow
 
     def body(self) -> str:
+        return self.snapshot()[1]
+
+    def snapshot(self) -> tuple[int, str]:
+        """The whole overview, clusters riskiest first, with the board's `version` to ask for updates after."""
         key = self.key()
         if key != self._key:
-            self._body = json.dumps(self.feed.page(), separators=(",", ":"))
-            self._key = key
-        return self._body
+            version, rows = self.board.rows()
+            self._body = f'{self._head()},"version":{version},"clusters":[{",".join(rows)}]}}'
+            self._key, self._version = key, version
+        return self._version, self._body
+
+    def update(self, since: int) -> tuple[int, str, bool]:
+        """(version, JSON, full): the rows changed after `since` and the keys removed, or the whole overview
+        when `since` is too old to tell. Built once per (since, key) for every page at the same version."""
+        key = (since, *self.key())
+        cached = self._updates.get(key)
+        if cached is None:
+            changed = self.board.changes(since)
+            if changed is None:
+                return (*self.snapshot(), True)
+            version, rows, removed = changed
+            cached = version, (f'{self._head()},"version":{version},"since":{since},'
+                               f'"clusters":[{",".join(rows)}],"removed":{json.dumps(removed)}}}')
+            if len(self._updates) > 64:
+                self._updates.clear()
+            self._updates[key] = cached
+        return (*cached, False)
 
 
 def create_app(feed: Feed, closing: threading.Event | None = None, push_seconds: float = 0.5,
@@ -135,16 +179,20 @@ def create_app(feed: Feed, closing: threading.Event | None = None, push_seconds:
 
 async def _overview_events(cache: PageCache, closing: threading.Event, push_seconds: float,
                            heartbeat_seconds: float) -> AsyncIterator[str]:
-    """The overview whenever the history or the feed changes, and every heartbeat (ages and staleness move)."""
+    """The whole overview first (`overview`), then whenever a cluster, the counts or the feed change, and every
+    heartbeat, only what changed since the last event (`changes`: changed rows, removed keys, counts, feed)."""
     yield "retry: 2000\n\n"  # the browser reconnects after 2 s when the server goes away
-    sent_key: tuple[Any, ...] | None = None
-    sent_at = -heartbeat_seconds
+    sent_version, body = cache.snapshot()
+    yield f"event: overview\ndata: {body}\n\n"
+    _, *sent_rest, _ = cache.key()
+    sent_at = time.monotonic()
     while not closing.is_set():
-        version, status, _ = cache.key()
-        if (version, status) != sent_key or time.monotonic() - sent_at >= heartbeat_seconds:
-            yield f"event: overview\ndata: {cache.body()}\n\n"
-            sent_key, sent_at = (version, status), time.monotonic()
         await asyncio.sleep(push_seconds)
+        version, *rest, _ = cache.key()
+        if (version, rest) != (sent_version, sent_rest) or time.monotonic() - sent_at >= heartbeat_seconds:
+            version, body, full = cache.update(sent_version)
+            yield f"event: {'overview' if full else 'changes'}\ndata: {body}\n\n"
+            sent_version, sent_rest, sent_at = version, rest, time.monotonic()
 
 
 def bind(host: str, port: int) -> socket.socket:

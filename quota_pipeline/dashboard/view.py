@@ -97,13 +97,31 @@ def in_force(latest: DecisionView, now: dt.datetime, fallback: float,
     if latest.source == "FALLBACK" or latest.valid_until is None:
         return fallback, "fallback", (f"the pipeline has no valid decision (last poll {latest.status}); "
                                       f"brokers apply the fallback {text.factor(fallback)}")
-    until = latest.valid_until if settings is None else \
-        honoured_until(latest, settings.validity, settings.max_clock_skew) or latest.valid_until
+    until = _honoured(latest, settings)
     if now > until:
         beyond = "" if until == latest.valid_until else " (its valid_until is beyond observed_at + validity + skew)"
         return fallback, "fallback", (f"the last decision expired at {text.clock_time(until)}{beyond}; "
                                       f"brokers apply the fallback {text.factor(fallback)}")
     return latest.throttle_factor, "record", ""
+
+
+def _honoured(latest: DecisionView, settings: Settings | None) -> dt.datetime:
+    assert latest.valid_until is not None
+    return latest.valid_until if settings is None else \
+        honoured_until(latest, settings.validity, settings.max_clock_skew) or latest.valid_until
+
+
+def changes_after(s: ClusterSummary, settings: Settings) -> dt.datetime | None:
+    """The instant after which this summary changes with time alone (it goes stale, or its decision expires and
+    brokers fall back); None when nothing but a new record changes it. Ages are left to the page, which
+    computes them from decided_at, so that a summary can be kept until then."""
+    d = s.latest
+    if d is None:
+        return None
+    after = [] if s.stale else [d.decided_at + settings.stale_after]
+    if s.basis == "record" and d.valid_until is not None:
+        after.append(_honoured(d, settings))
+    return min(after, default=None)
 
 
 def _why(d: DecisionView) -> str:
@@ -157,18 +175,35 @@ def page_json(summaries: list[ClusterSummary], feed: FeedStatus, now: dt.datetim
               unreadable: tuple[int, Unreadable | None] = (0, None),
               refused: tuple[int, Refused | None] = (0, None)) -> dict[str, Any]:
     """The page's overview: the feed, counts, unreadable and refused records, clusters in risk order."""
+    return {**page_head(counts(summaries), feed, now, settings, unreadable, refused),
+            "clusters": [row_json(s) for s in summaries]}
+
+
+def page_head(cluster_counts: dict[str, int], feed: FeedStatus, now: dt.datetime, settings: Settings,
+              unreadable: tuple[int, Unreadable | None] = (0, None),
+              refused: tuple[int, Refused | None] = (0, None)) -> dict[str, Any]:
+    """Everything of the overview but the clusters: the feed, the counts, the last unreadable and refused record."""
     total, last = unreadable
     refused_total, last_refused = refused
     return {"now": now.timestamp(), "check_interval_seconds": settings.check_interval.total_seconds(),
             "stale_after_seconds": settings.stale_after.total_seconds(), "fallback": settings.fallback,
             "feed": feed_json(feed),
-            "counts": {**counts(summaries), "unreadable_records": total, "refused_records": refused_total},
+            "counts": {**cluster_counts, "unreadable_records": total, "refused_records": refused_total},
             "last_unreadable": None if last is None else {
                 "key": last.key, "where": last.where, "error": last.error, "at": last.at.timestamp()},
             "last_refused": None if last_refused is None else {
                 "key": last_refused.key, "where": last_refused.where, "reason": last_refused.reason,
-                "at": last_refused.at.timestamp()},
-            "clusters": [summary_json(s, all_volumes=False) for s in summaries]}
+                "at": last_refused.at.timestamp()}}
+
+
+def row_json(s: ClusterSummary) -> dict[str, Any]:
+    """One overview row: the summary with the closest volume only, without its age (the page computes it from
+    decided_at, so a row holds until the cluster changes), and its risk order as JSON for the page to sort by."""
+    row = summary_json(s, all_volumes=False)
+    del row["age_seconds"]
+    factor, flagged, eta_, ratio, key = s.risk()
+    row["risk"] = [factor, flagged, None if eta_ == math.inf else eta_, None if ratio == math.inf else ratio]
+    return row
 
 
 def counts(summaries: list[ClusterSummary]) -> dict[str, int]:

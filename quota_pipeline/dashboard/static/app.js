@@ -1,8 +1,10 @@
-// The dashboard page: the overview pushed by /api/events, the selected cluster's detail from /api/cluster/<key>.
+// The dashboard page: the overview pushed by /api/events (the whole overview first, then only the changed rows
+// and removed keys, merged here), the selected cluster's detail from /api/cluster/<key>.
 "use strict";
 const $ = (id) => document.getElementById(id);
-const S = { page: null, offset: 0, selected: null, pinned: false, detail: null, detailFor: null, charts: [],
-            lost: false, fetching: false };
+const SHOWN = 100;  // rows drawn at most: thousands of table rows make the page slow; the filter finds the rest
+const S = { page: null, rows: new Map(), sorted: null, offset: 0, selected: null, pinned: false, detail: null,
+            detailFor: null, charts: [], lost: false, fetching: false };
 
 function el(tag, cls, text) {
   const node = document.createElement(tag);
@@ -79,7 +81,9 @@ function renderFeed() {
 }
 
 function renderCounts() {
-  const n = S.page.counts, stale = S.page.clusters.filter(isStale).length, node = $("counts");
+  let stale = 0;
+  for (const c of S.rows.values()) if (isStale(c)) stale++;
+  const n = S.page.counts, node = $("counts");
   const item = (value, label, cls) => { const c = el("div", "count" + (value && cls ? " " + cls : "")); c.append(el("strong", null, value), label); return c; };
   node.replaceChildren(item(n.clusters, "clusters"), item(n.throttled, "throttled", "red"),
     item(stale, `without a decision for > ${fmtDur(S.page.stale_after_seconds)}`, "amber"),
@@ -88,9 +92,32 @@ function renderCounts() {
 }
 
 // ---- overview ----------------------------------------------------------------------------------------------
+// Riskiest first, as the server's risk order (factor, stale or fallback, ETA, minimum ratio; null: none), then key.
+function byRisk(a, b) {
+  for (let i = 0; i < a.risk.length; i++) {
+    const x = a.risk[i] ?? Infinity, y = b.risk[i] ?? Infinity;
+    if (x !== y) return x < y ? -1 : 1;
+  }
+  return a.key < b.key ? -1 : a.key > b.key ? 1 : 0;
+}
+function clusters() {  // every cluster riskiest first, sorted again only after a change
+  if (!S.sorted) S.sorted = [...S.rows.values()].sort(byRisk);
+  return S.sorted;
+}
+function matches(c, words) {
+  const text = `${c.key} ${c.state}${isStale(c) ? " STALE" : ""}${c.basis === "fallback" ? " FALLBACK" : ""}`.toLowerCase();
+  return words.every((w) => text.includes(w));
+}
+
 function renderOverview() {
   const body = $("overview").tBodies[0], rows = [];
-  for (const c of S.page.clusters) {
+  const words = $("filter").value.toLowerCase().split(/\s+/).filter(Boolean);
+  const all = clusters(), chosen = words.length ? all.filter((c) => matches(c, words)) : all;
+  $("shown").textContent = all.length === 0 ? "" :
+    `${chosen.length > SHOWN ? `the ${SHOWN} riskiest of ` : ""}${chosen.length} ` +
+    (words.length ? `cluster(s) matching "${words.join(" ")}" (of ${all.length})` : "cluster(s)") +
+    (chosen.length > SHOWN ? "; type in the filter to find the others" : "");
+  for (const c of chosen.slice(0, SHOWN)) {
     const tr = el("tr", "row" + (c.key === S.selected ? " selected" : ""));
     tr.dataset.cluster = c.key;
     tr.addEventListener("click", () => select(c.key, true));
@@ -110,7 +137,7 @@ function renderOverview() {
     rows.push(tr);
   }
   body.replaceChildren(...rows);
-  $("empty").hidden = rows.length > 0;
+  $("empty").hidden = all.length > 0;
   mark("overview-rendered", rows.length > 0);
 }
 function mark(name, done) {  // for bench/dashboard_scale.py: navigation start -> what a person sees
@@ -121,7 +148,7 @@ function mark(name, done) {  // for bench/dashboard_scale.py: navigation start -
 function renderDetail() {
   const d = S.detail, section = $("detail");
   if (!d || d.cluster.key !== S.selected) { section.hidden = true; return; }
-  const fresh = S.page.clusters.find((c) => c.key === S.selected) || d.cluster;
+  const fresh = S.rows.get(S.selected) || d.cluster;
   const c = { ...d.cluster, ...fresh };
   section.hidden = false;
   $("detail-title").textContent = c.key;
@@ -219,7 +246,7 @@ function select(key, pinned) {
 }
 
 async function refreshDetail(force) {
-  const c = S.page && S.page.clusters.find((x) => x.key === S.selected);
+  const c = S.selected === null ? undefined : S.rows.get(S.selected);
   if (!c) { S.detail = null; renderDetail(); return; }
   const version = `${c.key}|${c.observed_at}|${c.unreadable}`;
   if ((!force && version === S.detailFor) || S.fetching) return;
@@ -236,11 +263,15 @@ async function refreshDetail(force) {
   finally { S.fetching = false; }
 }
 
-function onPage(page) {
+function onPage(page, full) {  // full: the whole overview; else the rows changed since the last event
+  if (full) S.rows = new Map();
+  for (const c of page.clusters) S.rows.set(c.key, c);
+  for (const key of page.removed || []) S.rows.delete(key);
+  S.sorted = null;
+  delete page.clusters;
   S.page = page;
   S.offset = page.now - Date.now() / 1000;
-  const keys = page.clusters.map((c) => c.key);
-  if (!S.pinned || !keys.includes(S.selected)) S.selected = keys[0] || null;  // follow the riskiest
+  if (!S.pinned || !S.rows.has(S.selected)) S.selected = clusters().length ? clusters()[0].key : null;  // the riskiest
   renderAll();
   refreshDetail(false);
 }
@@ -256,13 +287,14 @@ function renderAll() {
 
 function connect() {
   const events = new EventSource("/api/events");
-  events.addEventListener("overview", (e) => { S.lost = false; onPage(JSON.parse(e.data)); });
+  events.addEventListener("overview", (e) => { S.lost = false; onPage(JSON.parse(e.data), true); });
+  events.addEventListener("changes", (e) => { S.lost = false; onPage(JSON.parse(e.data), false); });
   events.onerror = () => { S.lost = true; renderAll(); };
 }
 
 const wanted = new URLSearchParams(location.hash.slice(1)).get("cluster");
 if (wanted) { S.selected = wanted; S.pinned = true; }
-fetch("/api/overview").then((r) => r.json()).then(onPage).catch(() => { S.lost = true; });
-connect();
+connect();  // its first event is the whole overview
+$("filter").addEventListener("input", () => { if (S.page) renderOverview(); });
 setInterval(renderAll, 1000);  // ages and staleness move between pushes
 window.addEventListener("resize", () => { if (S.detail) renderCharts(S.detail.timeline); });

@@ -168,3 +168,47 @@ def test_page_says_when_the_dashboard_goes_away_and_reconnects(browser):
         browser.wait_for("document.getElementById('banner').hidden", timeout=15)
     finally:
         server.stop()
+
+
+def test_page_over_ten_thousand_clusters_shows_the_riskiest_finds_any_and_merges_a_change(browser):
+    """10,000 clusters: the 100 riskiest are drawn with a count, the filter finds any other, and a change to one
+    cluster far down the list reaches the page (a pushed change: tests/test_dashboard_updates.py) and moves it up.
+
+    Set DASHBOARD_FLEET_SCREENSHOT=path.png to keep the screenshot."""
+    from quota_pipeline.core.clock import SYSTEM
+    from quota_pipeline.dashboard import view
+    from quota_pipeline.dashboard.feed import Feed
+    from quota_pipeline.dashboard.history import History
+    from quota_pipeline.dashboard.server import DashboardServer, bind
+    from tests.test_dashboard import StubFollower
+
+    now = dt.datetime.now(dt.timezone.utc)
+    history = History()
+    for i in range(10_000):
+        name, factor = f"cluster-{i:05d}", 0.0 if i % 500 == 7 else 1.0
+        history.apply(name.encode(), encode(record(name, now, factor, [volume(1 + i % 5, f"/data/{i % 3}",
+                                                                              0.02 if factor < 1 else 0.5)])))
+    feed = Feed(history, StubFollower(), view.Settings(MINUTE, 1.0), SYSTEM)
+    server = DashboardServer(feed, bind("127.0.0.1", 0)).start()
+    try:
+        browser.open(server.url)
+        browser.wait_for(f"{ROWS}.length == 100 && !document.getElementById('detail').hidden", timeout=60)
+        shown = browser.evaluate("document.getElementById('shown').innerText")
+        assert shown.startswith("the 100 riskiest of 10000 cluster(s)")
+        rows = browser.evaluate(f"{ROWS}.map(tr => [tr.cells[0].innerText, tr.cells[2].innerText])")
+        assert rows[:20] == [[f"cluster-{i:05d}", "0"] for i in range(7, 10_000, 500)] and rows[20][1] == "1"
+        assert "10000clusters" in browser.text() and "20throttled" in browser.text()
+        shot = browser.screenshot(Path(os.environ.get("DASHBOARD_FLEET_SCREENSHOT") or "/tmp/dashboard-fleet.png"))
+        assert shot.stat().st_size > 20_000
+        browser.evaluate("(() => { const f = document.getElementById('filter'); f.value = 'cluster-09876'; "
+                         "f.dispatchEvent(new Event('input')); })()")
+        browser.wait_for(f"{ROWS}.length == 1 && {FIRST_ROW}.cells[0].innerText == 'cluster-09876'")
+        browser.evaluate("(() => { const f = document.getElementById('filter'); f.value = ''; "
+                         "f.dispatchEvent(new Event('input')); })()")
+        history.apply(b"cluster-09876", encode(record("cluster-09876", dt.datetime.now(dt.timezone.utc), 0.0,
+                                                      [volume(4, "/data/9", 0.001)])))
+        browser.wait_for(f"{FIRST_ROW}.cells[0].innerText == 'cluster-09876' && {FIRST_ROW}.cells[2].innerText == '0'"
+                         " && document.getElementById('detail-title').innerText == 'cluster-09876'", timeout=10)
+        assert "21throttled" in browser.text()
+    finally:
+        server.stop()

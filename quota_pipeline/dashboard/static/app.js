@@ -2,7 +2,7 @@
 // and removed keys, merged here), the selected cluster's detail from /api/cluster/<key>.
 "use strict";
 const $ = (id) => document.getElementById(id);
-const SHOWN = 100;  // rows drawn at most: thousands of table rows make the page slow; the filter finds the rest
+const SHOWN = 25;  // rows drawn at most: thousands of table rows make the page slow; the filter finds the rest
 const S = { page: null, rows: new Map(), sorted: null, offset: 0, selected: null, pinned: false, detail: null,
             detailFor: null, charts: [], lost: false, fetching: false };
 

@@ -486,7 +486,9 @@ def check(h: History, cluster: str | None = None) -> Report:
     forged = forged_offsets(h.faults)
     decisions, bad = decisions_of(h.published, cluster, forged)
     delay = p99(publication_delays(decisions, h.faults, meta, h.job_runs))
-    observed = sorted({d.observed_at for d in decisions if d.observed_at <= d.arrived + meta.skew_s})
+    firsts = {min((d.arrived for d in decisions if d.arrived >= r.start), default=None) for r in h.job_runs}
+    observed = sorted({d.observed_at for d in decisions
+                       if d.observed_at <= d.arrived + meta.skew_s and d.arrived not in firsts})
     spacing = p99([b - a for a, b in zip(observed, observed[1:])
                    if not any(f.kind in publication_faults(meta) and f.covers(a, b) for f in h.faults)])
     detection, release = meta.interval_s + delay, 2 * meta.interval_s + delay

@@ -26,7 +26,6 @@ import threading
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -34,7 +33,7 @@ sys.path.insert(0, str(ROOT))
 from tests import realkafka as rk  # noqa: E402
 from tests import realkafka_config as rc  # noqa: E402
 from tests import realkafka_process as rp  # noqa: E402
-from tests.realkafka_fleet import RECORD_BYTES, Client, start_librdkafka  # noqa: E402
+from tests.realkafka_fleet import Client, start_librdkafka  # noqa: E402
 
 STRIMZI_POM = ROOT / "bench" / "strimzi"
 STRIMZI_JAR = STRIMZI_POM / "target" / "kafka-quotas-plugin.jar"

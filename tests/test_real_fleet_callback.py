@@ -9,6 +9,7 @@ acknowledged within 32 + 2 s. The factor is driven by publishing decisions as th
 from __future__ import annotations
 
 import datetime as dt
+import shutil
 import re
 import time
 import uuid
@@ -52,6 +53,8 @@ def applied_at(cluster: RealKafka, factor: str, after: float) -> float | None:
 def fleet_stop(callback_jar: Path, real_kafka: RealKafka, tmp_path_factory) -> Iterator[dict[str, Any]]:
     work = tmp_path_factory.mktemp("fleet-callback")
     topic = f"decisions-fleet-{uuid.uuid4().hex[:8]}"
+    if shutil.which("javac") is None:
+        pytest.skip("javac (a JDK) is needed to compile bench/ThrottleProducer.java")
     classes = compile_java(kafka_home(), work)
     decisions_admin = AdminClient(real_kafka.client_config())  # kept: a destroyed handle fails its futures
     decisions_admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(30)

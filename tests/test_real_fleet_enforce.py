@@ -9,6 +9,7 @@ within 32 + 2 s. The operator's quota (`client-id=<default>`, 512 KiB/s) is what
 from __future__ import annotations
 
 import datetime as dt
+import shutil
 import threading
 import time
 import uuid
@@ -47,6 +48,8 @@ def fleet_stop(real_kafka: RealKafka, tmp_path_factory) -> Iterator[dict[str, An
     work = tmp_path_factory.mktemp("fleet-enforce")
     suffix = uuid.uuid4().hex[:8]
     decisions, load = f"decisions-{suffix}", f"load-{suffix}"
+    if shutil.which("javac") is None:
+        pytest.skip("javac (a JDK) is needed to compile bench/ThrottleProducer.java")
     classes = compile_java(kafka_home(), work)
     props = pipeline_properties(real_kafka, **{cfg.CLUSTER_NAME: CLUSTER, cfg.OUTPUT_TOPIC: decisions,
                                                cfg.CHECKPOINT_PATH: str(work / "checkpoint"), cfg.VALIDITY: "PT5M",

@@ -93,3 +93,20 @@ def test_replay_the_example_journal(venv):
     assert result.returncode == 0, result.stderr[-2000:]
     records = [json.loads(line) for line in (venv / "out/decisions.jsonl").read_text().splitlines()]
     assert len(records) == 400 and {r["cluster_id"] for r in records} == {"prod-east", "prod-west"}
+
+
+def test_the_package_loads_a_config_when_imported_from_a_zip(tmp_path):
+    """spark-submit.sh ships the package to executors as a zip: package data must be read through importlib's
+    resources (a filesystem path into a zip names no file), as the job does when it loads its configuration."""
+    import zipfile
+    archive = tmp_path / "quota_pipeline.zip"
+    with zipfile.ZipFile(archive, "w") as zf:
+        for path in (ROOT / "quota_pipeline").rglob("*"):
+            if path.is_file() and "__pycache__" not in path.parts:
+                zf.write(path, path.relative_to(ROOT))
+    example = ROOT / "conf/examples/example.properties"
+    code = (f"import sys; sys.path.insert(0, {str(archive)!r}); from quota_pipeline.core import config; "
+            f"import quota_pipeline; assert quota_pipeline.__file__.startswith({str(archive)!r}), quota_pipeline.__file__; "
+            f"config.load({str(example)!r}); from quota_pipeline import resources; resources.schema('volume_snapshot')")
+    result = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr

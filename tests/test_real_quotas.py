@@ -162,14 +162,17 @@ def _follow(real_kafka: RealKafka, conf: cfg.Config, topic: str) -> None:
                                           ("c3", 0.0, now - dt.timedelta(minutes=10))])  # expired
     changes: list[tuple[str, float, float]] = []
     changed = threading.Event()
+    with Reader(conf) as every:  # a reader without a cluster name keeps every cluster's newest decision
+        assert every.wait_caught_up(30) and every.refusal() is None
+        assert (every.current_factor("c1"), every.current_factor("c2"), every.current_factor("c3")) == \
+            (0.0, 0.25, 0.5)
+        assert (every.stats.records, every.stats.older) == (3, 1)
     with Reader(conf, cluster="c1") as reader:
         reader.on_change(lambda *change: (changes.append(change), changed.set()))
         assert reader.wait_caught_up(30) and reader.refusal() is None
-        assert (reader.current_factor("c1"), reader.current_factor("c2"), reader.current_factor("c3")) == \
-            (0.0, 0.25, 0.5)
-        assert (reader.stats.records, reader.stats.older) == (3, 1)
+        assert reader.current_factor() == 0.0
         assert (reader.quota_limit("PRODUCE", "alice"), reader.quota_limit("PRODUCE", "pipeline")) == \
-            (131072.0, UNLIMITED)  # the default floor
+            (1048576 / (32 + 10), UNLIMITED)  # a stop's first limit: a 1 MiB request muted 32 s over Kafka's 10 s
         changed.clear()
         publish_decisions(real_kafka, topic, [("c1", 1.0, now + dt.timedelta(seconds=1))])
         assert changed.wait(15), "the reader did not see the release"

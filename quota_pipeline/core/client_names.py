@@ -18,7 +18,7 @@ PYTHON_ONLY = frozenset({"ssl.cafile", "ssl.certfile", "ssl.keyfile", "ssl.crlfi
 
 @lru_cache(maxsize=1)
 def java_names() -> frozenset[str]:
-    text = resources.path("kafka_client_configs.txt").read_text(encoding="utf-8")
+    text = resources.text("kafka_client_configs.txt")  # not resources.path: executors import the package from a zip
     return frozenset(line.strip() for line in text.splitlines() if line.strip() and not line.startswith("#"))
 
 

@@ -20,10 +20,15 @@ def path(name: str) -> Path:
     return Path(str(resources.files(__name__).joinpath(name)))
 
 
+def text(name: str) -> str:
+    """A file of the package data as text, also from the zip spark-submit.sh ships (where `path` names no file)."""
+    return resources.files(__name__).joinpath(name).read_text(encoding="utf-8")
+
+
 @lru_cache(maxsize=None)
 def schema(name: str) -> dict[str, Any]:
     """`volume_snapshot`, `throttle_decision` or `simulator_scenario`."""
-    return json.loads(path(f"schemas/{name}.schema.json").read_text(encoding="utf-8"))
+    return json.loads(text(f"schemas/{name}.schema.json"))
 
 
 @lru_cache(maxsize=None)

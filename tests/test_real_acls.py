@@ -18,7 +18,7 @@ from typing import Any, Iterator
 
 import pytest
 
-from quota_pipeline.broker.reader import Reader, ReaderStats
+from quota_pipeline.broker.reader import Reader
 from quota_pipeline.core import config as cfg
 from quota_pipeline.kafka.observer import poll_once
 from quota_pipeline.kafka.publisher import Publisher, ensure_topic
@@ -36,9 +36,6 @@ pytestmark = pytest.mark.realkafka
 CLUSTER = "acl"
 USERS = ("pipeline", "broker", "enforcer", "intruder", "rogue")
 FAR_FUTURE = dt.datetime(9999, 12, 31, tzinfo=dt.timezone.utc)
-# The refusal of future-dated records (issue 23, section 2) is another part of the work; until ReaderStats counts
-# refusals, the test that needs it is expected to fail, and strictly: it must start passing once that lands.
-READER_REFUSES = hasattr(ReaderStats(), "refused")
 
 
 def login(cluster: RealKafka, user: str) -> dict[str, str]:
@@ -207,9 +204,6 @@ def test_acls_apply_names_another_principal_that_may_write_the_topic(secured: Se
     assert len(warnings) == 1 and "User:rogue WRITE" in warnings[0] and secured.topic in warnings[0], err
 
 
-@pytest.mark.xfail(not READER_REFUSES, strict=True,
-                   reason="the reader does not refuse records dated ahead of its clock yet (issue 23 section 2: "
-                          "ReaderStats.refused and the skew allowance quota.pipeline.reader.max.clock.skew)")
 def test_a_future_dated_record_from_a_misconfigured_writer_is_refused_and_genuine_records_still_rule(
         secured: Secured, rogue_writer: tuple[int, str, str]):
     if ensure_topic(login(secured.cluster, "pipeline"), secured.topic) == "created":
@@ -228,3 +222,17 @@ def test_a_future_dated_record_from_a_misconfigured_writer_is_refused_and_genuin
     with reader(secured, "broker") as late:
         assert late.wait_caught_up(20)
         assert late.current_factor() == 0.75 and late.stats.refused >= 1
+    # `tail` (the dashboard's intake of the topic) and `enforce`, each logged in as a principal that may read the
+    # topic, refuse it too, say so, and follow the genuine decision.
+    code, out, err = cli("tail", "--config", config_as(secured, "broker"), "--once")
+    assert code == 0 and "record(s) refused" in " ".join(out.split()) and "0.75" in out, out + err
+    code, out, err = cli("enforce", config_as(secured, "enforcer"), "--dry-run", "--once", timeout=120)
+    assert code == 0 and "factor 0.75" in out and "decision record(s) refused so far" in err, out + err
+
+
+def config_as(s: Secured, user: str) -> str:
+    """The pipeline's configuration as `user` would run a command with it (admin and topic logins are theirs)."""
+    props = {cfg.HARD_BYTES: "1", cfg.CLUSTER_NAME: CLUSTER, cfg.OUTPUT_TOPIC: s.topic,
+             cfg.CHECKPOINT_PATH: str(Path(s.conf_path).parent / f"{user}-checkpoints"),
+             **prefixed(cfg.ADMIN_PREFIX, login(s.cluster, user))}
+    return str(write_properties(Path(s.conf_path).parent / f"{user}.properties", props))

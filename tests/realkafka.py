@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping
 
 from tests import realkafka_config as rc
+from tests.ports import kafka_range
 from tests.realkafka_process import NodeProcess, PortTaken, format_storage, mount_tmpfs, unmount, wait_metadata
 from tests.realkafka_tls import BrokerTls, make_broker_tls
 
@@ -47,26 +48,19 @@ def kafka_version(home: Path) -> tuple[int, int]:
     return (0, 0)
 
 
-def _ephemeral_start() -> int:
-    try:
-        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
-    except (OSError, ValueError, IndexError):
-        return 32768
-
-
 def free_ports(count: int) -> list[int]:
     """`count` distinct loopback ports that were free a moment ago (all held open until all are chosen).
 
     Taken below the kernel's ephemeral range: a port from that range can be given to any client's outgoing
     connection (other tests' Kafka clients, Spark) between our choice and the node's bind; these cannot."""
     import random
-    top = _ephemeral_start()
+    ports = kafka_range()
     sockets: list[socket.socket] = []
     try:
         while len(sockets) < count:
             s = socket.socket()
             try:
-                s.bind(("127.0.0.1", random.randrange(max(10000, top - 20000), top)))
+                s.bind(("127.0.0.1", random.choice(ports)))
             except OSError:
                 s.close()
                 continue

@@ -10,12 +10,13 @@ import pytest
 
 from quota_pipeline.core import config as cfg
 from quota_pipeline.simulator import Simulator
+from tests.ports import simulator_range
 
 
 def free_port_block(n: int, attempts: int = 50) -> int:
     """First port of n consecutive ports that are free right now."""
     for _ in range(attempts):
-        base = random.randint(20000, 60000 - n)
+        base = random.randint(simulator_range().start, simulator_range().stop - n)  # never an ephemeral port
         socks = []
         try:
             for port in range(base, base + n):

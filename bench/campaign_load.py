@@ -6,7 +6,6 @@ Every 250 ms one JSON line: wall-clock ms, bytes acknowledged, failed deliveries
 """
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
 import time
@@ -14,7 +13,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.throttle_clients import ProducerProcess  # noqa: E402
+from bench.throttle_clients import ProducerProcess, Tally  # noqa: E402
 
 
 def start(bootstrap: str, topic: str, client_id: str, rate: float, record_bytes: int, batch_bytes: int,
@@ -28,35 +27,22 @@ def start(bootstrap: str, topic: str, client_id: str, rate: float, record_bytes:
 def main(bootstrap: str, topic: str, client_id: str, rate: float, record_bytes: int, batch_bytes: int,
          seconds: float) -> None:
     from confluent_kafka import Producer
-    state = {"acked": 0, "failed": 0, "throttle": 0.0}
-
-    def delivered(err, msg) -> None:
-        if err is None:
-            state["acked"] += len(msg.value())
-        else:
-            state["failed"] += 1
-
-    def throttled(event) -> None:
-        state["throttle"] = max(state["throttle"], event.throttle_time * 1000)
+    tally = Tally()
     producer = Producer({"bootstrap.servers": bootstrap, "client.id": client_id, "linger.ms": 5,
-                         "batch.size": batch_bytes, "throttle_cb": throttled, "log_level": 0})
+                         "batch.size": batch_bytes, "throttle_cb": tally.throttled, "log_level": 0})
     value = bytes(record_bytes)
     end = time.time() + seconds
-    due = next_report = time.time()
+    due = tally.next_report = time.time()
     while time.time() < end:
         now = time.time()
         if now >= due:
             try:
-                producer.produce(topic, value=value, on_delivery=delivered)
+                producer.produce(topic, value=value, on_delivery=tally.delivered)
                 due = max(due + record_bytes / rate, now - 1.0)  # catch up at most 1 s after a stall
             except BufferError:
                 pass
-        producer.poll(max(0.0, min(due, next_report) - time.time()))
-        if time.time() >= next_report:
-            print(json.dumps({"t_ms": int(time.time() * 1000), "acked": state["acked"], "failed": state["failed"],
-                              "throttle_max_ms": state["throttle"]}), flush=True)
-            state["throttle"] = 0.0
-            next_report = time.time() + 0.25
+        producer.poll(max(0.0, min(due, tally.next_report) - time.time()))
+        tally.report_if_due()
 
 
 if __name__ == "__main__":

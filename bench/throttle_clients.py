@@ -67,34 +67,44 @@ def start_librdkafka(bootstrap: str, topic: str, client_id: str, record_bytes: i
                                                           text=True))
 
 
+class Tally:
+    """What a librdkafka producer process reports, ProducerProcess's side of the protocol: bytes acknowledged,
+    failed deliveries and the largest throttle time, one JSON line every 250 ms."""
+
+    def __init__(self) -> None:
+        self.acked, self.failed, self.throttle_ms, self.next_report = 0, 0, 0.0, 0.0
+
+    def delivered(self, err, msg) -> None:
+        if err is None:
+            self.acked += len(msg.value())
+        else:
+            self.failed += 1
+
+    def throttled(self, event) -> None:  # ThrottleEvent.throttle_time is in seconds
+        self.throttle_ms = max(self.throttle_ms, event.throttle_time * 1000)
+
+    def report_if_due(self) -> None:
+        if time.time() >= self.next_report:
+            print(json.dumps({"t_ms": int(time.time() * 1000), "acked": self.acked, "failed": self.failed,
+                              "throttle_max_ms": self.throttle_ms}), flush=True)
+            self.throttle_ms = 0.0
+            self.next_report = time.time() + 0.25
+
+
 def _librdkafka_main(bootstrap: str, topic: str, client_id: str, record_bytes: int, seconds: int) -> None:
     """The librdkafka producer (default settings), sending as fast as its queue allows."""
     from confluent_kafka import Producer
-    state = {"acked": 0, "failed": 0, "throttle": 0.0}
-
-    def delivered(err, msg) -> None:
-        if err is None:
-            state["acked"] += len(msg.value())
-        else:
-            state["failed"] += 1
-
-    def throttled(event) -> None:  # ThrottleEvent.throttle_time is in seconds
-        state["throttle"] = max(state["throttle"], event.throttle_time * 1000)
-    producer = Producer({"bootstrap.servers": bootstrap, "client.id": client_id, "throttle_cb": throttled})
+    tally = Tally()
+    producer = Producer({"bootstrap.servers": bootstrap, "client.id": client_id, "throttle_cb": tally.throttled})
     value = bytes(record_bytes)
     end = time.time() + seconds
-    next_report = 0.0
     while time.time() < end:
         try:
-            producer.produce(topic, value=value, on_delivery=delivered)
+            producer.produce(topic, value=value, on_delivery=tally.delivered)
             producer.poll(0)
         except BufferError:  # queue full (queue.buffering.max.messages): wait as an application would
             producer.poll(0.05)
-        if time.time() >= next_report:
-            print(json.dumps({"t_ms": int(time.time() * 1000), "acked": state["acked"], "failed": state["failed"],
-                              "throttle_max_ms": state["throttle"]}), flush=True)
-            state["throttle"] = 0.0
-            next_report = time.time() + 0.25
+        tally.report_if_due()
 
 
 if __name__ == "__main__":

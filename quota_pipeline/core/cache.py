@@ -13,14 +13,12 @@ from dataclasses import dataclass, field, replace
 
 from quota_pipeline.core import policy, trend
 from quota_pipeline.core.model import (
-    ClosestVolume, PartitionSize, SnapshotSummary, Status, Volume, VolumeSnapshot, WorstVolume, epoch_micros,
+    OFFLINE, OFFLINE_FILLING, ClosestVolume, PartitionSize, SnapshotSummary, Status, Volume, VolumeSnapshot, WorstVolume, epoch_micros,
     sorted_unique,
 )
 from quota_pipeline.core.settings import Settings
 
 Key = tuple[int, str]
-# closest_volumes' `reason` of an entry without bytes (model.ClosestVolume).
-OFFLINE, OFFLINE_FILLING = "offline", "offline-filling"
 
 
 @dataclass(frozen=True)

@@ -180,6 +180,10 @@ class WorstVolume:
         }
 
 
+# closest_volumes' `reason` of an entry without bytes.
+OFFLINE, OFFLINE_FILLING = "offline", "offline-filling"
+
+
 @dataclass(frozen=True)
 class ClosestVolume:
     """A log dir in force near the hard limit: its headroom, how fast it fills, when it gets there, and why."""

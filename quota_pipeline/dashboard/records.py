@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from quota_pipeline.broker.rules import parse_decision
-from quota_pipeline.core.model import parse_time
+from quota_pipeline.core.model import OFFLINE, OFFLINE_FILLING, parse_time
 from quota_pipeline.core.record import ThrottleDecision
 
 
@@ -18,7 +18,7 @@ class PartitionSize:
     size_bytes: int
 
 
-REASONS = ("offline", "offline-filling")
+REASONS = (OFFLINE, OFFLINE_FILLING)  # the words the decision steps write
 
 
 @dataclass(frozen=True)
@@ -34,7 +34,7 @@ class VolumeView:
     fill_rate_bytes_per_second: float | None = None
     eta_seconds: float | None = None
     top_partitions: tuple[PartitionSize, ...] = ()
-    reason: str | None = None  # "offline" or "offline-filling" (went offline after filling to the limit); v2 only
+    reason: str | None = None  # OFFLINE or OFFLINE_FILLING (went offline after filling to the limit); v2 only
 
     @property
     def offline(self) -> bool:

@@ -12,6 +12,7 @@ from quota_pipeline.core.display import text as shown, visible
 from quota_pipeline.dashboard import text
 from quota_pipeline.broker.rules import printable
 from quota_pipeline.core.config import MAX_CLOCK_SKEW
+from quota_pipeline.core.model import OFFLINE_FILLING
 from quota_pipeline.dashboard.history import Refused
 from quota_pipeline.dashboard.records import DecisionView, VolumeView
 from quota_pipeline.dashboard.view import ClusterSummary, FeedStatus, Settings
@@ -109,7 +110,7 @@ def volumes_table(d: DecisionView) -> Table:
 
 
 def _volume_row(v: VolumeView, listed: bool) -> list[Text]:
-    available = (("offline, was filling" if v.reason == "offline-filling" else "offline") if v.offline
+    available = (("offline, was filling" if v.reason == OFFLINE_FILLING else "offline") if v.offline
                  else f"{text.size(v.available_bytes)} ({text.percent(v.available_ratio)})")
     partitions = ", ".join(f"{p.topic}-{p.partition} {text.size(p.size_bytes)}" for p in v.top_partitions)
     return [shown(c) for c in (str(v.broker_id), v.log_dir, available, text.size(v.total_bytes), text.size(v.headroom_bytes),

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from quota_pipeline.broker.rules import honoured_until
-from quota_pipeline.core.model import format_time
+from quota_pipeline.core.model import OFFLINE_FILLING, format_time
 from quota_pipeline.core.properties import DEFAULT_MAX_CLOCK_SKEW
 from quota_pipeline.dashboard import text
 from quota_pipeline.dashboard.history import ClusterRecord, Refused, Unreadable
@@ -139,7 +139,7 @@ def _why(d: DecisionView) -> str:
 
 def volume_state(v: VolumeView, limit: dict[str, Any]) -> str:
     if v.offline:
-        if v.reason == "offline-filling":
+        if v.reason == OFFLINE_FILLING:
             return "offline after filling: its last readings reach the hard limit by now (counts as full)"
         return "offline (counts as full)"
     hard = limit.get("hard") if isinstance(limit.get("hard"), dict) else {}

@@ -62,7 +62,6 @@ def get_session(app_name: str = "quota-pipeline", master: str | None = None,
     return spark
 
 
-
 def _launch_jvm_in_its_own_session(options: Mapping[str, str]) -> None:
     """Start Spark's JVM (unless it runs already) as PySpark would, but in a session of its own. A SIGTERM to
     the job's process group (systemd, `timeout`, Kubernetes) then reaches only the Python driver, which stops

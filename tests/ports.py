@@ -2,6 +2,8 @@
 take between a test's choice and its server's bind (a busy machine made that happen)."""
 from __future__ import annotations
 
+import random
+import socket
 from pathlib import Path
 
 
@@ -22,3 +24,34 @@ def simulator_range() -> range:
     """Ports for simulated clusters' blocks (tests/simulator_fixtures.py), apart from Kafka's."""
     bottom = kafka_range().start
     return range(max(1024, bottom - 8000), bottom)
+
+
+def servers_range() -> range:
+    """Ports for the other servers tests start (metrics, dashboards, simulators, Spark), apart from both above."""
+    bottom = simulator_range().start
+    return range(max(1024, bottom - 8000), bottom)
+
+
+def free_port_block(n: int, ports: range | None = None, attempts: int = 50) -> int:
+    """First port of n consecutive ports in `ports` (default: servers_range) that are free right now."""
+    ports = ports or servers_range()
+    for _ in range(attempts):
+        base = random.randint(ports.start, ports.stop - n)
+        socks = []
+        try:
+            for port in range(base, base + n):
+                s = socket.socket()
+                socks.append(s)
+                s.bind(("127.0.0.1", port))
+            return base
+        except OSError:
+            continue
+        finally:
+            for s in socks:
+                s.close()
+    raise RuntimeError(f"no block of {n} free ports in {ports.start}-{ports.stop - 1}")
+
+
+def free_port() -> int:
+    """One port a test's server may bind (never an ephemeral one, which an outgoing connection may take first)."""
+    return free_port_block(1)

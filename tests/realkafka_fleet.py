@@ -124,14 +124,13 @@ class StopAdmitted:
 
 
 def stop_admitted(client: Client, start: float, end: float, release: float) -> StopAdmitted:
-    """The client's steady rate in the stop (`start`, `end`] (the broker applies 0, then 1.0) is measured from its
-    first response after `start`: that request went in under the stop and was muted, so what follows it until
-    `end` is what the mutes let through. Its return counts from `release`, when the 1.0 was published."""
+    """The client's steady rate in the stop (`start`, `end`] (the broker applies 0, then 1.0): what it got through
+    after its first response in the stop, over the whole stop. That first request went in before the mute it earned
+    (under the earlier quota or the stop's own), so it is the one request any cut lets through; counting the rest over
+    the whole stop rather than from that response does not turn a late first response into a high rate. Its return
+    counts from `release`, when the 1.0 was published."""
     bursts = client.bursts(start, end)
-    rate = 0.0
-    if bursts:
-        first = bursts[0][1]
-        rate = client.between(first, end) / (end - first) if end > first else 0.0
+    rate = sum(b[2] for b in bursts[1:]) / (end - start) if end > start else 0.0
     back = client.first_ack_after(end)
     return StopAdmitted(client.client_id, client.kind, client.between(start, end),
                         max((b[2] for b in bursts), default=0), rate, None if back is None else back - release)

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import io
-import random
 import socket
 from typing import Any, Iterator, Mapping
 
@@ -10,26 +9,13 @@ import pytest
 
 from quota_pipeline.core import config as cfg
 from quota_pipeline.simulator import Simulator
+from tests import ports
 from tests.ports import simulator_range
 
 
 def free_port_block(n: int, attempts: int = 50) -> int:
-    """First port of n consecutive ports that are free right now."""
-    for _ in range(attempts):
-        base = random.randint(simulator_range().start, simulator_range().stop - n)  # never an ephemeral port
-        socks = []
-        try:
-            for port in range(base, base + n):
-                s = socket.socket()
-                socks.append(s)
-                s.bind(("127.0.0.1", port))
-            return base
-        except OSError:
-            continue
-        finally:
-            for s in socks:
-                s.close()
-    raise RuntimeError(f"no block of {n} free ports")
+    """First port of n consecutive ports in the simulators' range that are free right now."""
+    return ports.free_port_block(n, simulator_range(), attempts)
 
 
 def port_is_free(port: int) -> bool:

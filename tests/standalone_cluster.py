@@ -4,7 +4,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import time
 import urllib.request
@@ -12,11 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator
 
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+from tests.ports import free_port
 
 
 def spark_home() -> Path:
@@ -38,8 +33,8 @@ class StandaloneCluster:
     cores: int = 1
     memory: str = "1g"
     daemon_memory: str = "256m"
-    master_port: int = field(default_factory=_free_port)
-    master_ui_port: int = field(default_factory=_free_port)
+    master_port: int = field(default_factory=free_port)
+    master_ui_port: int = field(default_factory=free_port)
     processes: list[subprocess.Popen] = field(default_factory=list)
 
     @property
@@ -75,7 +70,7 @@ class StandaloneCluster:
                 self.worker_dir(i).mkdir(exist_ok=True)
                 self._spawn(f"worker-{i}", "org.apache.spark.deploy.worker.Worker", self.master_url,
                             "--host", "127.0.0.1", "--cores", str(self.cores), "--memory", self.memory,
-                            "--work-dir", str(self.worker_dir(i)), "--webui-port", str(_free_port()))
+                            "--work-dir", str(self.worker_dir(i)), "--webui-port", str(free_port()))
             if wait:
                 self.wait_for_workers(timeout)
         except BaseException:

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from quota_pipeline.demo.local_broker import free_port
+from tests.ports import free_port
 from tests.chromium import Browser, binary
 from tests.dashboard_records import encode, filling_story, record, steady_story, volume
 from tests.kafka_fixtures import broker, create_topic, publish  # noqa: F401 (fixture)

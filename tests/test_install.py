@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from quota_pipeline.demo.local_broker import free_port
+from tests.ports import free_port_block
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -63,7 +63,7 @@ def test_validate_an_example_config(venv):
 
 
 def test_simulate_serves_for_a_few_seconds(venv):
-    port = free_port()
+    port = free_port_block(3)  # the simulated brokers take consecutive ports from the first
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     sim = subprocess.Popen([str(venv / "venv/bin/quota-pipeline"), "simulate", "--brokers", "2", "--log-dirs", "1",
                             "--port", str(port)], cwd=venv, env=env, text=True, stdout=subprocess.PIPE,

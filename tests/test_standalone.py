@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 
 from quota_pipeline.core import config as cfg
-from quota_pipeline.demo.local_broker import LocalBroker, free_port
+from quota_pipeline.demo.local_broker import LocalBroker
+from tests.ports import free_port
 from quota_pipeline.simulator import Simulator
 from standalone_cluster import StandaloneCluster
 from tests.stream_job import TopicWatcher, stop_job

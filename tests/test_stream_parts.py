@@ -197,7 +197,7 @@ def test_metrics_export_the_closest_volumes_eta_the_interval_and_the_last_decisi
 
 def test_publisher_fails_the_batch_when_the_output_cluster_does_not_acknowledge():
     from quota_pipeline.kafka.publisher import DeliveryFailed, Publisher
-    from quota_pipeline.demo.local_broker import free_port
+    from tests.ports import free_port
 
     publisher = Publisher({"bootstrap.servers": f"127.0.0.1:{free_port()}", "message.timeout.ms": "1500"},
                           "t", flush_timeout=5)

@@ -81,7 +81,7 @@ def stalled_and_fresh(records: list[tuple[float, dict]], filled_at: float) -> tu
 
 @pytest.fixture(scope="module")
 def stall(tmp_path_factory) -> Iterator[dict[str, Any]]:
-    from quota_pipeline.demo.local_broker import free_port
+    from tests.ports import free_port
     from tests.realkafka import kafka_home, KafkaUnavailable
 
     try:

@@ -13,7 +13,7 @@ from rich.console import Console
 from quota_pipeline.core.clock import ManualClock
 from quota_pipeline.dashboard import terminal, view
 from quota_pipeline.dashboard.history import History
-from quota_pipeline.demo.local_broker import free_port
+from tests.ports import free_port
 from tests.dashboard_records import encode, filling_story, record, steady_story, volume
 from tests.kafka_fixtures import broker, create_topic, publish  # noqa: F401 (fixture)
 

@@ -1,5 +1,5 @@
-"""Fault campaign (Jepsen-style): real Kafka, the streaming job, the broker callback, real producers, seeded faults,
-then bench/campaign_checker.py over the recorded history.
+"""Fault campaign (Jepsen-style): real Kafka, the streaming job, the broker callback or `enforce`, real producers,
+seeded faults, then bench/campaign_checker.py over the recorded history.
 
     KAFKA_HOME=/work/shared/kafka/kafka_2.13-4.1.0 python bench/campaign.py --seed 1 --minutes 30 --interval PT2S
 
@@ -7,7 +7,8 @@ Starts (root: every node's tmpfs log dir) a 3-node KRaft cluster whose brokers l
 broker-callback/ into build/campaign-callback/), each node with a disk log dir and a tmpfs log dir that can really
 fill; a 1-node output cluster for the decision topic (or, with --output-on-observed, the topic on the observed
 cluster); `quota-pipeline run` observing the cluster; paced librdkafka producers with their own client ids, each in
-its own process. The seeded schedule (printed; the same seed replays it) injects overlapping faults: a tmpfs filled
+its own process. With --enforce the brokers load no callback: `quota-pipeline enforce` follows the topic and writes
+client quotas on the observed cluster instead, and the schedule also kills it -9 (it is restarted at once). The seeded schedule (printed; the same seed replays it) injects overlapping faults: a tmpfs filled
 past the hard limit, or on to ENOSPC (offline; freed and the broker restarted, as an operator would), kill -9,
 SIGSTOP/SIGCONT (short ones: slow admin responses), clean stops (a full broker too), the controller leader restarted,
 the job killed -9 and restarted from its checkpoint, the output broker stopped for longer than the validity, a
@@ -68,11 +69,12 @@ class Settings:
     tmpfs_mb: int = 40
     hard_mb: int = 10
     producers: int = 3
-    rate: float = 100_000.0  # bytes/s each producer offers
+    rate: float = 300_000.0  # bytes/s each producer offers: 4x what a stop admits from it per broker
     record_bytes: int = 10_240
     batch_bytes: int = 16_384
     partitions: int = 6
-    floor: float = 8192.0  # quota.pipeline.produce.quota.floor on the brokers
+    max_mute_s: float = 60.0  # quota.pipeline.throttle.max.mute (the default): the stop's limit follows from it
+    enforce: bool = False  # `quota-pipeline enforce` (client quotas) instead of the callback on the brokers
     fallback: float = 1.0
     replay: bool = True
     job_properties: tuple[tuple[str, str], ...] = ()  # extra job properties (a misconfigured job, for the checker)
@@ -180,8 +182,9 @@ class Recorder:
         finally:
             consumer.close()
 
-    def job_log(self, log: Path) -> None:
-        with open(self.history / "job.tlog", "a") as out:
+    def job_log(self, log: Path, name: str = "job.tlog") -> None:
+        """Copy a process's log into the history as it grows, each line with its arrival time."""
+        with open(self.history / name, "a") as out:
             while not log.exists() and not self.stopping.wait(0.2):
                 pass
             with open(log, errors="replace") as fh:
@@ -234,6 +237,7 @@ class Campaign:
         self.observed: RealKafka | None = None
         self.output: RealKafka | None = None
         self.job: subprocess.Popen | None = None
+        self.enforcer: subprocess.Popen | None = None
         self.job_started = 0.0
         self.runs: list[cc.JobRun] = []
         self.faults: list[cc.Fault] = []
@@ -252,8 +256,8 @@ class Campaign:
 
     def start(self) -> None:
         s = self.s
-        jar = callback_jar()
-        self.log(f"callback jar {jar}")
+        jar = None if s.enforce else callback_jar()
+        self.log("enforce: client quotas, no callback" if jar is None else f"callback jar {jar}")
         if not s.output_on_observed:
             self.output = start_cluster(ClusterSpec(nodes=1, log_dirs=1, jvm_opts=FAST_START_JVM))
         self.observed = self._start_observed(jar)
@@ -266,6 +270,10 @@ class Campaign:
         self.recorder.spawn(lambda: self.recorder.disks(self.tmpfs_dirs), "disks")
         self.recorder.spawn(lambda: self.recorder.topic(self.output_bootstrap, self.topic), "topic")
         self.recorder.spawn(lambda: self.recorder.job_log(self.work / "job.log"), "job-log")
+        if s.enforce:
+            self.recorder.spawn(lambda: self.recorder.job_log(self.work / "enforcer.log", "enforcer.tlog"),
+                                "enforcer-log")
+            self._start_enforcer()
         self._start_job()
         self._wait(lambda: self.recorder.latest_decision() is not None or self.job.poll() is not None, 300,
                    "the job's first decision")
@@ -276,7 +284,7 @@ class Campaign:
             self.producers.append(campaign_load.start(self.observed.bootstrap(), "load", f"app-{i}", s.rate,
                                                       s.record_bytes, s.batch_bytes, s.seconds + 600))
 
-    def _start_observed(self, jar: Path) -> RealKafka:
+    def _start_observed(self, jar: Path | None) -> RealKafka:
         s = self.s
         # The callback needs the output cluster's address in its config before the nodes start; on the observed
         # cluster that is the cluster's own ports, so they are chosen here and handed to start_cluster.
@@ -284,25 +292,27 @@ class Campaign:
         plaintext = [ports[i * len(rc.LISTENERS) + rc.LISTENERS.index(rc.PLAINTEXT)] for i in range(3)]
         own = ",".join(f"127.0.0.1:{p}" for p in plaintext)
         output = own if s.output_on_observed else self.output.bootstrap()
-        overrides = {
+        callback = {} if jar is None else {
             "client.quota.callback.class": CALLBACK, "quota.pipeline.cluster.name": CLUSTER,
             "quota.pipeline.output.kafka.bootstrap.servers": output, "quota.pipeline.output.topic": self.topic,
-            "quota.pipeline.produce.quota.floor": str(s.floor),
+            "quota.pipeline.throttle.max.mute": f"PT{s.max_mute_s:g}S",
             f"{P}throttle.factor.validity.duration": f"PT{s.validity_s:g}S",
-            f"{P}throttle.factor.fallback": str(s.fallback),
-            "log.segment.bytes": str(MiB), "log.retention.bytes": str(2 * MiB),
+            f"{P}throttle.factor.fallback": str(s.fallback)}
+        overrides = {
+            **callback, "log.segment.bytes": str(MiB), "log.retention.bytes": str(2 * MiB),
             "log.retention.check.interval.ms": "2000", "log.segment.delete.delay.ms": "1000",
             "replica.lag.time.max.ms": "10000"}
         original = realkafka.free_ports
         realkafka.free_ports = lambda count: list(ports) if count == len(ports) else original(count)
-        os.environ["CLASSPATH"] = str(jar)  # kafka-run-class.sh puts it before Kafka's libs; nothing else runs yet
+        if jar is not None:  # kafka-run-class.sh puts it before Kafka's libs; nothing else runs yet
+            os.environ["CLASSPATH"] = str(jar)
         try:
             cluster = start_cluster(ClusterSpec(nodes=3, log_dirs=2, tmpfs_mb=s.tmpfs_mb, tmpfs_nodes=3,
                                                 jvm_opts=FAST_START_JVM, overrides=overrides))
         finally:
             realkafka.free_ports = original
             os.environ.pop("CLASSPATH", None)
-        for node in cluster.nodes.values():  # restarts load the callback too
+        for node in cluster.nodes.values() if jar is not None else ():  # restarts load the callback too
             node.env = (lambda base: lambda jvm_opts=None: {**base(jvm_opts), "CLASSPATH": str(jar)})(node.env)
         return cluster
 
@@ -321,6 +331,7 @@ class Campaign:
                  f"{P}storage.check.interval": f"PT{s.interval_s:g}S",
                  f"{P}throttle.factor.validity.duration": f"PT{s.validity_s:g}S",
                  f"{P}throttle.factor.fallback": str(s.fallback),
+                 "quota.pipeline.throttle.max.mute": f"PT{s.max_mute_s:g}S",
                  "quota.pipeline.cluster.name": CLUSTER, "quota.pipeline.output.topic": self.topic,
                  "quota.pipeline.checkpoint.path": str(self.work / "checkpoint"),
                  "quota.pipeline.output.kafka.bootstrap.servers": self.output_bootstrap, **dict(s.job_properties)}
@@ -329,6 +340,14 @@ class Campaign:
     def _start_job(self) -> None:
         self.job = start_job(self.conf, self.work / "job.log")
         self.job_started = time.time()
+
+    def _start_enforcer(self) -> None:
+        """`quota-pipeline enforce` on the job's properties, in its own session, checking the topic every second."""
+        env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+        self.enforcer = subprocess.Popen(
+            [sys.executable, "-m", "quota_pipeline.cli", "enforce", str(self.conf), "--interval", "1"],
+            stdout=(self.work / "enforcer.log").open("ab"), stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+            env=env, cwd=self.work, start_new_session=True)
 
     def _end_run(self, cause: str) -> None:
         self.runs.append(cc.JobRun(self.job_started, time.time(), self.job.returncode, cause))
@@ -341,6 +360,10 @@ class Campaign:
                     self._end_run("exited")
                     self.log(f"the job exited by itself with code {self.job.returncode}; restarting it")
                     self._start_job()
+                if self.enforcer is not None and self.enforcer.poll() is not None:
+                    self.runs.append(cc.JobRun(time.time(), time.time(), self.enforcer.returncode, "enforcer exited"))
+                    self.log(f"enforce exited by itself with code {self.enforcer.returncode}; restarting it")
+                    self._start_enforcer()
 
     def _wait(self, done: Callable[[], bool], timeout: float, what: str) -> None:
         deadline = time.time() + timeout
@@ -458,6 +481,13 @@ class Campaign:
         self._wait(lambda: self.recorder.decisions_since(restarted) > 0, 300, "the restarted job's first decision")
         detail["first_decision_after_s"] = round(time.time() - restarted, 1)
 
+    def _fault_enforcer_kill(self, p: Planned, detail: dict) -> None:
+        """kill -9 of `enforce`: the quotas it wrote stay in force until the restarted one takes over."""
+        with self.job_lock:
+            os.killpg(self.enforcer.pid, signal.SIGKILL)
+            self.enforcer.wait(30)
+            self._start_enforcer()
+
     def _fault_output_stop(self, p: Planned, detail: dict) -> None:
         self.output.stop_node(1)
         time.sleep(p.hold)
@@ -512,6 +542,8 @@ class Campaign:
             stop_job(self.job)
             self._end_run("campaign")
             self.job = None
+            stop_job(self.enforcer)  # it restores the quotas it changed
+            self.enforcer = None
         time.sleep(2)  # the topic reader catches up with the last records
         self.recorder.stop()
         s = self.s
@@ -521,9 +553,9 @@ class Campaign:
         write_jsonl(self.history / "faults.jsonl", [dataclasses.asdict(f) for f in self.faults])
         write_jsonl(self.history / "job_runs.jsonl", [dataclasses.asdict(r) for r in self.runs])
         meta = cc.Meta(interval_s=s.interval_s, validity_s=s.validity_s, hard_limit_bytes=s.hard_mb * MiB,
-                       fallback=s.fallback, floor_bytes_per_s=s.floor, producers=s.producers, brokers=3,
+                       fallback=s.fallback, stop_limit_bytes_per_s=stop_limit(s), producers=s.producers, brokers=3,
                        request_bytes=s.partitions * s.batch_bytes, output_on_observed=s.output_on_observed,
-                       seed=s.seed, start=self.t0, end=self.t_end)
+                       seed=s.seed, start=self.t0, end=self.t_end, enforcer="enforce" if s.enforce else "callback")
         (self.history / "meta.json").write_text(json.dumps({**dataclasses.asdict(meta), "cluster": CLUSTER}))
         if s.replay:
             self.replay()
@@ -556,11 +588,19 @@ class Campaign:
         for producer in self.producers:
             producer.stop()
         stop_job(self.job, grace=15)
+        stop_job(self.enforcer, grace=15)
         self.starter.shutdown(wait=False, cancel_futures=True)
         for cluster in (self.observed, self.output):
             if cluster is not None:
                 cluster.stop()
         atexit.unregister(self.stop)
+
+
+def stop_limit(s: Settings) -> float:
+    """The largest per-client produce limit of a stop at that max mute (its start): the design's bound per client and
+    broker, which the checker is given rather than computes (broker/stop.py; docs/broker-side.md)."""
+    from quota_pipeline.broker.stop import StopLimit
+    return StopLimit(max_mute_seconds=s.max_mute_s).enter_limit()
 
 
 def quorum_leader(cluster: RealKafka) -> int:
@@ -584,7 +624,7 @@ def write_jsonl(path: Path, rows: list[dict]) -> None:
 def run_campaign(s: Settings, work: Path, log: Callable[[str], None] = print) -> tuple[cc.Report, Path]:
     """Start, inject, record, stop and check; everything is stopped whatever happens."""
     planned = list(s.faults) if s.faults is not None else schedule(
-        s.seed, s.seconds, 3, s.interval_s, s.validity_s, s.output_on_observed, exclude=s.exclude)
+        s.seed, s.seconds, 3, s.interval_s, s.validity_s, s.output_on_observed, exclude=s.exclude, enforce=s.enforce)
     log(describe(s.seed, planned))
     campaign = Campaign(s, work, log)
     try:
@@ -607,6 +647,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--validity", type=iso_duration, default=20.0, help="decision validity (PT20S)")
     parser.add_argument("--output-on-observed", action="store_true",
                         help="put the decision topic on the observed cluster instead of a separate output broker")
+    parser.add_argument("--enforce", action="store_true",
+                        help="`quota-pipeline enforce` (client quotas) instead of the callback on the brokers")
+    parser.add_argument("--max-mute", type=iso_duration, default=60.0,
+                        help="quota.pipeline.throttle.max.mute of the brokers or enforce (PT60S, the default)")
     parser.add_argument("--work", type=Path, help="where the history and the job's files go (default: a temp dir)")
     parser.add_argument("--no-replay", action="store_true", help="skip `quota-pipeline replay` of the journal")
     parser.add_argument("--fault", action="append", default=[], metavar="KIND:TARGET@AT+HOLD",
@@ -627,10 +671,10 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     s = Settings(seed=args.seed, seconds=args.minutes * 60, interval_s=args.interval, validity_s=args.validity,
                  output_on_observed=args.output_on_observed, replay=not args.no_replay, faults=faults,
-                 job_properties=props, exclude=tuple(args.exclude))
+                 job_properties=props, exclude=tuple(args.exclude), enforce=args.enforce, max_mute_s=args.max_mute)
     if args.print_schedule:
         print(describe(s.seed, list(faults) if faults else schedule(
-            s.seed, s.seconds, 3, s.interval_s, s.validity_s, s.output_on_observed, exclude=s.exclude)))
+            s.seed, s.seconds, 3, s.interval_s, s.validity_s, s.output_on_observed, exclude=s.exclude, enforce=s.enforce)))
         return 0
     if not os.environ.get("KAFKA_HOME"):
         print(f"error: {realkafka.ENABLE_HINT}", file=sys.stderr)

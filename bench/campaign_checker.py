@@ -14,7 +14,7 @@ Properties (each violation is one line with its times and the faults in force):
   observation to publication measured in this run);
 - release: once no log dir is low and no fault is in force, factor 1 within R = 2 x interval + the p99 delay;
 - admitted: while factor 0 has been in force for the grace G, the producers' acknowledged bytes stay within
-  brokers x clients x floor bytes/s plus one request per client and broker;
+  brokers x clients x the stop's per-client limit (bytes/s) plus one request per client and broker;
 - gaps: no two of the job's decisions further apart than the validity while it runs (a gap overlapping a fault
   that stops publication - the job killed, the output broker stopped, a broker of the decision topic failing - is
   explained, not a violation);
@@ -53,7 +53,7 @@ class Meta:
     validity_s: float
     hard_limit_bytes: int
     fallback: float
-    floor_bytes_per_s: float
+    stop_limit_bytes_per_s: float  # the largest per-client produce limit of a stop, by the throttle design
     producers: int
     brokers: int
     request_bytes: int  # the most a client sends in one produce request (its batch size)
@@ -63,6 +63,7 @@ class Meta:
     seed: int | None = None
     start: float = 0.0
     end: float = 0.0
+    enforcer: str = "callback"  # what applies the decisions: the brokers' callback or `quota-pipeline enforce`
 
 
 @dataclass(frozen=True)
@@ -403,7 +404,7 @@ def acked_at(samples: Sequence[ProducerSample], t: float) -> float:
 
 
 def admit_bound(meta: Meta) -> float:
-    return meta.brokers * meta.producers * meta.floor_bytes_per_s
+    return meta.brokers * meta.producers * meta.stop_limit_bytes_per_s
 
 
 def check_admitted(h: History, decisions: Sequence[Decision]) -> list[Violation]:
@@ -474,9 +475,10 @@ def check_job(h: History) -> list[Violation]:
         why = faults_at(h.faults, t, t, LOG_MARGIN_S)
         out.append(Violation("job-log", t, t, line.strip()[:200], why, explained=bool(why)))
     for run in h.job_runs:
-        if run.cause == "exited":
+        if run.cause in ("exited", "enforcer exited"):
+            who = "enforce" if run.cause == "enforcer exited" else "the job"
             out.append(Violation("job-exit", run.end or h.meta.end, run.end or h.meta.end,
-                                 f"the job exited by itself with code {run.exit_code}",
+                                 f"{who} exited by itself with code {run.exit_code}",
                                  faults_at(h.faults, run.start, run.end or h.meta.end)))
     return out
 
@@ -550,10 +552,12 @@ def load(directory: Path) -> tuple[History, str | None]:
     meta_raw = json.loads((directory / "meta.json").read_text())
     meta = Meta(**{k: v for k, v in meta_raw.items() if k in Meta.__dataclass_fields__})
     job_log = []
-    if (directory / "job.tlog").exists():
-        for text in (directory / "job.tlog").read_text(errors="replace").splitlines():
-            t, _, rest = text.partition("\t")
-            job_log.append((float(t), rest))
+    for name in ("job.tlog", "enforcer.tlog"):  # enforce's log, in the enforce variant, is judged as the job's
+        if (directory / name).exists():
+            for text in (directory / name).read_text(errors="replace").splitlines():
+                t, _, rest = text.partition("\t")
+                job_log.append((float(t), rest))
+    job_log.sort(key=lambda x: x[0])
     replayed = _jsonl(directory / "replayed.jsonl") if (directory / "replayed.jsonl").exists() else None
     history = History(
         meta,

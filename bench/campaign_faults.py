@@ -7,7 +7,10 @@ from dataclasses import dataclass
 # kind -> weight. Node faults (kill9, stop, pause, controller_restart) never overlap one another, so a 3-node
 # quorum keeps its majority; fills, the job, the output broker and forged records overlap anything.
 WEIGHTS = {"fill_hard": 3, "fill_enospc": 2, "kill9": 2, "stop": 2, "pause": 1, "pause_short": 2,
-           "controller_restart": 1, "job_kill": 1, "output_stop": 1, "forge_malformed": 1, "forge_future": 1}
+           "controller_restart": 1, "job_kill": 1, "output_stop": 1, "forge_malformed": 1, "forge_future": 1,
+           "enforcer_kill": 1}
+# Drawn only in the `enforce` variant (so the callback variant's seeds keep their schedules).
+ENFORCE_KINDS = ("enforcer_kill",)
 NODE_KINDS = ("kill9", "stop", "pause", "pause_short", "controller_restart")
 FILL_KINDS = ("fill_hard", "fill_enospc")
 NODE_RESTART_S = 25.0  # what a node restart takes on a busy 2-core machine, kept free of other node faults
@@ -42,17 +45,19 @@ class Planned:
 
 
 def schedule(seed: int, seconds: float, nodes: int, interval: float, validity: float, output_on_observed: bool,
-             warmup: float = 10.0, cooldown: float | None = None, exclude: tuple[str, ...] = ()) -> list[Planned]:
+             warmup: float = 10.0, cooldown: float | None = None, exclude: tuple[str, ...] = (),
+             enforce: bool = False) -> list[Planned]:
     """Faults from `warmup` until `cooldown` before the end, one every ~2 intervals (at least 4 s) on average;
-    kinds in `exclude` are never drawn."""
+    kinds in `exclude` are never drawn, nor the enforcer's without `enforce`."""
     rng = random.Random(seed)
     cooldown = 4 * interval + 10 if cooldown is None else cooldown
-    kinds = [k for k in WEIGHTS if not (output_on_observed and k == "output_stop") and k not in exclude]
+    kinds = [k for k in WEIGHTS if not (output_on_observed and k == "output_stop") and k not in exclude
+             and (enforce or k not in ENFORCE_KINDS)]
     weights = [WEIGHTS[k] for k in kinds]
     node_free = 0.0  # node faults: when the last one (with its restart) is over
     fill_free = {n: 0.0 for n in range(1, nodes + 1)}
     fills: list[tuple[float, float, int]] = []
-    job_free = output_free = 0.0
+    job_free = output_free = enforcer_free = 0.0
     forge_free: dict[str, float] = {}
     out: list[Planned] = []
     t = warmup
@@ -86,6 +91,11 @@ def schedule(seed: int, seconds: float, nodes: int, interval: float, validity: f
                 continue
             job_free = t + JOB_RESTART_S
             out.append(Planned(round(t, 1), kind, "job", 0.0))
+        elif kind == "enforcer_kill":
+            if t < enforcer_free:
+                continue
+            enforcer_free = t + 4 * interval
+            out.append(Planned(round(t, 1), kind, "enforcer", 0.0))
         elif kind == "output_stop":
             if t < output_free:
                 continue

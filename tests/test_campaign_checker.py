@@ -10,7 +10,7 @@ from bench import campaign_checker as cc
 
 T0 = 1_800_000_000.0
 HARD = 1000
-META = cc.Meta(interval_s=2.0, validity_s=10.0, hard_limit_bytes=HARD, fallback=1.0, floor_bytes_per_s=1000.0,
+META = cc.Meta(interval_s=2.0, validity_s=10.0, hard_limit_bytes=HARD, fallback=1.0, stop_limit_bytes_per_s=1000.0,
                producers=2, brokers=3, request_bytes=1000, seed=7, start=T0, end=T0 + 100)
 
 
@@ -126,7 +126,7 @@ def test_an_unexplained_exception_in_the_job_log_and_an_exit_are_violations():
     assert [(v.prop, v.start - T0) for v in report.explained] == [("job-log", 61.0)]
 
 
-def test_more_than_the_floor_admitted_at_factor_0_is_a_violation():
+def test_more_than_the_stop_limit_admitted_at_factor_0_is_a_violation():
     pub = published(every(0, 100, safe_factor))
 
     def samples(rate: float) -> list[cc.ProducerSample]:

@@ -148,76 +148,111 @@ def flat_parquet_journal(path: Path, brokers: int = 10, log_dirs: int = 5, snaps
     import pyarrow.parquet as pq
 
     rng = np.random.default_rng(seed)
-    total = 1000 * GIB
-    n_vol = brokers * log_dirs
-    low, high, deepest = 0.30, 0.92, 0.32
-    walk = rng.uniform(0.0, 2 * (high - low), n_vol)  # unfolded position of each log dir's walk
-    dip = 0.0
-    broker_ids = np.repeat(np.arange(1, brokers + 1, dtype=np.int64), log_dirs)
-    dir_names = np.tile(np.array([f"/d{d}" for d in range(log_dirs)], dtype=object), brokers)
-    broker_list = list(range(1, brokers + 1))
-    start_us = int(start.timestamp() * 1e6)
-    step_us = int(interval.total_seconds() * 1e6)
+    walks = _FreeRatios(rng, brokers * log_dirs)
+    fleet = _FlatFleet(brokers, log_dirs, int(start.timestamp() * 1e6), int(interval.total_seconds() * 1e6))
     rows = 0
-    schema = pa.schema([
-        ("cluster_id", pa.string()), ("observed_at", pa.string()), ("status", pa.string()),
-        ("brokers", pa.list_(pa.int64())), ("fenced_brokers", pa.list_(pa.int64())),
-        ("broker_id", pa.int64()), ("log_dir", pa.string()), ("total_bytes", pa.int64()),
-        ("available_bytes", pa.int64()), ("error", pa.string()),
-    ])
-    with pq.ParquetWriter(str(path), schema, compression="zstd") as writer:
+    with pq.ParquetWriter(str(path), fleet.schema, compression="zstd") as writer:
         for first in range(0, snapshots, chunk):
             n = min(chunk, snapshots - first)
-            # Steps biased slightly downwards (disks fill), folded back at both ends: a bounded random walk.
-            steps = rng.uniform(-0.003, 0.0029, (n, n_vol))
-            pos = walk + np.cumsum(steps, axis=0)
-            walk = pos[-1]
-            span = high - low
-            folded = np.abs(np.mod(pos, 2 * span) - span)  # triangle wave in [0, span]
-            shared = dip + np.cumsum(rng.uniform(-0.004, 0.004, n))
-            dip = shared[-1]
-            fill = np.abs(np.mod(shared, 2 * deepest) - deepest)
-            free = np.clip(high - folded - fill[:, None], 0.0, 0.95)
-            ok = rng.random(n) >= failed
-            skip = np.where(rng.random(n) < 0.02, rng.integers(0, brokers, n), -1)
-            present = (broker_ids[None, :] - 1) != skip[:, None]
-            offline = rng.random((n, n_vol)) < 0.001
-            present &= ok[:, None]
-            # Row order: snapshot by snapshot, a failed poll's single row in its place.
-            snap_idx, vol_idx = np.nonzero(present)
-            fail_idx = np.nonzero(~ok)[0]
-            order_snap = np.concatenate([snap_idx, fail_idx])
-            order_vol = np.concatenate([vol_idx, np.full(len(fail_idx), -1)])
-            order = np.lexsort((order_vol, order_snap))
-            s_idx, v_idx = order_snap[order], order_vol[order]
-            is_vol = v_idx >= 0
-            v_safe = np.where(is_vol, v_idx, 0)
-            off = is_vol & offline[s_idx, v_safe]
-            # One timestamp string per snapshot, repeated on its rows by index (formatting per row is slow).
-            stamps = np.datetime_as_string((start_us + (first + np.arange(n)) * step_us).astype("datetime64[us]"),
-                                           unit="ms")
-            observed = pa.array([f"{x}Z" for x in stamps], pa.string()).take(pa.array(s_idx))
-            available = (total * free[s_idx, v_safe]).astype(np.int64)
-            m = len(s_idx)
-            table = pa.table({
-                "cluster_id": pa.array(["bench"], pa.string()).take(pa.array(np.zeros(m, dtype=np.int64))),
-                "observed_at": observed,
-                "status": pa.array(["TIMEOUT", "SUCCESS"], pa.string()).take(pa.array(is_vol.astype(np.int64))),
-                "brokers": _repeat_list(broker_list, is_vol),
-                "fenced_brokers": _repeat_list([], is_vol),
-                "broker_id": pa.array(np.where(is_vol, broker_ids[v_safe], 0), pa.int64(), mask=~is_vol),
-                "log_dir": pa.array(list(dir_names), pa.string()).take(
-                    pa.array(v_safe, mask=~is_vol)),
-                "total_bytes": pa.array(np.full(m, total, dtype=np.int64), pa.int64(), mask=~is_vol | off),
-                "available_bytes": pa.array(available, pa.int64(), mask=~is_vol | off),
-                "error": pa.array(["KAFKA_STORAGE_ERROR"], pa.string()).take(
-                    pa.array(np.zeros(m, dtype=np.int64), mask=~off)),
-            }, schema=schema)
+            free = walks.next(n)
+            table = fleet.table(rng, free, first, failed)
             writer.write_table(table, row_group_size=1 << 20)
-            rows += m
+            rows += table.num_rows
             if progress:
                 progress(first + n)
     return rows
+
+
+class _FreeRatios:
+    """flat_parquet_journal's free ratios: per log dir a bounded random walk, minus a cluster-wide dip."""
+
+    LOW, HIGH, DEEPEST = 0.30, 0.92, 0.32
+
+    def __init__(self, rng, n_vol: int):
+        self.rng = rng
+        self.walk = rng.uniform(0.0, 2 * (self.HIGH - self.LOW), n_vol)  # unfolded position of each walk
+        self.dip = 0.0
+
+    def next(self, n: int):
+        """The free ratio of every log dir at the next n snapshots, shape (n, log dirs)."""
+        import numpy as np
+
+        # Steps biased slightly downwards (disks fill), folded back at both ends: a bounded random walk.
+        steps = self.rng.uniform(-0.003, 0.0029, (n, len(self.walk)))
+        pos = self.walk + np.cumsum(steps, axis=0)
+        self.walk = pos[-1]
+        span = self.HIGH - self.LOW
+        folded = np.abs(np.mod(pos, 2 * span) - span)  # triangle wave in [0, span]
+        shared = self.dip + np.cumsum(self.rng.uniform(-0.004, 0.004, n))
+        self.dip = shared[-1]
+        fill = np.abs(np.mod(shared, 2 * self.DEEPEST) - self.DEEPEST)
+        return np.clip(self.HIGH - folded - fill[:, None], 0.0, 0.95)
+
+
+class _FlatFleet:
+    """flat_parquet_journal's cluster: its volumes, and a chunk of snapshots as flattened rows."""
+
+    TOTAL = 1000 * GIB
+
+    def __init__(self, brokers: int, log_dirs: int, start_us: int, step_us: int):
+        import numpy as np
+        import pyarrow as pa
+
+        self.brokers, self.start_us, self.step_us = brokers, start_us, step_us
+        self.broker_ids = np.repeat(np.arange(1, brokers + 1, dtype=np.int64), log_dirs)
+        self.dir_names = np.tile(np.array([f"/d{d}" for d in range(log_dirs)], dtype=object), brokers)
+        self.schema = pa.schema([
+            ("cluster_id", pa.string()), ("observed_at", pa.string()), ("status", pa.string()),
+            ("brokers", pa.list_(pa.int64())), ("fenced_brokers", pa.list_(pa.int64())),
+            ("broker_id", pa.int64()), ("log_dir", pa.string()), ("total_bytes", pa.int64()),
+            ("available_bytes", pa.int64()), ("error", pa.string()),
+        ])
+
+    def _rows(self, rng, n: int, failed: float):
+        """(snapshot, volume or -1, offline) per row, snapshot by snapshot, a failed poll's single row in its
+        place: `failed` of the polls fail, ~2% miss a broker, ~0.1% of the readings are offline."""
+        import numpy as np
+
+        ok = rng.random(n) >= failed
+        skip = np.where(rng.random(n) < 0.02, rng.integers(0, self.brokers, n), -1)
+        present = (self.broker_ids[None, :] - 1) != skip[:, None]
+        offline = rng.random((n, len(self.broker_ids))) < 0.001
+        present &= ok[:, None]
+        snap_idx, vol_idx = np.nonzero(present)
+        fail_idx = np.nonzero(~ok)[0]
+        order_snap = np.concatenate([snap_idx, fail_idx])
+        order_vol = np.concatenate([vol_idx, np.full(len(fail_idx), -1)])
+        order = np.lexsort((order_vol, order_snap))
+        s_idx, v_idx = order_snap[order], order_vol[order]
+        return s_idx, v_idx, (v_idx >= 0) & offline[s_idx, np.where(v_idx >= 0, v_idx, 0)]
+
+    def table(self, rng, free, first: int, failed: float):
+        """Snapshots first .. first + len(free) as flattened rows."""
+        import numpy as np
+        import pyarrow as pa
+
+        n = len(free)
+        s_idx, v_idx, off = self._rows(rng, n, failed)
+        is_vol = v_idx >= 0
+        v_safe = np.where(is_vol, v_idx, 0)
+        # One timestamp string per snapshot, repeated on its rows by index (formatting per row is slow).
+        stamps = np.datetime_as_string((self.start_us + (first + np.arange(n)) * self.step_us)
+                                       .astype("datetime64[us]"), unit="ms")
+        m = len(s_idx)
+        return pa.table({
+            "cluster_id": pa.array(["bench"], pa.string()).take(pa.array(np.zeros(m, dtype=np.int64))),
+            "observed_at": pa.array([f"{x}Z" for x in stamps], pa.string()).take(pa.array(s_idx)),
+            "status": pa.array(["TIMEOUT", "SUCCESS"], pa.string()).take(pa.array(is_vol.astype(np.int64))),
+            "brokers": _repeat_list(list(range(1, self.brokers + 1)), is_vol),
+            "fenced_brokers": _repeat_list([], is_vol),
+            "broker_id": pa.array(np.where(is_vol, self.broker_ids[v_safe], 0), pa.int64(), mask=~is_vol),
+            "log_dir": pa.array(list(self.dir_names), pa.string()).take(pa.array(v_safe, mask=~is_vol)),
+            "total_bytes": pa.array(np.full(m, self.TOTAL, dtype=np.int64), pa.int64(), mask=~is_vol | off),
+            "available_bytes": pa.array((self.TOTAL * free[s_idx, v_safe]).astype(np.int64), pa.int64(),
+                                        mask=~is_vol | off),
+            "error": pa.array(["KAFKA_STORAGE_ERROR"], pa.string()).take(
+                pa.array(np.zeros(m, dtype=np.int64), mask=~off)),
+        }, schema=self.schema)
 
 
 def _repeat_list(values: list[int], on):

@@ -55,41 +55,16 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     conf = load_or_exit(args.config, require_admin=False)
-    from rich.console import Console
-    from rich.table import Table
-
-    from quota_pipeline.journal import spark_reader as journal
     from quota_pipeline.replay import job as replay
     from quota_pipeline.core.settings import Settings
     from quota_pipeline.session import get_session
 
     try:
-        journal.find_inputs(args.input)
-    except journal.JournalInputError as exc:
+        sweep = _checked(args, conf)
+    except _UsageError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     settings = Settings.of(conf)
-    sweep = None
-    if args.sweep is not None:
-        from quota_pipeline.replay import sweep as sweeps
-        try:
-            sweep = sweeps.parse(args.sweep, conf)
-        except sweeps.SweepError as exc:
-            print(f"error: {exc}", file=sys.stderr)
-            return 2
-    if args.report is not None:
-        try:
-            import matplotlib  # noqa: F401 - checked before Spark starts, not after the replay
-        except ImportError:
-            print("error: --report needs matplotlib: python3 -m pip install 'quota-pipeline[charts]'", file=sys.stderr)
-            return 2
-        # Made like OUT's directory, before Spark starts, so that a path that cannot be written fails at once.
-        try:
-            Path(args.report).resolve().parent.mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            print(f"error: --report {args.report}: cannot create its directory ({exc.strerror}); pick another path",
-                  file=sys.stderr)
-            return 2
     started = time.monotonic()
     say(f"replay {args.input} -> {args.output} (starting Spark)")
     spark = get_session("quota-pipeline-replay", master=args.master,
@@ -105,8 +80,56 @@ def run(args: argparse.Namespace) -> int:
         if args.strict:
             say("error: --strict: input lines were rejected, no output written")
             return 1
-    elapsed = time.monotonic() - started
-    table = Table(title=shown(f"{result.records} decisions in {elapsed:.1f}s -> {args.output}"))
+    _print_summary(result, time.monotonic() - started, args.output, sweep)
+    if args.report is not None:
+        from quota_pipeline.replay import report
+
+        Path(args.report).write_text(report.render(result.report, result.sweep, f"Replay of {args.input}"),
+                                     encoding="utf-8")
+        say(f"report written to {args.report}")
+    return 0
+
+
+class _UsageError(Exception):
+    """A replay option that cannot work, in one line saying what to do (exit code 2)."""
+
+
+def _checked(args: argparse.Namespace, conf):
+    """The --sweep to run (None without one), once the input, the sweep and the report path are usable: checked
+    before Spark starts, not after the replay. A _UsageError says what to do."""
+    from quota_pipeline.journal import spark_reader as journal
+
+    try:
+        journal.find_inputs(args.input)
+    except journal.JournalInputError as exc:
+        raise _UsageError(str(exc)) from None
+    sweep = None
+    if args.sweep is not None:
+        from quota_pipeline.replay import sweep as sweeps
+        try:
+            sweep = sweeps.parse(args.sweep, conf)
+        except sweeps.SweepError as exc:
+            raise _UsageError(str(exc)) from None
+    if args.report is not None:
+        try:
+            import matplotlib  # noqa: F401
+        except ImportError:
+            raise _UsageError("--report needs matplotlib: python3 -m pip install 'quota-pipeline[charts]'") from None
+        # Made like OUT's directory, before Spark starts, so that a path that cannot be written fails at once.
+        try:
+            Path(args.report).resolve().parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise _UsageError(f"--report {args.report}: cannot create its directory ({exc.strerror}); "
+                             "pick another path") from None
+    return sweep
+
+
+def _print_summary(result, elapsed: float, output: str, sweep) -> None:
+    """Per cluster: snapshots, period, time throttled and in fallback, episodes; and the sweep table."""
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=shown(f"{result.records} decisions in {elapsed:.1f}s -> {output}"))
     for col in ("cluster", "snapshots", "period (UTC)", "throttled", "fallback", "episodes", "max viol.",
                 "failed polls"):
         table.add_column(col, no_wrap=True, min_width=len(col))
@@ -118,13 +141,6 @@ def run(args: argparse.Namespace) -> int:
     console.print(table)
     if sweep is not None:
         console.print(sweep_table(result.sweep, result.sweep_path))
-    if args.report is not None:
-        from quota_pipeline.replay import report
-
-        Path(args.report).write_text(report.render(result.report, result.sweep, f"Replay of {args.input}"),
-                                     encoding="utf-8")
-        say(f"report written to {args.report}")
-    return 0
 
 
 def _period(first_us: int, last_us: int) -> str:

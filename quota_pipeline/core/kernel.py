@@ -264,6 +264,253 @@ def _closer(off1, h1, k1, off2, h2, k2):
     return k1 < k2
 
 
+@numba.njit(cache=True, inline="always")
+def _evict_expired(now, validity_us, has, pinned, observed, gone):
+    """Step 1, eviction: unpinned readings at or past their validity leave the cache; `gone` marks them."""
+    for k in range(has.shape[0]):
+        gone[k] = has[k] and not pinned[k] and not (now < observed[k] + validity_us)
+        if gone[k]:
+            has[k] = False
+
+
+@numba.njit(cache=True, inline="always")
+def _mark(flags, at, numbers, i):
+    """flags[b] set for the broker numbers of snapshot i in one of the chunk's broker lists, the rest cleared."""
+    flags[:] = False
+    for j in range(at[i], at[i + 1]):
+        flags[numbers[j]] = True
+
+
+@numba.njit(cache=True, inline="always")
+def _report_offline(k, now, offline_policy, hard_kind, hard_value, has, pinned, observed, total, available, offline,
+                    fill, row):
+    """Step 1, an offline report as the offline policy says: violate caches a violating entry, pin pins the cached
+    reading (or adds a pinned violating entry), last-known leaves the cache as it is."""
+    if offline_policy == 0 or (offline_policy == 1 and not has[k]):
+        has[k] = True
+        pinned[k] = offline_policy == 1
+        observed[k] = now
+        total[k] = NONE
+        available[k] = NONE
+        offline[k] = True
+        fill[k] = np.nan
+        row[k] = NONE
+    elif offline_policy == 1:
+        # Filled up to the hard limit by now at its last fill rate: pinned offline, keeping that rate
+        # and the reading's row (its top partitions) for the record (cache.went_offline_filling).
+        if not offline[k] and _reached(available[k], total[k], fill[k], now - observed[k], hard_kind, hard_value):
+            total[k] = NONE
+            available[k] = NONE
+            offline[k] = True
+        pinned[k] = True
+
+
+@numba.njit(cache=True, inline="always")
+def _pin_fenced(listed, fenced_now, key_broker, has, pinned):
+    """Step 1, fenced policy pin: a fenced broker takes no writes, its last readings are its current state."""
+    for k in range(has.shape[0]):
+        b = key_broker[k]
+        if has[k] and fenced_now[b] and not listed[b]:
+            pinned[k] = True
+
+
+@numba.njit(cache=True, inline="always")
+def _upsert_snapshot(i, now, listed, fenced_now, rows_at, key, r_total, r_available, r_offline, r_row, key_broker,
+                     validity_us, hard_kind, hard_value, offline_policy, fenced_pin, has, pinned, observed, total,
+                     available, offline, fill, row, hist_t, hist_a, hist_n, registered):
+    """Step 1 for a SUCCESS: its registered brokers; each reading into its log dir's fill history (the oldest
+    dropped) and cached unpinned with its fill rate over the history within validity; its offline reports; the
+    fenced brokers' pins. (The per-row step is written out here: a call per row, even inlined, costs more.)"""
+    for b in range(registered.shape[0]):
+        registered[b] = listed[b] or fenced_now[b]
+    depth = hist_t.shape[1]
+    for r in range(rows_at[i], rows_at[i + 1]):
+        k = key[r]
+        if r_offline[r]:
+            _report_offline(k, now, offline_policy, hard_kind, hard_value, has, pinned, observed, total, available,
+                            offline, fill, row)
+            continue
+        m = hist_n[k]
+        if m == depth:
+            for j in range(depth - 1):
+                hist_t[k, j] = hist_t[k, j + 1]
+                hist_a[k, j] = hist_a[k, j + 1]
+            m -= 1
+        hist_t[k, m] = now
+        hist_a[k, m] = r_available[r]
+        m += 1
+        hist_n[k] = m
+        lo = 0
+        while lo < m and hist_t[k, lo] < now - validity_us:
+            lo += 1
+        has[k] = True
+        pinned[k] = False
+        observed[k] = now
+        total[k] = r_total[r]
+        available[k] = r_available[r]
+        offline[k] = False
+        fill[k] = _fill_rate(hist_t[k], hist_a[k], lo, m)
+        row[k] = r_row[r]
+    if fenced_pin:
+        _pin_fenced(listed, fenced_now, key_broker, has, pinned)
+
+
+@numba.njit(cache=True)
+def _in_force(has, pinned, registered):
+    """Step 2: an entry is in force when cached, unpinned or of a registered broker."""
+    return has and (not pinned or registered)
+
+
+@numba.njit(cache=True, inline="always")
+def _closest_volumes(i, closest, has, pinned, registered, key_broker, offline, available, total, fill, row,
+                     hard_kind, hard_value, c_out):
+    """Step 2, closest volumes: snapshot i's `closest` entries in force nearest the hard limit (offline first, then
+    least headroom, then log dir number), by insertion, and their seconds to the limit at their fill rate."""
+    o_closest, o_c_available, o_c_total, o_c_ratio, o_c_headroom, o_c_fill, o_c_eta, o_c_row = c_out
+    filled = 0
+    for k in range(has.shape[0]):
+        if not _in_force(has[k], pinned[k], registered[key_broker[k]]):
+            continue
+        off = offline[k]
+        head = 0.0 if off else available[k] - _limit_bytes(hard_kind, hard_value, total[k])
+        if filled < closest:
+            pos = filled
+            filled += 1
+        elif _closer(off, head, k, o_c_available[i, closest - 1] == NONE, o_c_headroom[i, closest - 1],
+                     o_closest[i, closest - 1]):
+            pos = closest - 1
+        else:
+            continue
+        while pos > 0 and _closer(off, head, k, o_c_available[i, pos - 1] == NONE, o_c_headroom[i, pos - 1],
+                                  o_closest[i, pos - 1]):
+            o_closest[i, pos] = o_closest[i, pos - 1]
+            o_c_available[i, pos] = o_c_available[i, pos - 1]
+            o_c_total[i, pos] = o_c_total[i, pos - 1]
+            o_c_ratio[i, pos] = o_c_ratio[i, pos - 1]
+            o_c_headroom[i, pos] = o_c_headroom[i, pos - 1]
+            o_c_fill[i, pos] = o_c_fill[i, pos - 1]
+            o_c_row[i, pos] = o_c_row[i, pos - 1]
+            pos -= 1
+        o_closest[i, pos] = k
+        o_c_available[i, pos] = NONE if off else available[k]
+        o_c_total[i, pos] = NONE if off else total[k]
+        o_c_ratio[i, pos] = np.nan if off else _ratio(available[k], total[k])
+        o_c_headroom[i, pos] = np.nan if off else head
+        o_c_fill[i, pos] = fill[k]
+        o_c_row[i, pos] = row[k]
+    for p in range(filled):
+        h = o_c_headroom[i, p]
+        rate = o_c_fill[i, p]
+        if not np.isnan(rate):
+            # NaN headroom with a rate: offline after filling up (cache.closest_volumes gives it 0).
+            o_c_eta[i, p] = 0.0 if np.isnan(h) or h <= 0 else h / rate
+
+
+@numba.njit(cache=True, inline="always")
+def _entries_in_force(i, has, pinned, registered, key_broker, offline, available, total, hard_kind, hard_value,
+                      soft_kind, soft_value, present, o_active_log_dirs, o_violations, o_policy_factor, o_min_ratio,
+                      o_worst, o_worst_available, o_worst_ratio):
+    """Step 2: the entries in force, their violations, the policy factor (the least volume factor), the least
+    ratio and the worst log dir; `present` marks their brokers. Returns (violations, policy factor)."""
+    present[:] = False
+    in_force = 0
+    violations = 0
+    policy_factor = 1.0
+    min_ratio = np.nan
+    worst = NONE
+    wf = 0.0
+    w_off = False
+    w_ratio = 0.0
+    w_avail = 0
+    for k in range(has.shape[0]):
+        if not _in_force(has[k], pinned[k], registered[key_broker[k]]):
+            continue
+        in_force += 1
+        present[key_broker[k]] = True
+        off = offline[k]
+        f, violating = _factor(off, available[k], total[k], hard_kind, hard_value, soft_kind, soft_value)
+        if violating:
+            violations += 1
+        if f < policy_factor:
+            policy_factor = f
+        ratio = 0.0
+        if not off:
+            ratio = _ratio(available[k], total[k])
+            if np.isnan(min_ratio) or ratio < min_ratio:
+                min_ratio = ratio
+        if worst == NONE or _worse(f, off, ratio, available[k], k, wf, w_off, w_ratio, w_avail, worst):
+            worst, wf, w_off, w_ratio, w_avail = k, f, off, ratio, available[k]
+    o_active_log_dirs[i] = in_force
+    o_violations[i] = violations
+    o_policy_factor[i] = policy_factor
+    o_min_ratio[i] = min_ratio
+    o_worst[i] = worst
+    if worst != NONE:
+        o_worst_available[i] = NONE if w_off else w_avail
+        o_worst_ratio[i] = np.nan if w_off else w_ratio
+    return violations, policy_factor
+
+
+@numba.njit(cache=True, inline="always")
+def _missing_brokers(i, ok, listed, fenced_now, present, n_missing, o_missing_at, o_missing):
+    """Step 3, completeness: the brokers of a SUCCESS (listed or fenced) without an entry in force, appended to
+    o_missing from n_missing on; the new count (complete when it did not grow)."""
+    o_missing_at[i] = n_missing
+    if ok:
+        for b in range(listed.shape[0]):
+            if (listed[b] or fenced_now[b]) and not present[b]:
+                o_missing[n_missing] = b
+                n_missing += 1
+    return n_missing
+
+
+@numba.njit(cache=True, inline="always")
+def _advance(decision, now, observed, policy_factor, validity_us, fallback):
+    """Step 4 (decision.advance): decide on an observation, retain within validity, or fall back; the decision in
+    force is updated in place. Returns (factor, source, valid_from, throttled_since)."""
+    if decision[0] == 0.0:
+        decision[0] = 1.0
+        decision[1] = 1.0
+        decision[2] = OBSERVATION
+        decision[3] = now
+        decision[4] = NONE
+    cur_factor = decision[1]
+    cur_source = int(decision[2])
+    cur_from = int(decision[3])
+    cur_since = int(decision[4])
+    if observed:
+        factor, source, valid_from = policy_factor, OBSERVATION, now
+    elif cur_source == FALLBACK or now > cur_from + validity_us:
+        factor, source, valid_from = fallback, FALLBACK, cur_from
+    else:
+        factor, source, valid_from = cur_factor, RETAINED, cur_from
+    if factor >= 1.0:
+        since = NONE
+    elif cur_factor < 1.0 and cur_since != NONE:
+        since = cur_since
+    else:
+        since = now
+    decision[1] = factor
+    decision[2] = source
+    decision[3] = valid_from
+    decision[4] = since
+    return factor, source, valid_from, since
+
+
+@numba.njit(cache=True, inline="always")
+def _cache_counts(has, gone):
+    """(cached, evicted): log dirs in the cache after the snapshot, and those that expired at it and were not read
+    again (the streaming form counts keys that left)."""
+    cached = 0
+    evicted = 0
+    for k in range(has.shape[0]):
+        if has[k]:
+            cached += 1
+        elif gone[k]:
+            evicted += 1
+    return cached, evicted
+
+
 @numba.njit(cache=True, nogil=True)  # the next chunk is read meanwhile (replay/cluster_pass.py)
 def _run(has, pinned, observed, total, available, offline, fill, row, hist_t, hist_a, hist_n, registered, decision,
          t, ok, brokers_at, brokers, fenced_at, fenced, rows_at, key, r_total, r_available, r_offline, r_row,
@@ -272,203 +519,41 @@ def _run(has, pinned, observed, total, available, offline, fill, row, hist_t, hi
          o_active_brokers, o_active_log_dirs, o_violations, o_policy_factor, o_complete, o_min_ratio, o_worst,
          o_worst_available, o_worst_ratio, o_missing_at, o_missing, o_closest, o_c_available, o_c_total, o_c_ratio,
          o_c_headroom, o_c_fill, o_c_eta, o_c_row, o_factor, o_source, o_valid_from, o_since, o_cached, o_evicted):
-    keys = has.shape[0]
     nb = registered.shape[0]
-    depth = hist_t.shape[1]
     listed = np.zeros(nb, np.bool_)     # brokers of this snapshot
     fenced_now = np.zeros(nb, np.bool_)
     present = np.zeros(nb, np.bool_)    # brokers with a log dir in force
-    gone = np.zeros(keys, np.bool_)     # expired at this snapshot
+    gone = np.zeros(has.shape[0], np.bool_)  # expired at this snapshot
+    # The closest volumes' outputs as one argument (numba inlines a call of at most 30 arguments).
+    c_out = (o_closest, o_c_available, o_c_total, o_c_ratio, o_c_headroom, o_c_fill, o_c_eta, o_c_row)
     n_missing = 0
     for i in range(t.shape[0]):
         now = t[i]
-        # Step 1: evict what expired (pinned readings stay).
-        for k in range(keys):
-            gone[k] = has[k] and not pinned[k] and not (now < observed[k] + validity_us)
-            if gone[k]:
-                has[k] = False
-        listed[:] = False
-        fenced_now[:] = False
-        for j in range(brokers_at[i], brokers_at[i + 1]):
-            listed[brokers[j]] = True
-        for j in range(fenced_at[i], fenced_at[i + 1]):
-            fenced_now[fenced[j]] = True
+        _evict_expired(now, validity_us, has, pinned, observed, gone)
+        _mark(listed, brokers_at, brokers, i)
+        _mark(fenced_now, fenced_at, fenced, i)
         if ok[i]:
-            # Step 2: upsert readings, offline reports as the policy says, and the registered brokers.
-            for b in range(nb):
-                registered[b] = listed[b] or fenced_now[b]
-            for r in range(rows_at[i], rows_at[i + 1]):
-                k = key[r]
-                if not r_offline[r]:
-                    m = hist_n[k]
-                    if m == depth:
-                        for j in range(depth - 1):
-                            hist_t[k, j] = hist_t[k, j + 1]
-                            hist_a[k, j] = hist_a[k, j + 1]
-                        m -= 1
-                    hist_t[k, m] = now
-                    hist_a[k, m] = r_available[r]
-                    m += 1
-                    hist_n[k] = m
-                    lo = 0
-                    while lo < m and hist_t[k, lo] < now - validity_us:
-                        lo += 1
-                    has[k] = True
-                    pinned[k] = False
-                    observed[k] = now
-                    total[k] = r_total[r]
-                    available[k] = r_available[r]
-                    offline[k] = False
-                    fill[k] = _fill_rate(hist_t[k], hist_a[k], lo, m)
-                    row[k] = r_row[r]
-                elif offline_policy == 0 or (offline_policy == 1 and not has[k]):
-                    has[k] = True
-                    pinned[k] = offline_policy == 1
-                    observed[k] = now
-                    total[k] = NONE
-                    available[k] = NONE
-                    offline[k] = True
-                    fill[k] = np.nan
-                    row[k] = NONE
-                elif offline_policy == 1:
-                    # Filled up to the hard limit by now at its last fill rate: pinned offline, keeping that rate
-                    # and the reading's row (its top partitions) for the record (cache.went_offline_filling).
-                    if not offline[k] and _reached(available[k], total[k], fill[k], now - observed[k], hard_kind,
-                                                   hard_value):
-                        total[k] = NONE
-                        available[k] = NONE
-                        offline[k] = True
-                    pinned[k] = True
-            if fenced_pin:
-                # A fenced broker takes no writes: its last readings are its current state (cache.py).
-                for k in range(keys):
-                    b = key_broker[k]
-                    if has[k] and fenced_now[b] and not listed[b]:
-                        pinned[k] = True
-        # Step 3: summarise the entries in force.
-        present[:] = False
-        in_force = 0
-        violations = 0
-        policy_factor = 1.0
-        min_ratio = np.nan
-        worst = NONE
-        wf = 0.0
-        w_off = False
-        w_ratio = 0.0
-        w_avail = 0
-        filled = 0
-        for k in range(keys):
-            if not has[k] or (pinned[k] and not registered[key_broker[k]]):
-                continue
-            in_force += 1
-            present[key_broker[k]] = True
-            off = offline[k]
-            f, violating = _factor(off, available[k], total[k], hard_kind, hard_value, soft_kind, soft_value)
-            if violating:
-                violations += 1
-            if f < policy_factor:
-                policy_factor = f
-            ratio = 0.0
-            if not off:
-                ratio = _ratio(available[k], total[k])
-                if np.isnan(min_ratio) or ratio < min_ratio:
-                    min_ratio = ratio
-            if worst == NONE or _worse(f, off, ratio, available[k], k, wf, w_off, w_ratio, w_avail, worst):
-                worst, wf, w_off, w_ratio, w_avail = k, f, off, ratio, available[k]
-            if closest > 0:
-                head = 0.0 if off else available[k] - _limit_bytes(hard_kind, hard_value, total[k])
-                if filled < closest:
-                    pos = filled
-                    filled += 1
-                elif _closer(off, head, k, o_c_available[i, closest - 1] == NONE, o_c_headroom[i, closest - 1],
-                             o_closest[i, closest - 1]):
-                    pos = closest - 1
-                else:
-                    pos = -1
-                if pos >= 0:
-                    while pos > 0 and _closer(off, head, k, o_c_available[i, pos - 1] == NONE,
-                                              o_c_headroom[i, pos - 1], o_closest[i, pos - 1]):
-                        o_closest[i, pos] = o_closest[i, pos - 1]
-                        o_c_available[i, pos] = o_c_available[i, pos - 1]
-                        o_c_total[i, pos] = o_c_total[i, pos - 1]
-                        o_c_ratio[i, pos] = o_c_ratio[i, pos - 1]
-                        o_c_headroom[i, pos] = o_c_headroom[i, pos - 1]
-                        o_c_fill[i, pos] = o_c_fill[i, pos - 1]
-                        o_c_row[i, pos] = o_c_row[i, pos - 1]
-                        pos -= 1
-                    o_closest[i, pos] = k
-                    o_c_available[i, pos] = NONE if off else available[k]
-                    o_c_total[i, pos] = NONE if off else total[k]
-                    o_c_ratio[i, pos] = np.nan if off else ratio
-                    o_c_headroom[i, pos] = np.nan if off else head
-                    o_c_fill[i, pos] = fill[k]
-                    o_c_row[i, pos] = row[k]
-        for p in range(filled):
-            h = o_c_headroom[i, p]
-            rate = o_c_fill[i, p]
-            if not np.isnan(rate):
-                # NaN headroom with a rate: offline after filling up (cache.closest_volumes gives it 0).
-                o_c_eta[i, p] = 0.0 if np.isnan(h) or h <= 0 else h / rate
-        active = 0
-        for b in range(nb):
-            if listed[b]:
-                active += 1
-        o_missing_at[i] = n_missing
-        if ok[i]:
-            for b in range(nb):
-                if (listed[b] or fenced_now[b]) and not present[b]:
-                    o_missing[n_missing] = b
-                    n_missing += 1
+            _upsert_snapshot(i, now, listed, fenced_now, rows_at, key, r_total, r_available, r_offline, r_row,
+                             key_broker, validity_us, hard_kind, hard_value, offline_policy, fenced_pin, has, pinned,
+                             observed, total, available, offline, fill, row, hist_t, hist_a, hist_n, registered)
+        violations, policy_factor = _entries_in_force(
+            i, has, pinned, registered, key_broker, offline, available, total, hard_kind, hard_value, soft_kind,
+            soft_value, present, o_active_log_dirs, o_violations, o_policy_factor, o_min_ratio, o_worst,
+            o_worst_available, o_worst_ratio)
+        if closest > 0:
+            _closest_volumes(i, closest, has, pinned, registered, key_broker, offline, available, total, fill, row,
+                             hard_kind, hard_value, c_out)
+        n_missing = _missing_brokers(i, ok[i], listed, fenced_now, present, n_missing, o_missing_at, o_missing)
         complete = ok[i] and n_missing == o_missing_at[i]
-        o_active_brokers[i] = active
-        o_active_log_dirs[i] = in_force
-        o_violations[i] = violations
-        o_policy_factor[i] = policy_factor
+        o_active_brokers[i] = listed.sum()
         o_complete[i] = complete
-        o_min_ratio[i] = min_ratio
-        o_worst[i] = worst
-        if worst != NONE:
-            o_worst_available[i] = NONE if w_off else w_avail
-            o_worst_ratio[i] = np.nan if w_off else w_ratio
-        # Step 4: decide on an observation, retain within validity, or fall back (decision.advance).
-        if decision[0] == 0.0:
-            decision[0] = 1.0
-            decision[1] = 1.0
-            decision[2] = OBSERVATION
-            decision[3] = now
-            decision[4] = NONE
-        cur_factor = decision[1]
-        cur_source = int(decision[2])
-        cur_from = int(decision[3])
-        cur_since = int(decision[4])
-        if ok[i] and (violations > 0 or complete):
-            factor, source, valid_from = policy_factor, OBSERVATION, now
-        elif cur_source == FALLBACK or now > cur_from + validity_us:
-            factor, source, valid_from = fallback, FALLBACK, cur_from
-        else:
-            factor, source, valid_from = cur_factor, RETAINED, cur_from
-        if factor >= 1.0:
-            since = NONE
-        elif cur_factor < 1.0 and cur_since != NONE:
-            since = cur_since
-        else:
-            since = now
-        decision[1] = factor
-        decision[2] = source
-        decision[3] = valid_from
-        decision[4] = since
+        factor, source, valid_from, since = _advance(decision, now, ok[i] and (violations > 0 or complete),
+                                                     policy_factor, validity_us, fallback)
         o_factor[i] = factor
         o_source[i] = source
         o_valid_from[i] = valid_from
         o_since[i] = since
-        # Evicted: expired and not read again in this snapshot (the streaming form counts keys that left).
-        cached = 0
-        evicted = 0
-        for k in range(keys):
-            if has[k]:
-                cached += 1
-            elif gone[k]:
-                evicted += 1
+        cached, evicted = _cache_counts(has, gone)
         o_cached[i] = cached
         o_evicted[i] = evicted
     o_missing_at[t.shape[0]] = n_missing

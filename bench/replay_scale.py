@@ -175,7 +175,7 @@ def stages(path: Path, work: Path) -> dict[str, float]:
     from quota_pipeline.core.config import parse
     from quota_pipeline.core.settings import Settings
     from quota_pipeline.replay import job
-    from quota_pipeline.replay.cluster_pass import ClusterPass
+    from quota_pipeline.core.cluster_pass import ClusterPass
     from quota_pipeline.session import get_session
 
     settings = Settings.of(parse(dict(line.split("=", 1) for line in CONFIG.split()), require_admin=False))

@@ -1,4 +1,4 @@
-"""Replay's per-cluster columnar pass (replay/cluster_pass.py over core/kernel.py) equals the streaming form
+"""Replay's per-cluster columnar pass (core/cluster_pass.py over core/kernel.py) equals the streaming form
 (core/cache.py + core/decision.py) on random journals, in one chunk and in many; bad rows are rejected with the
 reasons of journal/rules.py."""
 from __future__ import annotations
@@ -16,7 +16,7 @@ from journal_strategies import fleets
 from quota_pipeline.core.config import Limit, Limits
 from quota_pipeline.core.decision import decide_all
 from quota_pipeline.journal import period_file, rules
-from quota_pipeline.replay.cluster_pass import ClusterPass, Task
+from quota_pipeline.core.cluster_pass import ClusterPass, Task
 
 UTC = dt.timezone.utc
 

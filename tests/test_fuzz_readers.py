@@ -122,7 +122,7 @@ def test_any_parquet_journal_gives_decisions_or_rejections(tmp_path_factory, dra
     from builders import settings as replay_settings
     from quota_pipeline.journal.inputs import find_inputs
     from quota_pipeline.journal.period_file import META_SOURCES
-    from quota_pipeline.replay.cluster_pass import ClusterPass, Task
+    from quota_pipeline.core.cluster_pass import ClusterPass, Task
     from quota_pipeline.replay.job import plan_tasks
 
     table, footer = drawn

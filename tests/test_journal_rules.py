@@ -126,14 +126,14 @@ def test_spark_reader_gives_the_same_reasons(spark, tmp_path):
 
 
 def test_replays_parquet_checks_give_the_same_reasons(tmp_path):
-    """Replay checks flattened Parquet itself (replay/cluster_pass.py, vectorised): every corpus line that typed
+    """Replay checks flattened Parquet itself (core/cluster_pass.py, vectorised): every corpus line that typed
     Parquet columns can hold at all gets the reason the other readers give, at its first row."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
     from builders import settings
     from quota_pipeline.journal import period_file
-    from quota_pipeline.replay.cluster_pass import ClusterPass, Task
+    from quota_pipeline.core.cluster_pass import ClusterPass, Task
 
     schema = pa.schema([f for f in period_file.SCHEMA if f.name not in ("tick", "journal_file", "observed_us")])
     rows, origin, expected = [], [], {}

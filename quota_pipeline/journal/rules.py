@@ -2,7 +2,7 @@
 
 Every reader reports the first rule a record breaks, in this order and with this reason: the Python model
 (`parse_snapshot`, used by the streaming store and the tests), the Spark reader (replay's JSONL) and the
-vectorised checks of flattened Parquet (replay/cluster_pass.py). tests/test_journal_rules.py holds all three
+vectorised checks of flattened Parquet (core/cluster_pass.py). tests/test_journal_rules.py holds all three
 (and the JSON Schema) to one corpus.
 Before the record's rules come the line's: its bytes must be UTF-8 (never replaced: a damaged byte in a key would
 make a phantom cluster) and its text JSON (a truncated line says so, not "not a JSON object").

@@ -1,7 +1,7 @@
 """Batch replay: journal files in, one decision record per snapshot out (JSONL or Parquet).
 
 Spark schedules one task per cluster; each task reads its cluster's rows with pyarrow and decides them in
-time chunks (replay/cluster_pass.py over core/kernel.py), so no Python runs per volume row and memory is bounded
+time chunks (core/cluster_pass.py over core/kernel.py), so no Python runs per volume row and memory is bounded
 by a chunk. JSONL is parsed and checked by Spark SQL first (journal/spark_reader.py) and staged as flattened
 Parquet; Parquet journals (the job's compacted periods, exports) are read as they are.
 """
@@ -30,7 +30,7 @@ from quota_pipeline.journal import spark_reader as journal
 from quota_pipeline.replay import report_frames
 from quota_pipeline.replay import sweep as sweeps
 from quota_pipeline.core.model import epoch_micros
-from quota_pipeline.replay.cluster_pass import RECORD, UTC_US, ClusterPass, Task
+from quota_pipeline.core.cluster_pass import RECORD, UTC_US, ClusterPass, Task
 
 TIME_FORMAT = "yyyy-MM-dd'T'HH:mm:ss.SSS'Z'"
 
@@ -72,28 +72,9 @@ def run(spark: SparkSession, settings: Settings, input_path: str, output: str, s
 def _run(spark: SparkSession, settings: Settings, input_path: str, out: Path, staging: Path, strict: bool,
          cluster_name: str | None, sweep: sweeps.Sweep | None, report: bool) -> ReplayResult:
     output = str(out)
-    inputs = journal.find_inputs(input_path)
-    files = [f for group in inputs.parquet for f in group]
-    rejections = [{"file": f, "line": 0, "reason": why, "text": None} for f, why in inputs.unreadable]
-    if inputs.jsonl:
-        # JSON is parsed and checked by Spark once; its valid snapshots go on as flattened Parquet.
-        valid, rejected = journal.split(journal.read_jsonl(spark, inputs.jsonl), where=True)
-        rejections.extend(lines.rejections(rejected))
-        flat = str(staging / "jsonl")
-        journal.flatten(valid).write.mode("overwrite").parquet(flat)
-        files.extend(sorted(str(f) for f in Path(flat).glob("*.parquet")))
-    tasks = plan_tasks(files)
-    side = staging / "tasks"
-    side.mkdir(parents=True, exist_ok=True)
+    files, rejections = _stage(spark, input_path, staging)
     swept = list(sweep.settings) if sweep else []
-    # Partition i runs task i and writes its cluster's records, in time order, as part file i with pyarrow: Spark
-    # schedules the tasks and carries only their counts, no record passes through the JVM.
-    parts = staging / "records"
-    parts.mkdir(parents=True)
-    task = _cluster_tasks([t.to_json() for t in tasks], settings, swept, str(side), str(parts), cluster_name,
-                          SYSTEM.now())
-    spark.range(0, max(1, len(tasks)), numPartitions=max(1, len(tasks))) \
-        .mapInArrow(task, "n long, snapshots long").collect()
+    side, parts = _decide(spark, plan_tasks(files), settings, swept, staging, cluster_name)
     # The tasks find the rejects while the records are written: they are moved into place only when wanted
     # (under --strict a rejected line leaves an earlier output as it was).
     aside = parts
@@ -101,30 +82,15 @@ def _run(spark: SparkSession, settings: Settings, input_path: str, out: Path, st
         aside = staging / "output.jsonl"
         write_jsonl(as_json_columns(spark.read.parquet(str(parts)).orderBy("cluster_id", "observed_at")), aside)
     outcomes = [json.loads(f.read_text()) for f in sorted(side.glob("*.json"))]
-    numbers = lines.LineNumbers()
-    for o in outcomes:
-        for r in o["rejected"]:
-            reason = r["reason"]
-            if r["first"]:
-                first = r["first"]
-                reason += f" (first at {first['file']}:{numbers(first['file'], first['offset'], first['line'])})"
-            rejections.append({"file": r["file"], "line": numbers(r["file"], r["offset"], r["line"]),
-                               "reason": reason, "text": r["text"]})
-    rejections.sort(key=lambda r: (r["file"], r["line"]))
-    rejected_path = Path(output + ".rejected")
-    if rejections:
-        with rejected_path.open("w", encoding="utf-8") as fh:
-            for r in rejections:
-                fh.write(json.dumps(r) + "\n")
-    elif rejected_path.exists():
-        rejected_path.unlink()
+    rejections = _write_rejections(rejections + _task_rejections(outcomes), Path(output + ".rejected"))
     first = rejections[:5]
+    rejected_path = output + ".rejected" if rejections else None
     if rejections and strict:
-        return ReplayResult(0, len(rejections), first, output, str(rejected_path))
+        return ReplayResult(0, len(rejections), first, output, rejected_path)
     _remove(out)
     aside.rename(out)
     count = sum(o["snapshots"] for o in outcomes)
-    result = ReplayResult(count, len(rejections), first, output, str(rejected_path) if rejections else None)
+    result = ReplayResult(count, len(rejections), first, output, rejected_path)
     result.clusters = [{"cluster_id": cluster_name or o["cluster_id"], **o["summary"]} for o in outcomes
                        if o["cluster_id"] and o["snapshots"]]
     if sweep is not None:
@@ -138,6 +104,64 @@ def _run(spark: SparkSession, settings: Settings, input_path: str, out: Path, st
             spark.read.json(output).withColumn("observed_at", F.to_timestamp("observed_at"))
         result.report = report_frames.collect(journal.flat_volumes(spark, files), decided, settings)
     return result
+
+
+def _stage(spark: SparkSession, input_path: str, staging: Path) -> tuple[list[str], list[dict]]:
+    """The flattened Parquet files to decide and the rejections found on the way: JSON is parsed and checked by
+    Spark once, and its valid snapshots go on as flattened Parquet under `staging`."""
+    inputs = journal.find_inputs(input_path)
+    files = [f for group in inputs.parquet for f in group]
+    rejections = [{"file": f, "line": 0, "reason": why, "text": None} for f, why in inputs.unreadable]
+    if inputs.jsonl:
+        valid, rejected = journal.split(journal.read_jsonl(spark, inputs.jsonl), where=True)
+        rejections.extend(lines.rejections(rejected))
+        flat = str(staging / "jsonl")
+        journal.flatten(valid).write.mode("overwrite").parquet(flat)
+        files.extend(sorted(str(f) for f in Path(flat).glob("*.parquet")))
+    return files, rejections
+
+
+def _decide(spark: SparkSession, tasks: list[Task], settings: Settings, swept: list[Settings], staging: Path,
+            cluster_name: str | None) -> tuple[Path, Path]:
+    """(outcomes directory, records directory) once every cluster task ran. Partition i runs task i and writes
+    its cluster's records, in time order, as part file i with pyarrow: Spark schedules the tasks and carries only
+    their counts, no record passes through the JVM."""
+    side = staging / "tasks"
+    side.mkdir(parents=True, exist_ok=True)
+    parts = staging / "records"
+    parts.mkdir(parents=True)
+    task = _cluster_tasks([t.to_json() for t in tasks], settings, swept, str(side), str(parts), cluster_name,
+                          SYSTEM.now())
+    spark.range(0, max(1, len(tasks)), numPartitions=max(1, len(tasks))) \
+        .mapInArrow(task, "n long, snapshots long").collect()
+    return side, parts
+
+
+def _task_rejections(outcomes: list[dict]) -> list[dict]:
+    """The tasks' rejections with line numbers in their source files (a duplicate names its first's line too)."""
+    numbers = lines.LineNumbers()
+    out = []
+    for o in outcomes:
+        for r in o["rejected"]:
+            reason = r["reason"]
+            if r["first"]:
+                first = r["first"]
+                reason += f" (first at {first['file']}:{numbers(first['file'], first['offset'], first['line'])})"
+            out.append({"file": r["file"], "line": numbers(r["file"], r["offset"], r["line"]),
+                        "reason": reason, "text": r["text"]})
+    return out
+
+
+def _write_rejections(rejections: list[dict], path: Path) -> list[dict]:
+    """The rejections sorted by file and line, written to `path` (one JSON line each; no file when none)."""
+    rejections = sorted(rejections, key=lambda r: (r["file"], r["line"]))
+    if rejections:
+        with path.open("w", encoding="utf-8") as fh:
+            for r in rejections:
+                fh.write(json.dumps(r) + "\n")
+    elif path.exists():
+        path.unlink()
+    return rejections
 
 
 def plan_tasks(files: list[str]) -> list[Task]:

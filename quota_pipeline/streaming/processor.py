@@ -27,7 +27,7 @@ from quota_pipeline.core import kernel
 from quota_pipeline.core.config import Limit, Limits
 from quota_pipeline.core.decision import DecisionState
 from quota_pipeline.core.record import SCHEMA_VERSION, ThrottleDecision
-from quota_pipeline.replay.cluster_pass import PARTITION, ClusterPass, Task
+from quota_pipeline.core.cluster_pass import PARTITION, ClusterPass, Task
 from quota_pipeline.streaming.source import REMOVED  # also the status of the row reporting a dropped state
 from quota_pipeline.core.settings import Settings
 from quota_pipeline.core.model import (

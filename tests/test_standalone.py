@@ -18,6 +18,7 @@ from quota_pipeline.demo.local_broker import LocalBroker
 from tests.ports import free_port
 from quota_pipeline.simulator import Simulator
 from standalone_cluster import StandaloneCluster
+from tests.realkafka import ready_timeout
 from tests.stream_job import TopicWatcher, stop_job
 
 pytestmark = pytest.mark.standalone
@@ -67,7 +68,7 @@ def test_the_job_runs_on_a_standalone_cluster_with_two_workers(tmp_path):
                 watcher = TopicWatcher(broker.bootstrap_servers, "__quota_throttle_factors")
         assert watcher, f"the job did not start: {log.read_text()[-3000:]}"
         # The first micro-batch starts Python workers and the state store on both executors: slow on a busy machine.
-        watcher.wait_for(lambda r: r["cluster_id"] == "west" and r["throttle_factor"] == 0.0, 90)
+        watcher.wait_for(lambda r: r["cluster_id"] == "west" and r["throttle_factor"] == 0.0, ready_timeout(90))
         watcher.wait_for(lambda r: r["cluster_id"] == "east" and r["throttle_factor"] == 1.0
                          and r["source"] == "OBSERVATION", 10)
         apps = spark.state()["activeapps"]

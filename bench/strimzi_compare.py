@@ -1,31 +1,49 @@
 """Strimzi's kafka-quotas-plugin against this project on the same real 3-node Kafka cluster (KAFKA_HOME), same
 producers and thresholds: the cut (fill -> the aggregate at its factor-0 level), what a stop admits, each client's
-return after the free, and DescribeLogDirs requests per minute (broker JMX).
+return after the free, whether a throttle holds while the full broker is stopped or its log dir is offline, and
+DescribeLogDirs requests per minute (broker JMX).
 
-Each scenario starts a fresh cluster of three combined broker+controller nodes whose only log dir is a 64 MiB tmpfs
-(root needed), a 3-partition topic with small segments and retention (so the load itself never fills a disk),
-and N librdkafka producers (one process and client id each, 10 kB records, acks=1, as fast as they can). After a
-warm-up, node 1's log dir is filled to 5 % free with a ballast file (min.available.ratio=0.10) for --stop-seconds,
-then freed. Strimzi: `client.quota.callback.class=io.strimzi.kafka.quotas.StaticQuotaCallback`, its jar from
-Maven Central (`mvn -q -f bench/strimzi dependency:copy`) or --strimzi-jar. This project: the callback jar
-(`mvn -q -f broker-callback package -DskipTests`) and `quota-pipeline run` at PT1S publishing to the same cluster,
-at each --mutes setting of quota.pipeline.throttle.max.mute. Both: produce quota 2 MB/s per broker, validity
-PT20S, fallback 1.0.
+Each run starts a fresh cluster of three combined broker+controller nodes whose log dir is a 64 MiB tmpfs (root
+needed), a 3-partition topic (one partition per node, replication 1) with small segments and retention (so the load
+itself never fills a disk), and N producers in their own processes with their own client ids: librdkafka
+(--clients: 10 kB records, acks=1, as fast as they can) or Java (--java-clients: bench/ThrottleProducer.java, default
+producer settings, 10 kB records). After a warm-up, node 1's log dir is filled to 5 % free with a ballast file
+(min.available.ratio=0.10); --stop-seconds after the fill it is freed. Scenarios (--scenarios):
+
+  fill     node 1 stays at 5 % free for the whole stop, then is freed.
+  stop     as fill until the throttle is in force (the producers' last 5 s at most 25 % of their earlier rate), then
+           node 1 is stopped cleanly (SIGTERM) while full for the rest of the stop; then freed and started again.
+  offline  as fill until the throttle is in force, then node 1's tmpfs is filled to ENOSPC so Kafka takes that log
+           dir offline (each node also has a disk log dir, so the broker keeps running); it stays so for the rest of
+           the stop; then freed and node 1 restarted (a clean stop and start) as an operator would.
+
+For stop and offline, the outcome says whether the throttle was released while the condition held: the aggregate
+rate per 5 s from the condition to the free, and the first 5 s in which the producers were back at >= 50 % of their
+earlier rate (node 1's partition is unavailable then, so the others carry the load; librdkafka's partitioner still
+puts some records on it, which wait in its queue). Strimzi: `client.quota.callback.class=
+io.strimzi.kafka.quotas.StaticQuotaCallback`, its jar from Maven Central (`mvn -q -f bench/strimzi dependency:copy`)
+or --strimzi-jar. This project: the callback jar (`mvn -q -f broker-callback package -DskipTests`) and
+`quota-pipeline run` at PT1S publishing to the same cluster, at each --mutes setting of
+quota.pipeline.throttle.max.mute. Both: produce quota 2 MB/s per broker, validity PT20S, fallback 1.0. Every
+combination of scenario, client set and system runs on its own cluster, one after another.
 
     python3 bench/strimzi_compare.py --json bench/strimzi_compare.json --chart bench/strimzi_compare.png
+    python3 bench/strimzi_compare.py --java-clients 8 --scenarios fill,stop,offline
 """
 from __future__ import annotations
 
 import argparse
 import json
+import re
 import os
 import subprocess
 import sys
 import tempfile
 import threading
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -33,7 +51,8 @@ sys.path.insert(0, str(ROOT))
 from tests import realkafka as rk  # noqa: E402
 from tests import realkafka_config as rc  # noqa: E402
 from tests import realkafka_process as rp  # noqa: E402
-from tests.realkafka_fleet import Client, start_librdkafka  # noqa: E402
+from tests.realkafka_fleet import Client, compile_java, start_java, start_librdkafka  # noqa: E402
+from tests.realkafka_stall import fill  # noqa: E402
 
 STRIMZI_POM = ROOT / "bench" / "strimzi"
 STRIMZI_JAR = STRIMZI_POM / "target" / "kafka-quotas-plugin.jar"
@@ -49,6 +68,15 @@ SELF = "{self}"  # replaced by the node's own PLAINTEXT listener in its server.p
 JMX_BASE = int(os.environ.get("BENCH_JMX_BASE", "19990"))
 # One MBean per request version (a `version` tag): the pattern takes them all.
 DESCRIBE_LOG_DIRS = "kafka.network:type=RequestMetrics,name=RequestsPerSec,request=DescribeLogDirs,*"
+SCENARIOS = ("fill", "stop", "offline")
+KINDS = ("librdkafka", "java")
+# The largest request a client sends to one broker: librdkafka fills ~1 MB requests; the Java client sends one
+# batch.size (16 KiB) batch per partition, and the topic has one partition per broker.
+REQUEST_BYTES = {"librdkafka": 1_000_000, "java": 16_384}
+THROTTLED_SHARE = 0.25  # the producers' last 5 s at most this share of their earlier rate: the throttle is in force
+RELEASED_SHARE = 0.50  # a 5 s window at this share or more while the condition holds: the throttle was released
+# Kafka's lines when a write to a log dir failed and the broker stopped serving its replicas.
+OFFLINE_LINE = re.compile(r"LogDirFailureChannel|Stopped serving replicas in dir")
 
 
 @dataclass
@@ -69,6 +97,27 @@ class Outcome:
     not_back: int
     describe_log_dirs_per_min: float  # all three nodes
     decision_seen_s: float | None  # this project: fill -> node 1 logs the 0.0
+    # Added with the client kinds and scenarios; the defaults read outcomes of earlier runs (--from-json).
+    kind: str = "librdkafka"
+    scenario: str = "fill"
+    throttled_s: float | None = None  # stop/offline: fill -> the last 5 s first at <= 25 % (None: not in 60 s)
+    condition_s: float | None = None  # fill -> node 1 stopped / its log dir offline (None: not seen)
+    released_s: float | None = None  # condition -> the first 5 s at >= 50 % of the earlier rate (None: held)
+    held_share: float | None = None  # acknowledged from the condition to the free / (pre_rate x that time)
+    peak_share: float | None = None  # the highest 5 s (0.25 s steps) in that time / pre_rate
+    held_rates: list[float] = field(default_factory=list)  # bytes/s per 5 s from the condition to the free
+    restarted_s: float | None = None  # free -> node 1 answers again (stop/offline)
+
+
+@dataclass
+class Marks:
+    """The moments of one scenario (wall-clock seconds) its outcome is computed from."""
+
+    filled: float
+    freed: float
+    throttled: float | None = None
+    condition: float | None = None
+    restarted: float | None = None
 
 
 def _patch_cluster_start() -> None:
@@ -105,7 +154,7 @@ class Ballast:
     caught the dir above the limit (the 32-client run in bench/RESULTS.md)."""
 
     def __init__(self, directory: Path) -> None:
-        self.path = directory / "ballast"
+        self.path = directory / "ballast-keeper"  # `fill` writes "ballast-N" files beside it (offline)
         self.directory = directory
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True, name="ballast")
@@ -129,10 +178,17 @@ class Ballast:
         self._adjust()
         self._thread.start()
 
-    def stop(self) -> None:
+    def pause(self) -> None:
+        """Stop adjusting; the file stays."""
         self._stop.set()
-        self._thread.join(5)
-        self.path.unlink(missing_ok=True)
+        if self._thread.is_alive():
+            self._thread.join(5)
+
+    def stop(self) -> None:
+        """Stop adjusting and delete every ballast file in the dir (the keeper's and `fill`'s)."""
+        self.pause()
+        for path in self.directory.glob("ballast*"):
+            path.unlink(missing_ok=True)
 
 
 def common_overrides() -> dict[str, str]:
@@ -159,50 +215,66 @@ def aggregate(clients: list[Client], start: float, end: float) -> float:
     return sum(c.between(start, end) for c in clients)
 
 
-def run_scenario(system: str, setting: str, jar: Path, clients_n: int, stop_s: float, home: Path,
-                 work: Path) -> Outcome:
+class DescribeCounts:
+    """Each node's DescribeLogDirs count (JMX) at the start and at its last sample: a node sampled before it stops
+    or restarts (its count starts again from 0) keeps the rate of the time it ran."""
+
+    def __init__(self, home: Path, cluster: Any) -> None:
+        self.home, self.cluster = home, cluster
+        self.first = {n: (time.time(), jmx_count(home, n, cluster.root)) for n in cluster.node_ids}
+        self.last: dict[int, tuple[float, float]] = {}
+
+    def sample(self, node_id: int) -> None:
+        self.last[node_id] = (time.time(), jmx_count(self.home, node_id, self.cluster.root))
+
+    def per_minute(self) -> float:
+        for n in self.first:
+            if n not in self.last:
+                self.sample(n)
+        return sum((self.last[n][1] - c0) / (self.last[n][0] - t0) * 60 for n, (t0, c0) in self.first.items())
+
+
+def start_clients(kind: str, n: int, cluster: Any, home: Path, classes: Path | None, seconds: int) -> list[Client]:
+    if kind == "java":
+        return [start_java(home, classes, cluster.bootstrap(), TOPIC, f"bench-java-{i}", seconds) for i in range(n)]
+    return [start_librdkafka(cluster.bootstrap(), TOPIC, f"bench-{i}", seconds, acks="1") for i in range(n)]
+
+
+def run_scenario(system: str, setting: str, jar: Path, kind: str, clients_n: int, scenario: str, stop_s: float,
+                 home: Path, work: Path, classes: Path | None = None) -> Outcome:
     overrides = common_overrides()
     if system == "strimzi":
         overrides.update({"client.quota.callback.class": STRIMZI_CLASS, P + "storage.check-interval": setting})
     else:
         overrides.update({"client.quota.callback.class": PIPELINE_CLASS, "quota.pipeline.cluster.name": "bench",
                           "quota.pipeline.throttle.max.mute": setting})
+    # offline: a disk log dir beside the tmpfs keeps node 1 running when the tmpfs fails (Kafka halts a broker
+    # whose every log dir is offline).
+    log_dirs = 2 if scenario == "offline" else 1
     os.environ["CLASSPATH"] = str(jar)
     try:
-        cluster = rk.start_cluster(rk.ClusterSpec(nodes=3, log_dirs=1, tmpfs_mb=TMPFS_MB, tmpfs_nodes=3,
+        cluster = rk.start_cluster(rk.ClusterSpec(nodes=3, log_dirs=log_dirs, tmpfs_mb=TMPFS_MB, tmpfs_nodes=3,
                                                   overrides=overrides), home)
     finally:
         del os.environ["CLASSPATH"]
     job = watcher = None
     clients: list[Client] = []
     try:
-        from confluent_kafka.admin import AdminClient, NewTopic
-        admin = AdminClient(cluster.client_config())
-        admin.create_topics([NewTopic(TOPIC, 3, 1, config={"retention.bytes": str(4 * 2**20),
-                                                           "segment.bytes": str(2**20)})])[TOPIC].result(60)
+        create_topic(cluster)
         if system != "strimzi":
             job, watcher = start_pipeline(cluster, setting, work)
-        clients = [start_librdkafka(cluster.bootstrap(), TOPIC, f"bench-{i}", int(stop_s) + 400, acks="1")
-                   for i in range(clients_n)]
+        clients = start_clients(kind, clients_n, cluster, home, classes, int(stop_s) + 400)
         deadline = time.time() + 120
         while time.time() < deadline and not all(c.acked and c.acked[-1] > 2_000_000 for c in clients):
             time.sleep(0.5)
         time.sleep(10)
-        count0 = {n: jmx_count(home, n, cluster.root) for n in cluster.node_ids}
-        t_count0 = time.time()
+        counts = DescribeCounts(home, cluster)
         pre_rate = aggregate(clients, time.time() - 10, time.time()) / 10
-        keeper = Ballast(Path(cluster.log_dirs[1][-1]))
-        filled = time.time()
-        keeper.start()
-        time.sleep(max(0.0, filled + stop_s - time.time()))
-        keeper.stop()
-        freed = time.time()
+        marks = hold(scenario, cluster, clients, pre_rate, stop_s, counts)
         wait_s = 75.0 if system != "strimzi" else 130.0  # Strimzi's silences end at librdkafka's socket timeout
-        while time.time() < freed + wait_s and not all(c.first_ack_after(freed) for c in clients):
+        while time.time() < marks.freed + wait_s and not all(c.first_ack_after(marks.freed) for c in clients):
             time.sleep(0.5)
-        count1 = {n: jmx_count(home, n, cluster.root) for n in cluster.node_ids}
-        per_min = sum(count1[n] - count0[n] for n in count0) / (time.time() - t_count0) * 60
-        return outcome(system, setting, clients, pre_rate, filled, freed, per_min, cluster)
+        return outcome(system, setting, kind, scenario, clients, pre_rate, marks, counts.per_minute(), cluster)
     finally:
         for c in clients:
             c.stop()
@@ -212,6 +284,78 @@ def run_scenario(system: str, setting: str, jar: Path, clients_n: int, stop_s: f
         if watcher is not None:
             watcher.close()
         cluster.stop()
+
+
+def create_topic(cluster: Any) -> None:
+    """The load topic, one partition per node; with two log dirs, node 1's partition moved onto its tmpfs."""
+    from confluent_kafka.admin import AdminClient, NewTopic
+    admin = AdminClient(cluster.client_config())
+    admin.create_topics([NewTopic(TOPIC, replica_assignment=[[1], [2], [3]],
+                                  config={"retention.bytes": str(4 * 2**20), "segment.bytes": str(2**20)})]
+                        )[TOPIC].result(60)
+    if len(cluster.log_dirs[1]) == 1:
+        return
+    from tests.realkafka_props import wait_for
+    target = cluster.log_dirs[1][-1]
+
+    def placed() -> bool:
+        if os.path.isdir(os.path.join(target, f"{TOPIC}-0")):  # not "-future": the move is done
+            return True
+        rk.with_admin(cluster, lambda a: a.alter_replica_log_dirs({(TOPIC, 0, 1): target}))
+        return False
+    wait_for(placed, 60, f"node 1's partition of {TOPIC} is on its tmpfs {target}", every=0.5)
+
+
+def hold(scenario: str, cluster: Any, clients: list[Client], pre_rate: float, stop_s: float,
+         counts: DescribeCounts) -> Marks:
+    """Fill node 1's tmpfs to 5 % free, bring about the scenario's condition, free it `stop_s` after the fill and
+    (stop, offline) start node 1 again."""
+    tmpfs = Path(cluster.log_dirs[1][-1])
+    keeper = Ballast(tmpfs)
+    marks = Marks(filled=time.time(), freed=0.0)
+    keeper.start()
+    end = marks.filled + stop_s
+    if scenario != "fill":
+        marks.throttled = wait_throttled(clients, pre_rate, marks.filled, marks.filled + min(60.0, stop_s / 2))
+        if scenario == "stop":
+            counts.sample(1)  # before its count starts again from 0
+            cluster.stop_node(1)
+            marks.condition = time.time()
+        else:
+            keeper.pause()
+            marks.condition = take_offline(cluster, tmpfs, end)
+    time.sleep(max(0.0, end - time.time()))
+    keeper.stop()
+    marks.freed = time.time()
+    if scenario == "offline":
+        counts.sample(1)
+        cluster.stop_node(1)  # Kafka brings an offline log dir back only at a start
+    if scenario != "fill":
+        cluster.start_node(1)
+        marks.restarted = time.time()
+    return marks
+
+
+def wait_throttled(clients: list[Client], pre_rate: float, filled: float, deadline: float) -> float | None:
+    """When the producers' last 5 s after the fill first admitted at most THROTTLED_SHARE of their earlier rate."""
+    while time.time() < deadline:
+        now = time.time()
+        if now - filled >= 5 and aggregate(clients, now - 5, now) <= THROTTLED_SHARE * pre_rate * 5:
+            return now
+        time.sleep(0.5)
+    return None
+
+
+def take_offline(cluster: Any, directory: Path, deadline: float) -> float | None:
+    """Fill `directory` to ENOSPC, again whenever retention freed room, until node 1 logs that it failed; when."""
+    started = time.time()
+    for attempt in range(10**6):
+        fill(str(directory), f"ballast-{attempt}")
+        seen = _log_time(cluster, 1, OFFLINE_LINE, started)
+        if seen is not None or time.time() >= deadline:
+            return seen
+        time.sleep(0.5)
+    return None
 
 
 def start_pipeline(cluster, setting: str, work: Path):
@@ -232,22 +376,42 @@ def start_pipeline(cluster, setting: str, work: Path):
     return job, watcher
 
 
-def _decision_seen(cluster, after: float) -> float | None:
-    import re
-    pattern = re.compile(r"^\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d),(\d{3})\].*throttle factor of bench is now 0\.0 ")
-    for line in (cluster.nodes[1].logs / "server.log").read_text(errors="replace").splitlines():
-        found = pattern.match(line)
-        if found:
-            t = time.mktime(time.strptime(found.group(1), "%Y-%m-%d %H:%M:%S")) + int(found.group(2)) / 1000
+DECISION_LINE = re.compile(r"throttle factor of bench is now 0\.0 ")
+LOG_TIME = re.compile(r"^\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d),(\d{3})\]")
+
+
+def _log_time(cluster: Any, node_id: int, pattern: re.Pattern, after: float) -> float | None:
+    """Wall time of the first line of the node's server.log at or after `after` that matches `pattern`."""
+    for line in (cluster.nodes[node_id].logs / "server.log").read_text(errors="replace").splitlines():
+        stamp = LOG_TIME.match(line)
+        if stamp and pattern.search(line):
+            t = time.mktime(time.strptime(stamp.group(1), "%Y-%m-%d %H:%M:%S")) + int(stamp.group(2)) / 1000
             if t >= after:
-                return t - after
+                return t
     return None
 
 
-def outcome(system, setting, clients, pre_rate, filled, freed, per_min, cluster) -> Outcome:
+def held_window(clients: list[Client], pre_rate: float, start: float, end: float
+                ) -> tuple[list[float], float | None, float, float]:
+    """From `start` (the condition) to `end` (the free): the aggregate bytes/s per 5 s, the offset of the first
+    5 s window (0.25 s steps) at >= RELEASED_SHARE of the earlier rate (None: held), the highest such window and the
+    whole time's share of the earlier rate."""
+    rates = [aggregate(clients, t, min(t + 5, end)) / (min(t + 5, end) - t)
+             for t in (start + 5 * i for i in range(int((end - start) // 5)))]
+    released = _first(start, end, 5, lambda a, b: aggregate(clients, a, b) >= RELEASED_SHARE * pre_rate * 5)
+    peak = max((aggregate(clients, start + 0.25 * i, start + 0.25 * i + 5) / 5
+                for i in range(int(max(0.0, end - start - 5) // 0.25) + 1)), default=0.0)
+    whole = aggregate(clients, start, end) / (end - start) if end > start else 0.0
+    return rates, released, peak / pre_rate, whole / pre_rate
+
+
+def outcome(system: str, setting: str, kind: str, scenario: str, clients: list[Client], pre_rate: float,
+            marks: Marks, per_min: float, cluster: Any) -> Outcome:
+    filled, freed = marks.filled, marks.freed
     stop_s = freed - filled
     admitted = aggregate(clients, filled, freed)
-    level = aggregate(clients, filled + 30, freed) / (freed - filled - 30)
+    settled = filled + min(30.0, stop_s / 2)  # the factor-0 level from 30 s after the fill (half a short stop)
+    level = aggregate(clients, settled, freed) / (freed - settled)
     cut = _first(filled, freed, 5, lambda a, b: aggregate(clients, a, b) <= max(2 * level, 0.05 * pre_rate) * 5)
     cut5 = _first(filled, freed, 10, lambda a, b: aggregate(clients, a, b) <= 0.05 * pre_rate * 10)
     last20 = aggregate(clients, freed - 20, freed)
@@ -255,11 +419,21 @@ def outcome(system, setting, clients, pre_rate, filled, freed, per_min, cluster)
     back = [b - freed for b in backs if b is not None]
     model = None
     if system != "strimzi":
-        model = 1.25 * len(cluster.node_ids) * len(clients) * 1_000_000 / float(setting[2:-1])
-    return Outcome(system, setting, len(clients), pre_rate, cut, cut5, level, admitted / (pre_rate * stop_s),
-                   admitted / stop_s, last20 / (pre_rate * 20), model, min(back, default=None),
-                   max(back, default=None) if len(back) == len(clients) else None, len(clients) - len(back),
-                   per_min, None if system == "strimzi" else _decision_seen(cluster, filled))
+        model = 1.25 * len(cluster.node_ids) * len(clients) * REQUEST_BYTES[kind] / float(setting[2:-1])
+    seen = None if system == "strimzi" else _log_time(cluster, 1, DECISION_LINE, filled)
+    o = Outcome(system, setting, len(clients), pre_rate, cut, cut5, level, admitted / (pre_rate * stop_s),
+                admitted / stop_s, last20 / (pre_rate * 20), model, min(back, default=None),
+                max(back, default=None) if len(back) == len(clients) else None, len(clients) - len(back),
+                per_min, None if seen is None else seen - filled, kind=kind, scenario=scenario)
+    if marks.throttled is not None:
+        o.throttled_s = marks.throttled - filled
+    if marks.restarted is not None:
+        o.restarted_s = marks.restarted - freed
+    if marks.condition is not None:
+        o.condition_s = marks.condition - filled
+        o.held_rates, o.released_s, o.peak_share, o.held_share = held_window(clients, pre_rate, marks.condition,
+                                                                              freed)
+    return o
 
 
 def _first(start: float, end: float, width: float, accept) -> float | None:
@@ -272,33 +446,80 @@ def _first(start: float, end: float, width: float, accept) -> float | None:
     return None
 
 
+def _s(value: float | None, none: str = "-") -> str:
+    return none if value is None else f"{value:.1f} s"
+
+
 def table(outcomes: list[Outcome]) -> str:
-    rows = ["| system | setting | clients | before (MB/s) | fill -> factor-0 level | fill -> <= 5 % | "
+    rows = ["| scenario | system | setting | clients | before (MB/s) | fill -> factor-0 level | fill -> <= 5 % | "
             "admitted during the stop | last 20 s | admitted (kB/s) | 1.25 x 3 x N x S / M (kB/s) | "
-            "free -> each client back (s) | DescribeLogDirs / min |", "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+            "free -> each client back (s) | DescribeLogDirs / min |", "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for o in outcomes:
         back = (f"{o.back_min_s:.1f}-{o.back_max_s:.1f}" if o.back_max_s is not None
                 else f"{o.not_back} not back" if o.back_min_s is None else f"{o.back_min_s:.1f}-, {o.not_back} not back")
-        rows.append(f"| {o.system} | {o.setting} | {o.clients} | {o.pre_rate / 1e6:.2f} | "
-                    f"{'-' if o.cut_s is None else f'{o.cut_s:.1f} s'} | "
-                    f"{'never' if o.cut5_s is None else f'{o.cut5_s:.1f} s'} | {o.admitted_share:.1%} | "
+        rows.append(f"| {o.scenario} | {o.system} | {o.setting} | {o.clients} {o.kind} | {o.pre_rate / 1e6:.2f} | "
+                    f"{_s(o.cut_s)} | {_s(o.cut5_s, 'never')} | {o.admitted_share:.1%} | "
                     f"{o.last20_share:.1%} | {o.admitted_rate / 1e3:.0f} | "
                     f"{'-' if o.model_rate is None else f'{o.model_rate / 1e3:.0f}'} | {back} | "
                     f"{o.describe_log_dirs_per_min:.0f} |")
     return "\n".join(rows)
 
 
+def held_table(outcomes: list[Outcome]) -> str:
+    """The stop and offline rows: was the throttle released while node 1 was stopped / its log dir offline?"""
+    rows = ["| scenario | system | setting | clients | fill -> throttled (<= 25 %) | fill -> stopped / offline | "
+            "released while so (>= 50 % for 5 s) | admitted while so | highest 5 s | free -> node 1 back |",
+            "|---|---|---|---|---|---|---|---|---|---|"]
+    for o in outcomes:
+        if o.scenario == "fill":
+            continue
+        held = ("-" if o.condition_s is None else "held" if o.released_s is None
+                else f"after {o.released_s:.1f} s")
+        rows.append(f"| {o.scenario} | {o.system} | {o.setting} | {o.clients} {o.kind} | "
+                    f"{_s(o.throttled_s, 'not in 60 s')} | {_s(o.condition_s, 'not seen')} | {held} | "
+                    f"{'-' if o.held_share is None else f'{o.held_share:.1%}'} | "
+                    f"{'-' if o.peak_share is None else f'{o.peak_share:.1%}'} | {_s(o.restarted_s)} |")
+    return "\n".join(rows) if len(rows) > 2 else ""
+
+
+def java_targets(outcomes: list[Outcome]) -> list[str]:
+    """Issue 24's target for Java clients at this project's max mute: <= 5 % in total, every client back in 15 s."""
+    lines = []
+    for o in outcomes:
+        if o.kind == "java" and o.system != "strimzi" and o.scenario == "fill":
+            met = o.admitted_share <= 0.05 and o.back_max_s is not None and o.back_max_s <= 15.0
+            lines.append(f"Java target at {o.setting}, {o.clients} clients (<= 5 % admitted, every client back "
+                         f"within 15 s): {o.admitted_share:.1%}, slowest {_s(o.back_max_s, 'not back')}: "
+                         f"{'met' if met else 'missed'}")
+    return lines
+
+
+def _label(o: Outcome) -> str:
+    return f"{o.system} {o.setting}, {o.clients} {o.kind}"
+
+
 def chart(outcomes: list[Outcome], path: Path) -> None:
+    """Left: the fill runs on the trade-off (admitted at factor 0 against the slowest return); right: the stop and
+    offline runs' aggregate rate per 5 s while node 1 was stopped or its log dir offline."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    fig, ax = plt.subplots(figsize=(7.5, 4.8))
+    fills = [o for o in outcomes if o.scenario == "fill"]
+    helds = [o for o in outcomes if o.scenario != "fill" and o.held_rates]
+    panels = [p for p in (fills and "fill", helds and "held") if p]
+    fig, axes = plt.subplots(1, len(panels), figsize=(7.5 * len(panels), 4.8), squeeze=False)
+    for ax, panel in zip(axes[0], panels):
+        (_trade_off if panel == "fill" else _held_rates)(ax, fills if panel == "fill" else helds)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
+def _trade_off(ax, outcomes: list[Outcome]) -> None:
     for i, o in enumerate(outcomes):
         back = o.back_max_s if o.back_max_s is not None else (o.back_min_s or 0.0)
         marker = "s" if o.system == "strimzi" else "o"
         color = f"C{i}"
-        label = f"{o.system} {o.setting}, {o.clients} clients" + ("" if o.back_max_s is not None
-                                                                  else f" ({o.not_back} not back)")
+        label = _label(o) + ("" if o.back_max_s is not None else f" ({o.not_back} not back)")
         ax.scatter([back], [100 * o.admitted_share], marker=marker, s=70, color=color, label=label + ": whole stop")
         ax.scatter([back], [100 * o.last20_share], marker=marker, s=70, facecolors="none", edgecolors=color,
                    label=label + ": its last 20 s")
@@ -310,28 +531,89 @@ def chart(outcomes: list[Outcome], path: Path) -> None:
     ax.set_title("Factor 0: what a stop admits against how fast clients return")
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
 
 
-def main(argv: list[str] | None = None) -> int:
+def _held_rates(ax, outcomes: list[Outcome]) -> None:
+    for i, o in enumerate(outcomes):
+        ax.step([5 * k for k in range(len(o.held_rates))], [100 * r / o.pre_rate for r in o.held_rates],
+                where="post", color=f"C{i}", linestyle="--" if o.system == "strimzi" else "-",
+                label=f"{o.scenario}: {_label(o)}")
+    ax.axhline(100 * RELEASED_SHARE, color="grey", linewidth=0.8, linestyle=":")
+    ax.set_ylim(bottom=0)
+    ax.set_xlim(left=0)
+    ax.set_xlabel("s since node 1 stopped / its log dir went offline (still full)")
+    ax.set_ylabel("admitted per 5 s (% of the earlier rate)")
+    ax.set_title("Does the throttle hold while the full broker is gone?")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+
+
+def _counts(text: str, flag: str) -> list[int]:
+    """Comma-separated client counts; 0 or nothing: none."""
+    try:
+        counts = [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise SystemExit(f"error: {flag} takes comma-separated client counts, e.g. 1,8 (got {text!r})") from None
+    if any(n < 0 for n in counts):
+        raise SystemExit(f"error: {flag} takes counts of 0 or more (got {text!r})")
+    return [n for n in counts if n > 0]
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--strimzi-jar", type=Path, help=f"a Strimzi plugin jar (default: {STRIMZI_JAR}, fetched "
                         "from Maven Central with mvn -f bench/strimzi dependency:copy)")
     parser.add_argument("--strimzi-interval", default="2", help="Strimzi's storage.check-interval, seconds (2)")
     parser.add_argument("--mutes", default="PT32S,PT60S", help="this project's throttle.max.mute settings")
-    parser.add_argument("--clients", default="8", help="librdkafka client counts, comma-separated (8)")
-    parser.add_argument("--stop-seconds", type=float, default=180.0, help="how long node 1 stays full (180)")
+    parser.add_argument("--clients", help="librdkafka client counts, comma-separated (8; none when --java-clients "
+                        "is given without it)")
+    parser.add_argument("--java-clients", default="", help="Java client counts (default producer settings), "
+                        "comma-separated (none)")
+    parser.add_argument("--scenarios", default="fill", help="comma-separated, from fill, stop, offline (fill; see "
+                        "above)")
+    parser.add_argument("--stop-seconds", type=float, default=180.0,
+                        help="how long node 1 stays full, from the fill to the free (180)")
     parser.add_argument("--systems", default="strimzi,quota-pipeline")
     parser.add_argument("--json", type=Path, help="write the outcomes here")
     parser.add_argument("--chart", type=Path, help="write the chart (PNG) here")
-    parser.add_argument("--from-json", type=Path, help="print the table and draw the chart of an earlier run")
+    parser.add_argument("--from-json", type=Path, help="print the tables and draw the chart of an earlier run")
     args = parser.parse_args(argv)
+    rd = _counts("8" if args.clients is None and not args.java_clients else args.clients or "", "--clients")
+    args.client_sets = [("librdkafka", n) for n in rd] + [("java", n) for n in _counts(args.java_clients,
+                                                                                       "--java-clients")]
+    args.scenario_list = [s for s in args.scenarios.split(",") if s]
+    unknown = [s for s in args.scenario_list if s not in SCENARIOS]
+    if unknown or not args.scenario_list:
+        raise SystemExit(f"error: --scenarios takes fill, stop and offline, comma-separated (got {args.scenarios!r})")
+    if not args.from_json and not args.client_sets:
+        raise SystemExit("error: no clients: give --clients or --java-clients a count above 0")
+    if not args.from_json and args.stop_seconds < 20:
+        raise SystemExit("error: --stop-seconds must be 20 or more (the last 20 s of the stop are measured)")
+    return args
+
+
+def report(outcomes: list[Outcome], chart_path: Path | None) -> None:
+    print(table(outcomes))
+    held = held_table(outcomes)
+    if held:
+        print()
+        print(held)
+    for line in java_targets(outcomes):
+        print(line)
+    if chart_path:
+        chart(outcomes, chart_path)
+
+
+def main(argv: list[str] | None = None) -> int:
+    try:
+        args = parse_args(argv)
+    except SystemExit as exc:
+        if isinstance(exc.code, str):
+            print(exc.code, file=sys.stderr)
+            return 2
+        raise
     if args.from_json:
-        earlier = [Outcome(**d) for d in json.loads(args.from_json.read_text())]
-        print(table(earlier))
-        if args.chart:
-            chart(earlier, args.chart)
+        report([Outcome(**d) for d in json.loads(args.from_json.read_text())], args.chart)
         return 0
     try:
         home = rk.kafka_home()
@@ -344,23 +626,23 @@ def main(argv: list[str] | None = None) -> int:
                                                            "dependency:copy"], "Strimzi's plugin")
     ours = callback_jar() if "quota-pipeline" in systems else None
     work = Path(tempfile.mkdtemp(prefix="strimzi-compare-"))
+    classes = compile_java(home, work / "classes") if any(k == "java" for k, _ in args.client_sets) else None
     outcomes: list[Outcome] = []
     print(f"load average at start: {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores", flush=True)
-    for n in [int(x) for x in args.clients.split(",")]:
-        runs = ([("strimzi", args.strimzi_interval, strimzi)] if "strimzi" in systems else []) + \
-               ([("quota-pipeline", m, ours) for m in args.mutes.split(",")] if ours else [])
-        for system, setting, jar in runs:
-            started = time.time()
-            o = run_scenario(system, setting, jar, n, args.stop_seconds, home, work)
-            outcomes.append(o)
-            print(json.dumps(asdict(o)), f"({time.time() - started:.0f} s, load {os.getloadavg()[0]:.1f})",
-                  flush=True)
-            if args.json:
-                args.json.write_text(json.dumps([asdict(x) for x in outcomes], indent=1))
-    print(table(outcomes))
+    runs = ([("strimzi", args.strimzi_interval, strimzi)] if "strimzi" in systems else []) + \
+           ([("quota-pipeline", m, ours) for m in args.mutes.split(",")] if ours else [])
+    for scenario in args.scenario_list:
+        for kind, n in args.client_sets:
+            for system, setting, jar in runs:
+                started = time.time()
+                o = run_scenario(system, setting, jar, kind, n, scenario, args.stop_seconds, home, work, classes)
+                outcomes.append(o)
+                print(json.dumps(asdict(o)), f"({time.time() - started:.0f} s, load {os.getloadavg()[0]:.1f})",
+                      flush=True)
+                if args.json:
+                    args.json.write_text(json.dumps([asdict(x) for x in outcomes], indent=1))
+    report(outcomes, args.chart)
     print(f"load average at the end: {os.getloadavg()[0]:.1f}")
-    if args.chart:
-        chart(outcomes, args.chart)
     return 0
 
 

@@ -74,10 +74,11 @@ def create_decision_topic(cluster: RealKafka, topic: str, roll_every_record: boo
     wait_for(placed, 30, f"node {FOLLOWER}'s replica of {topic} is on its tmpfs {target}", every=0.5)
 
 
-def fill(directory: str) -> int:
-    """Write a ballast file until the file system refuses with ENOSPC; the bytes written."""
+def fill(directory: str, name: str = "ballast") -> int:
+    """Write a ballast file (`name`, a new one each time to top up) until the file system refuses with ENOSPC; the
+    bytes written."""
     written = 0
-    with open(os.path.join(directory, "ballast"), "wb", buffering=0) as fh:
+    with open(os.path.join(directory, name), "wb", buffering=0) as fh:
         chunk = bytes(1 << 20)
         while True:
             try:

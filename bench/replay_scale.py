@@ -175,7 +175,7 @@ def stages(path: Path, work: Path) -> dict[str, float]:
     from quota_pipeline.core.config import parse
     from quota_pipeline.core.settings import Settings
     from quota_pipeline.replay import job
-    from quota_pipeline.core.cluster_pass import ClusterPass
+    from quota_pipeline.replay.cluster_files import ClusterFiles
     from quota_pipeline.session import get_session
 
     settings = Settings.of(parse(dict(line.split("=", 1) for line in CONFIG.split()), require_admin=False))
@@ -184,7 +184,7 @@ def stages(path: Path, work: Path) -> dict[str, float]:
     tasks = job.plan_tasks([str(path)])
     out["plan: which clusters each file holds (driver, pyarrow)"] = time.monotonic() - t
     t = time.monotonic()
-    passes = [ClusterPass(task, settings) for task in tasks]
+    passes = [ClusterFiles(task, settings) for task in tasks]
     snapshots = sum(b.num_rows for p in passes for b in p.batches())
     out[f"cluster pass alone, one process, no Spark ({snapshots:,} decisions)"] = time.monotonic() - t
     t = time.monotonic()

@@ -1,6 +1,6 @@
-"""Replay's per-cluster columnar pass (core/cluster_pass.py over core/kernel.py) equals the streaming form
-(core/cache.py + core/decision.py) on random journals, in one chunk and in many; bad rows are rejected with the
-reasons of journal/rules.py."""
+"""Replay's per-cluster columnar pass (replay/cluster_files.py reading, core/cluster_pass.py over core/kernel.py)
+equals the streaming form (core/cache.py + core/decision.py) on random journals, in one chunk and in many; bad rows
+are rejected with the reasons of journal/rules.py."""
 from __future__ import annotations
 
 import datetime as dt
@@ -16,7 +16,7 @@ from journal_strategies import fleets
 from quota_pipeline.core.config import Limit, Limits
 from quota_pipeline.core.decision import decide_all
 from quota_pipeline.journal import period_file, rules
-from quota_pipeline.core.cluster_pass import ClusterPass, Task
+from quota_pipeline.replay.cluster_files import ClusterFiles, Task
 
 UTC = dt.timezone.utc
 
@@ -50,7 +50,7 @@ def streaming(snaps, s) -> list[dict]:
 def replayed(files, clusters, s, chunk_rows=10 ** 9) -> tuple[list[dict], list[dict]]:
     rows, rejected = [], []
     for c in clusters:
-        p = ClusterPass(Task(c, tuple(files)), s, chunk_rows=chunk_rows)
+        p = ClusterFiles(Task(c, tuple(files)), s, chunk_rows=chunk_rows)
         for batch in p.batches():
             rows.extend(batch.to_pylist())
         rejected.extend(p.outcome.rejected)

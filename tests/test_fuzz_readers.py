@@ -122,7 +122,7 @@ def test_any_parquet_journal_gives_decisions_or_rejections(tmp_path_factory, dra
     from builders import settings as replay_settings
     from quota_pipeline.journal.inputs import find_inputs
     from quota_pipeline.journal.period_file import META_SOURCES
-    from quota_pipeline.core.cluster_pass import ClusterPass, Task
+    from quota_pipeline.replay.cluster_files import ClusterFiles, Task
     from quota_pipeline.replay.job import plan_tasks
 
     table, footer = drawn
@@ -135,7 +135,7 @@ def test_any_parquet_journal_gives_decisions_or_rejections(tmp_path_factory, dra
         assert why.startswith(("wrong schema", "malformed", "unreadable"))
     files = [f for g in inputs.parquet for f in g]
     for task in plan_tasks(files):
-        p = ClusterPass(Task(task.cluster_id, task.files), replay_settings())
+        p = ClusterFiles(Task(task.cluster_id, task.files), replay_settings())
         decided = sum(b.num_rows for b in p.batches())
         assert decided == p.outcome.snapshots or decided >= 0
         assert all(r["reason"] for r in p.outcome.rejected)

@@ -133,7 +133,7 @@ def test_replays_parquet_checks_give_the_same_reasons(tmp_path):
 
     from builders import settings
     from quota_pipeline.journal import period_file
-    from quota_pipeline.core.cluster_pass import ClusterPass, Task
+    from quota_pipeline.replay.cluster_files import ClusterFiles, Task
 
     schema = pa.schema([f for f in period_file.SCHEMA if f.name not in ("tick", "journal_file", "observed_us")])
     rows, origin, expected = [], [], {}
@@ -156,7 +156,7 @@ def test_replays_parquet_checks_give_the_same_reasons(tmp_path):
     pq.write_table(pa.Table.from_pylist(rows, schema=schema), str(path))
     rejected = []
     for cluster in ("c1", None):
-        p = ClusterPass(Task(cluster, (str(path),)), settings())
+        p = ClusterFiles(Task(cluster, (str(path),)), settings())
         for _ in p.batches():
             pass
         rejected += p.outcome.rejected

@@ -1,28 +1,24 @@
-"""One cluster's flattened journal rows in, its decision records out: read with pyarrow in time chunks, checked
-against journal/rules.py, decided by core/kernel.py. Runs inside a Spark task (replay/job.py); no Spark here.
-
-Memory is bounded by the chunk: the cluster's files are read by row group, a chunk is the rows of a time range
-(every row of one snapshot falls in one chunk), and the kernel's state carries the cache from chunk to chunk.
+"""One cluster's flattened journal rows in, its decision records out: checked against journal/rules.py, decided by
+core/kernel.py, the kernel's state carried from one table of rows to the next. Serves both jobs: replay hands it
+time chunks read from files (replay/cluster_files.py), the streaming job a micro-batch's rows
+(streaming/processor.py, the state in Spark's state store). It reads no files and knows no Spark.
 """
 from __future__ import annotations
 
 import io
 import json
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Iterator, Sequence
+from typing import Sequence
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
 from quota_pipeline.core import cache, kernel
 from quota_pipeline.core.model import parse_time, epoch_micros
 from quota_pipeline.core.settings import Settings
 from quota_pipeline.journal import rules
 
-CHUNK_ROWS = 1_000_000
 STATE_FIELDS = ("has", "pinned", "observed", "total", "available", "offline", "fill", "row", "hist_t", "hist_a",
                 "hist_n", "registered", "decision")
 PARTITION = pa.struct([("topic", pa.string()), ("partition", pa.int32()), ("size_bytes", pa.int64())])
@@ -49,7 +45,7 @@ TYPES = {"cluster_id": pa.string(), "observed_at": pa.string(), "observed_us": p
          "brokers": pa.list_(pa.int64()), "fenced_brokers": pa.list_(pa.int64()), "broker_id": pa.int64(),
          "log_dir": pa.string(), "total_bytes": pa.int64(), "available_bytes": pa.int64(), "error": pa.string(),
          "top_partitions": pa.list_(PARTITION)}
-# Staged JSONL (job.py) says where each row came from; any other file is its own origin, row by row.
+# Where each row came from (replay/cluster_files.py: staged JSONL's file and line, or the Parquet file's row).
 ORIGIN = ("_file", "_offset", "_line")
 
 # Rule codes in the order both other readers check them (rules.first_problem): the first broken one is reported.
@@ -62,22 +58,6 @@ assert REASONS[C_RANGE].startswith("observed_at must be from") and REASONS[C_STA
 C_VOLUME = len(rules.SNAPSHOT_RULES)
 C_DUP_VOLUMES = len(REASONS) - 1
 VALID = len(REASONS)
-
-
-@dataclass(frozen=True)
-class Task:
-    """One cluster (None: the rows without a cluster id) and the files that hold its rows, in file order."""
-
-    cluster_id: str | None
-    files: tuple[str, ...]
-
-    def to_json(self) -> str:
-        return json.dumps({"cluster_id": self.cluster_id, "files": list(self.files)})
-
-    @classmethod
-    def from_json(cls, text: str) -> "Task":
-        raw = json.loads(text)
-        return cls(raw["cluster_id"], tuple(raw["files"]))
 
 
 @dataclass
@@ -105,7 +85,7 @@ class Outcome:
 BAD_TIME = np.iinfo(np.int64).min  # an observed_at that is not a timestamp (every int64 is a valid µs time)
 
 
-def parse_times(values: pa.Array) -> np.ndarray:
+def parsetimes(values: pa.Array) -> np.ndarray:
     """observed_at strings to epoch µs (int64), BAD_TIME where a value is not an ISO-8601 timestamp (rules.py's test);
     a time without a zone is UTC, as model.parse_time reads it. Each distinct string is parsed once."""
     encoded = pc.dictionary_encode(values).combine_chunks() if isinstance(values, pa.ChunkedArray) else \
@@ -124,7 +104,7 @@ def parse_times(values: pa.Array) -> np.ndarray:
     return out
 
 
-def _in_range(t: np.ndarray) -> np.ndarray:
+def in_range(t: np.ndarray) -> np.ndarray:
     """Valid times within the journal's range (rules.EARLIEST .. LATEST); BAD_TIME is below it."""
     return (t >= rules.EARLIEST_US) & (t < rules.LATEST_US)
 
@@ -138,39 +118,9 @@ def _parse_one(text: str | None) -> int:
         return rules.LATEST_US
 
 
-def _read(path: str, groups: Sequence[int], columns: Sequence[str]) -> pa.Table:
-    """Row groups of one file, the journal's columns (absent ones as nulls), with each row's origin."""
-    f = pq.ParquetFile(path)
-    names = set(f.schema_arrow.names)
-    table = f.read_row_groups(list(groups), columns=[c for c in columns if c in names], use_threads=True)
-    sizes = [f.metadata.row_group(g).num_rows for g in range(f.metadata.num_row_groups)]
-    begins = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
-    lines = np.concatenate([np.arange(begins[g], begins[g + 1], dtype=np.int64) + 1 for g in groups]) \
-        if groups else np.zeros(0, np.int64)
-    out = {}
-    for c in columns:
-        if c == "_file" and c in names:
-            out[c] = pc.dictionary_encode(table.column(c).cast(pa.string()))  # staged: the JSONL file per row
-        elif c in names:
-            col = table.column(c)
-            out[c] = col if c in ORIGIN or col.type == TYPES.get(c, col.type) else pc.cast(col, TYPES[c])
-        elif c in TYPES:
-            out[c] = pa.nulls(table.num_rows, TYPES[c])
-    if "_file" not in names:
-        out["_file"] = pa.DictionaryArray.from_arrays(pa.array(np.zeros(table.num_rows, np.int32)), pa.array([path]))
-        out["_offset"] = pa.array(np.zeros(table.num_rows, np.int64))
-        out["_line"] = pa.array(lines)
-    return pa.table(out)
-
-
-def _read_chunk(reads: list[tuple[str, list[int]]]) -> pa.Table:
-    parts = [_read(path, groups, (*COLUMNS, *ORIGIN)) for path, groups in reads]
-    return pa.concat_tables(parts, promote_options="permissive") if len(parts) > 1 else parts[0]
-
-
-def _times(table: pa.Table) -> np.ndarray:
+def times(table: pa.Table) -> np.ndarray:
     """Each row's observed_at in µs: observed_us where the store wrote it, else the parsed text."""
-    t = parse_times(table.column("observed_at"))
+    t = parsetimes(table.column("observed_at"))
     if "observed_us" in table.column_names:
         us = table.column("observed_us")
         if us.null_count < len(us):
@@ -180,12 +130,12 @@ def _times(table: pa.Table) -> np.ndarray:
 
 
 class ClusterPass:
-    """Decisions of one cluster over its files, chunk by chunk, under the base settings and any sweep settings."""
+    """Decisions of one cluster (None: the rows without a cluster id), table by table, under the base settings and
+    any sweep settings."""
 
-    def __init__(self, task: Task, settings: Settings, sweep: Sequence[Settings] = (), chunk_rows: int = CHUNK_ROWS):
-        self.task = task
+    def __init__(self, cluster_id: str | None, settings: Settings, sweep: Sequence[Settings] = ()):
+        self.cluster_id = cluster_id
         self.params = [kernel.Params.of(settings)] + [kernel.Params.of(s) for s in sweep]
-        self.chunk_rows = chunk_rows
         self.outcome = Outcome(decided=[[] for _ in self.params])
         self.states: list[kernel.State] | None = None
         self.last: kernel.Out | None = None  # the kernel's output for the last chunk, under the base settings
@@ -193,79 +143,21 @@ class ClusterPass:
         self.brokers = np.zeros(0, np.int64)                       # carried broker ids
         self.partitions = pa.array([], pa.list_(PARTITION))        # top partitions of carried readings
 
-    # ---- the plan: which row groups each time range reads ----------------------------------------------------
-    def _plan(self) -> list[tuple[int, int, list[tuple[str, list[int]]]]]:
-        """Chunks as (from µs, to µs exclusive, [(file, row groups)]); rows without a valid time are rejected here."""
-        spans = []  # (min t, max t, rows, file, group)
-        for path in self.task.files:
-            f = pq.ParquetFile(path)
-            for g in range(f.metadata.num_row_groups):
-                table = _read(path, [g], ("cluster_id", "observed_at", "observed_us", *ORIGIN))
-                mine = self._mine(table)
-                t = _times(table)
-                bad = mine & (t == BAD_TIME)
-                far = mine & (t != BAD_TIME) & ((t < rules.EARLIEST_US) | (t >= rules.LATEST_US))
-                if bad.any() or far.any():  # rare: read the group again with what a rejection shows
-                    table = _read(path, [g], (*COLUMNS, *ORIGIN))
-                    for rows, code in ((bad, C_TIME), (far, C_RANGE)):
-                        if rows.any():
-                            self._reject_rows(table.filter(pa.array(rows)), code)
-                good = mine & _in_range(t)
-                if good.any():
-                    spans.append((int(t[good].min()), int(t[good].max()), int(good.sum()), path, g))
-        spans.sort(key=lambda s: (s[1], s[0]))
-        chunks, rows, lo = [], 0, None
-        for i, (_, hi, n, _, _) in enumerate(spans):
-            rows += n
-            last = i == len(spans) - 1
-            if (rows >= self.chunk_rows or last) and (lo is None or hi + 1 > lo):
-                chunks.append((lo, hi + 1))
-                lo, rows = hi + 1, 0
-        plan = []
-        for lo, hi in chunks:
-            reads: dict[str, list[int]] = {}
-            for smin, smax, _, path, g in spans:
-                if smax >= (lo if lo is not None else smin) and smin < hi:
-                    reads.setdefault(path, []).append(g)
-            plan.append((lo if lo is not None else -2 ** 62, hi, list(reads.items())))
-        return plan
-
-    def _mine(self, table: pa.Table) -> np.ndarray:
+    def mine(self, table: pa.Table) -> np.ndarray:
+        """Per row: it belongs to this cluster (None: no cluster id, or an empty one)."""
         c = table.column("cluster_id")
-        if self.task.cluster_id is None:
+        if self.cluster_id is None:
             return _np(c.is_null()) | _np(pc.equal(c, "").fill_null(True))
-        return pc.equal(c, self.task.cluster_id).fill_null(False).to_numpy(zero_copy_only=False)
+        return pc.equal(c, self.cluster_id).fill_null(False).to_numpy(zero_copy_only=False)
 
     # ---- the pass ---------------------------------------------------------------------------------------------
-    def batches(self) -> Iterator[pa.RecordBatch]:
-        plan = self._plan()
-        if self.task.cluster_id is None:
-            for lo, hi, reads in plan:
-                for path, groups in reads:
-                    table = _read(path, groups, (*COLUMNS, *ORIGIN))
-                    self._reject_rows(table.filter(pa.array(self._mine(table))), 1)
-            return
-        # The next chunk is read (pyarrow, without the GIL) while this one is decided.
-        with ThreadPoolExecutor(1) as reader:
-            pending = [reader.submit(_read_chunk, reads) for _, _, reads in plan[:1] if reads]
-            for i, (lo, hi, reads) in enumerate(plan):
-                if not reads:
-                    continue
-                table = pending.pop(0).result()
-                following = [r for _, _, r in plan[i + 1:] if r][:1]
-                pending.extend(reader.submit(_read_chunk, r) for r in following)
-                yield from self._decide_range(table, lo, hi)
-
-    def _decide_range(self, table: pa.Table, lo: int, hi: int) -> Iterator[pa.RecordBatch]:
-        """The rows of this cluster in [lo, hi) of the row groups read for that range."""
-        t = _times(table)
-        keep = self._mine(table) & (t >= lo) & (t < hi) & _in_range(t)  # other times: rejected by the plan
-        if not keep.all():
-            table, t = table.filter(pa.array(keep)), t[keep]
-        if table.num_rows:
-            batch = self._chunk(table, t)
-            if batch is not None:
-                yield batch
+    def decide(self, table: pa.Table, t: np.ndarray | None = None) -> pa.RecordBatch | None:
+        """The records of the flattened rows in `table` (this cluster's, with ORIGIN columns; `t`: their times,
+        else read from observed_us or observed_at), continuing from the carried state. `self.last` then holds the
+        kernel's output under the base settings."""
+        if not table.num_rows:
+            return None
+        return self._chunk(table, times(table) if t is None else t)
 
     def _chunk(self, table: pa.Table, t: np.ndarray) -> pa.RecordBatch | None:
         files = table.column("_file").combine_chunks()  # dictionary-encoded by _read: no string per row
@@ -303,78 +195,16 @@ class ClusterPass:
             return None
         return self._decide(table, t, starts, snap_of, keep)
 
-    def _codes(self, table: pa.Table, starts: np.ndarray, snap_of: np.ndarray) -> np.ndarray:
+    @staticmethod
+    def _codes(table: pa.Table, starts: np.ndarray, snap_of: np.ndarray) -> np.ndarray:
         """The first rule each snapshot breaks (VALID when none), as rules.first_problem orders them."""
-        n = table.num_rows
-        code = np.full(n, VALID, np.int64)
-
-        def mark(cond, c):
-            np.minimum(code, np.where(np.asarray(cond, bool), c, VALID), out=code)
-
-        status = table.column("status")
-        st_valid = status.is_valid().to_numpy(zero_copy_only=False)
-        # Statuses of a snapshot must agree (nulls aside): its first non-null status is its status.
-        codes = pc.index_in(status, pa.array(rules.STATUSES)).fill_null(-1).to_numpy(zero_copy_only=False)
-        first = _first_where(st_valid, starts)
-        first_status = np.append(codes, -1)[first]  # -1: no row of the snapshot has a status
-        disagree = st_valid & (codes != first_status[snap_of])
-        mark(self._any(disagree, starts)[snap_of], 0)
-        mark(first_status[snap_of] < 0, C_STATUS)
-        success = first_status == rules.STATUSES.index("SUCCESS")
-        brokers = table.column("brokers")
-        b_valid = brokers.is_valid().to_numpy(zero_copy_only=False)
-        has_brokers = self._any(b_valid, starts)
-        mark((success & ~has_brokers)[snap_of], C_BROKERS)
-        mark(_null_elements(brokers), C_BROKERS)
-        mark(_null_elements(table.column("fenced_brokers")), C_FENCED)
-        parts = table.column("top_partitions")
-        flat = pc.list_flatten(parts)
-        if len(flat):
-            broken = pc.or_kleene(pc.or_kleene(flat.is_null(), pc.struct_field(flat, "topic").is_null()), pc.or_kleene(
-                pc.struct_field(flat, "partition").is_null(), pc.struct_field(flat, "size_bytes").is_null()))
-            per_row = np.zeros(n, bool)
-            np.logical_or.at(per_row, pc.list_parent_indices(parts).to_numpy(),
-                             broken.to_numpy(zero_copy_only=False))
-            mark(per_row, C_PARTS)
-        bid, ldir = table.column("broker_id"), table.column("log_dir")
-        is_volume = _np(bid.is_valid()) | _np(ldir.is_valid())
-        tot, av, err = table.column("total_bytes"), table.column("available_bytes"), table.column("error")
-        # Each rule is looked at row by row only when a whole-column count says a row may break it.
-        if bid.null_count:
-            mark(is_volume & _np(bid.is_null()), C_VOLUME)
-        if ldir.null_count or pc.any(pc.equal(ldir, "")).as_py():
-            mark(is_volume & (_np(ldir.is_null()) | _np(pc.equal(ldir, "").fill_null(False))), C_VOLUME + 1)
-        if tot.null_count or av.null_count:
-            mark(is_volume & _np(err.is_null()) & (_np(tot.is_null()) | _np(av.is_null())), C_VOLUME + 2)
-        if min(_min(tot), _min(av)) < 0:
-            mark(is_volume & (_np(pc.less(tot, 0).fill_null(False)) | _np(pc.less(av, 0).fill_null(False))),
-                 C_VOLUME + 3)
-        more = _np(pc.greater(av, tot).fill_null(False))
-        if more.any():
-            mark(is_volume & more, C_VOLUME + 4)
-        # The same (broker, log dir) twice in one snapshot: volume rows numbered by (snapshot, broker, log dir)
-        # are strictly increasing when a snapshot lists its log dirs in order (the journal writes them so).
-        if is_volume.any():
-            vrows = np.flatnonzero(is_volume)
-            d = pc.dictionary_encode(ldir.combine_chunks().take(pa.array(vrows)))
-            di = d.indices.fill_null(-1).to_numpy(zero_copy_only=False).astype(np.int64) + 1
-            bi = bid.combine_chunks().take(pa.array(vrows)).fill_null(-1).to_numpy(zero_copy_only=False)
-            bi = bi.astype(np.int64) - bi.min() + 1
-            key = (snap_of[vrows] * (int(bi.max()) + 1) + bi) * (len(d.dictionary) + 2) + di
-            if not (np.diff(key) > 0).all():
-                sk = np.argsort(key, kind="stable")
-                same = key[sk][1:] == key[sk][:-1]
-                dup = np.zeros(n, bool)
-                dup[vrows[sk][1:][same]] = True
-                mark(self._any(dup, starts)[snap_of], C_DUP_VOLUMES)
+        code = np.full(table.num_rows, VALID, np.int64)
+        _snapshot_codes(table, starts, snap_of, code)
+        _volume_codes(table, starts, snap_of, code)
         return np.minimum.reduceat(code, starts)
 
-    @staticmethod
-    def _any(flags: np.ndarray, starts: np.ndarray) -> np.ndarray:
-        return np.logical_or.reduceat(flags, starts) if len(flags) else np.zeros(0, bool)
-
     # ---- rejects ----------------------------------------------------------------------------------------------
-    def _reject_rows(self, table: pa.Table, code: int) -> None:
+    def reject_rows(self, table: pa.Table, code: int) -> None:
         """Rows rejected before they are grouped: one rejection per (file, observed_at) at its first row."""
         seen = set()
         for r in table.select(["_file", "_offset", "_line", "cluster_id", "observed_at", "status", "brokers",
@@ -396,64 +226,30 @@ class ClusterPass:
     # ---- decisions --------------------------------------------------------------------------------------------
     def _decide(self, table: pa.Table, t: np.ndarray, starts: np.ndarray, snap_of: np.ndarray,
                 keep: np.ndarray) -> pa.RecordBatch:
+        """The kept snapshots (rows from `starts`) through the kernel under every setting; their records."""
         first_rows = starts[keep]
         n_snaps = len(first_rows)
         # A snapshot's status and broker lists are those of its first row that has them.
         status = self._first_non_null(table.column("status"), starts, keep)
         ok = pc.equal(status, "SUCCESS").fill_null(False).to_numpy(zero_copy_only=False)
-        brokers = self._first_non_null(table.column("brokers"), starts, keep)
-        fenced = self._first_non_null(table.column("fenced_brokers"), starts, keep)
-        bid = table.column("broker_id").combine_chunks()
-        ldir = table.column("log_dir").combine_chunks()
-        snap_keep = keep[snap_of]
         new_index = np.cumsum(keep) - 1
-        vol = snap_keep & bid.is_valid().to_numpy(zero_copy_only=False) & ok[new_index[snap_of]]
+        vol = keep[snap_of] & _np(table.column("broker_id").is_valid()) & ok[new_index[snap_of]]
         vrows = np.flatnonzero(vol)
-        # Log dirs numbered in (broker_id, log_dir) order, the carried ones included.
-        dirs = pc.dictionary_encode(ldir.take(pa.array(vrows)))
-        names = np.concatenate([self.keys[1], np.asarray(dirs.dictionary.to_pylist(), dtype=object)])
-        uniq_names = np.array(sorted(set(names.tolist())), dtype=object)
-        name_rank = {v: i for i, v in enumerate(uniq_names)}
-        rank_of_dict = np.array([name_rank[v] for v in dirs.dictionary.to_pylist()], dtype=np.int64)
-        row_b = bid.take(pa.array(vrows)).to_numpy(zero_copy_only=False).astype(np.int64)
-        row_d = rank_of_dict[dirs.indices.to_numpy(zero_copy_only=False)] if len(vrows) else np.zeros(0, np.int64)
-        carried_d = np.array([name_rank[v] for v in self.keys[1]], dtype=np.int64)
-        all_b = np.concatenate([self.keys[0], row_b])
-        all_d = np.concatenate([carried_d, row_d])
-        width = len(uniq_names) + 1
-        composite = all_b * width + all_d if len(all_b) else np.zeros(0, np.int64)
-        key_ids, key_of = np.unique(composite, return_inverse=True)
-        key_broker_id = key_ids // width
-        key_name = uniq_names[key_ids % width] if len(key_ids) else np.zeros(0, object)
-        carried_key_of, row_key = key_of[:len(self.keys[0])], key_of[len(self.keys[0]):]
-        # Brokers numbered in id order: those of the log dirs, the lists, and the carried registered ones.
-        b_vals, b_at = _flat(brokers)
-        f_vals, f_at = _flat(fenced)
-        broker_ids, inverse = np.unique(np.concatenate([key_broker_id, b_vals, f_vals, self.brokers]),
-                                        return_inverse=True)
-        k_n, b_n, f_n = len(key_broker_id), len(b_vals), len(f_vals)
-        key_broker = inverse[:k_n]
-        carried_broker_of = inverse[k_n + b_n + f_n:]
+        key_broker_id, key_name, carried_key_of, row_key = self._log_dirs(table, vrows)
+        broker_ids, lists, key_broker, carried_broker_of = self._brokers(
+            key_broker_id, self._first_non_null(table.column("brokers"), starts, keep),
+            self._first_non_null(table.column("fenced_brokers"), starts, keep))
         # Readings this chunk: their rows in a partitions table that begins with the carried readings'.
         carried = len(self.partitions)
         parts_all = pa.concat_arrays([self.partitions, table.column("top_partitions").combine_chunks()
                                       .take(pa.array(vrows))]) if len(vrows) or carried else self.partitions
         rows_at = np.searchsorted(new_index[snap_of[vrows]], np.arange(n_snaps + 1)) if len(vrows) else \
             np.zeros(n_snaps + 1, np.int64)
-        err = table.column("error").combine_chunks().take(pa.array(vrows))
-        tot = table.column("total_bytes").combine_chunks().take(pa.array(vrows))
-        av = table.column("available_bytes").combine_chunks().take(pa.array(vrows))
-        offline = _np(err.is_valid()) | _np(tot.is_null()) | _np(av.is_null())
-        chunk = kernel.Chunk(
-            t=t[first_rows].astype(np.int64), ok=ok, brokers_at=b_at, brokers=inverse[k_n:k_n + b_n],
-            fenced_at=f_at, fenced=inverse[k_n + b_n:k_n + b_n + f_n], rows_at=rows_at.astype(np.int64),
-            key=row_key.astype(np.int64), total=tot.fill_null(0).to_numpy(zero_copy_only=False).astype(np.int64),
-            available=av.fill_null(0).to_numpy(zero_copy_only=False).astype(np.int64), offline=offline,
-            row=np.arange(carried, carried + len(vrows), dtype=np.int64), key_broker=key_broker.astype(np.int64))
+        chunk = _kernel_chunk(table, vrows, t[first_rows], ok, lists, rows_at, row_key, carried, key_broker)
         if self.states is None:
-            self.states = [kernel.State.empty(len(key_ids), len(broker_ids)) for _ in self.params]
+            self.states = [kernel.State.empty(len(key_broker_id), len(broker_ids)) for _ in self.params]
         else:
-            self.states = [s.remap(carried_key_of, len(key_ids), carried_broker_of, len(broker_ids))
+            self.states = [s.remap(carried_key_of, len(key_broker_id), carried_broker_of, len(broker_ids))
                            for s in self.states]
         outs = [kernel.run(state, chunk, p) for state, p in zip(self.states, self.params)]
         self.last = outs[0]
@@ -466,17 +262,44 @@ class ClusterPass:
         self._carry(key_broker_id, key_name, broker_ids, parts_all)
         return batch
 
+    def _log_dirs(self, table: pa.Table, vrows: np.ndarray) -> tuple[np.ndarray, ...]:
+        """Log dirs numbered in (broker_id, log_dir) order, the carried ones included: (broker id and name of each
+        number, each carried log dir's new number, each volume row's number)."""
+        dirs = pc.dictionary_encode(table.column("log_dir").combine_chunks().take(pa.array(vrows)))
+        names = np.concatenate([self.keys[1], np.asarray(dirs.dictionary.to_pylist(), dtype=object)])
+        uniq_names = np.array(sorted(set(names.tolist())), dtype=object)
+        name_rank = {v: i for i, v in enumerate(uniq_names)}
+        rank_of_dict = np.array([name_rank[v] for v in dirs.dictionary.to_pylist()], dtype=np.int64)
+        row_b = table.column("broker_id").combine_chunks().take(pa.array(vrows)).to_numpy(zero_copy_only=False) \
+            .astype(np.int64)
+        row_d = rank_of_dict[dirs.indices.to_numpy(zero_copy_only=False)] if len(vrows) else np.zeros(0, np.int64)
+        carried_d = np.array([name_rank[v] for v in self.keys[1]], dtype=np.int64)
+        all_b = np.concatenate([self.keys[0], row_b])
+        all_d = np.concatenate([carried_d, row_d])
+        width = len(uniq_names) + 1
+        composite = all_b * width + all_d if len(all_b) else np.zeros(0, np.int64)
+        key_ids, key_of = np.unique(composite, return_inverse=True)
+        key_name = uniq_names[key_ids % width] if len(key_ids) else np.zeros(0, object)
+        return key_ids // width, key_name, key_of[:len(self.keys[0])], key_of[len(self.keys[0]):]
+
+    def _brokers(self, key_broker_id: np.ndarray, brokers: pa.Array, fenced: pa.Array) -> tuple:
+        """Brokers numbered in id order: those of the log dirs, the lists, and the carried registered ones.
+        (broker ids, (offsets, numbers) of the brokers lists and of the fenced ones, each log dir's broker number,
+        each carried broker's new number)."""
+        b_vals, b_at = _flat(brokers)
+        f_vals, f_at = _flat(fenced)
+        broker_ids, inverse = np.unique(np.concatenate([key_broker_id, b_vals, f_vals, self.brokers]),
+                                        return_inverse=True)
+        k_n, b_n, f_n = len(key_broker_id), len(b_vals), len(f_vals)
+        lists = (b_at, inverse[k_n:k_n + b_n], f_at, inverse[k_n + b_n:k_n + b_n + f_n])
+        return broker_ids, lists, inverse[:k_n], inverse[k_n + b_n + f_n:]
+
     @staticmethod
     def _first_non_null(column: pa.ChunkedArray, starts: np.ndarray, keep: np.ndarray) -> pa.Array:
         col = column.combine_chunks()
         first = _first_where(_np(col.is_valid()), starts)[keep]
         first = np.where(first >= len(col), starts[keep], first)  # none has it: the first row (a null)
         return col.take(pa.array(first))
-
-    def decide(self, table: pa.Table) -> pa.RecordBatch | None:
-        """The records of the flattened rows in `table` (with ORIGIN columns and observed_us), continuing from
-        the carried state: the streaming job's step. `self.last` then holds the kernel's output."""
-        return self._chunk(table, _times(table)) if table.num_rows else None
 
     # ---- the carried state as bytes (the streaming job keeps it in Spark's state store) ------------------------
     def to_bytes(self) -> bytes:
@@ -532,7 +355,7 @@ class ClusterPass:
             fields=list(WORST), mask=pa.array(no_worst))
         closest = self._closest(o, key_broker_id, key_name, parts_all)
         return pa.RecordBatch.from_arrays([
-            pa.array(np.full(s, self.task.cluster_id, dtype=object), pa.string()), t, pa.array(o.factor),
+            pa.array(np.full(s, self.cluster_id, dtype=object), pa.string()), t, pa.array(o.factor),
             pa.array(sources, pa.string()), valid_until, status.cast(pa.string()),
             pa.array(o.active_brokers.astype(np.int32)), pa.array(o.active_log_dirs), missing,
             pa.array(o.violations.astype(np.int32)), worst,
@@ -565,6 +388,102 @@ class ClusterPass:
              opt_int(o.c_total), opt_float(o.c_ratio), opt_float(o.c_headroom), opt_float(o.c_fill),
              opt_float(o.c_eta), parts, _reasons(o.c_available[have], o.c_fill[have])], fields=list(CLOSEST))
         return pa.ListArray.from_arrays(pa.array(offsets), values)
+
+
+def _mark(code: np.ndarray, cond, c: int) -> None:
+    """Rule c broken on the rows where `cond`: a row keeps the first rule it breaks (the lowest code)."""
+    np.minimum(code, np.where(np.asarray(cond, bool), c, VALID), out=code)
+
+
+def _any(flags: np.ndarray, starts: np.ndarray) -> np.ndarray:
+    """Per snapshot (rows from each of `starts`): some row of it has the flag."""
+    return np.logical_or.reduceat(flags, starts) if len(flags) else np.zeros(0, bool)
+
+
+def _snapshot_codes(table: pa.Table, starts: np.ndarray, snap_of: np.ndarray, code: np.ndarray) -> None:
+    """The snapshot rules (rules.SNAPSHOT_RULES after the time's) marked on `code`, row by row."""
+    status = table.column("status")
+    st_valid = status.is_valid().to_numpy(zero_copy_only=False)
+    # Statuses of a snapshot must agree (nulls aside): its first non-null status is its status.
+    codes = pc.index_in(status, pa.array(rules.STATUSES)).fill_null(-1).to_numpy(zero_copy_only=False)
+    first = _first_where(st_valid, starts)
+    first_status = np.append(codes, -1)[first]  # -1: no row of the snapshot has a status
+    disagree = st_valid & (codes != first_status[snap_of])
+    _mark(code, _any(disagree, starts)[snap_of], 0)
+    _mark(code, first_status[snap_of] < 0, C_STATUS)
+    success = first_status == rules.STATUSES.index("SUCCESS")
+    brokers = table.column("brokers")
+    has_brokers = _any(brokers.is_valid().to_numpy(zero_copy_only=False), starts)
+    _mark(code, (success & ~has_brokers)[snap_of], C_BROKERS)
+    _mark(code, _null_elements(brokers), C_BROKERS)
+    _mark(code, _null_elements(table.column("fenced_brokers")), C_FENCED)
+    parts = table.column("top_partitions")
+    flat = pc.list_flatten(parts)
+    if len(flat):
+        broken = pc.or_kleene(pc.or_kleene(flat.is_null(), pc.struct_field(flat, "topic").is_null()), pc.or_kleene(
+            pc.struct_field(flat, "partition").is_null(), pc.struct_field(flat, "size_bytes").is_null()))
+        per_row = np.zeros(table.num_rows, bool)
+        np.logical_or.at(per_row, pc.list_parent_indices(parts).to_numpy(), broken.to_numpy(zero_copy_only=False))
+        _mark(code, per_row, C_PARTS)
+
+
+def _volume_codes(table: pa.Table, starts: np.ndarray, snap_of: np.ndarray, code: np.ndarray) -> None:
+    """The volume rules (rules.VOLUME_RULES, then the same log dir twice) marked on `code`, row by row."""
+    bid, ldir = table.column("broker_id"), table.column("log_dir")
+    is_volume = _np(bid.is_valid()) | _np(ldir.is_valid())
+    tot, av, err = table.column("total_bytes"), table.column("available_bytes"), table.column("error")
+    # Each rule is looked at row by row only when a whole-column count says a row may break it.
+    if bid.null_count:
+        _mark(code, is_volume & _np(bid.is_null()), C_VOLUME)
+    if ldir.null_count or pc.any(pc.equal(ldir, "")).as_py():
+        _mark(code, is_volume & (_np(ldir.is_null()) | _np(pc.equal(ldir, "").fill_null(False))), C_VOLUME + 1)
+    if tot.null_count or av.null_count:
+        _mark(code, is_volume & _np(err.is_null()) & (_np(tot.is_null()) | _np(av.is_null())), C_VOLUME + 2)
+    if min(_min(tot), _min(av)) < 0:
+        _mark(code, is_volume & (_np(pc.less(tot, 0).fill_null(False)) | _np(pc.less(av, 0).fill_null(False))),
+              C_VOLUME + 3)
+    more = _np(pc.greater(av, tot).fill_null(False))
+    if more.any():
+        _mark(code, is_volume & more, C_VOLUME + 4)
+    dup = _duplicate_volumes(bid, ldir, np.flatnonzero(is_volume), snap_of) if is_volume.any() else None
+    if dup is not None:
+        _mark(code, _any(dup, starts)[snap_of], C_DUP_VOLUMES)
+
+
+def _duplicate_volumes(bid: pa.ChunkedArray, ldir: pa.ChunkedArray, vrows: np.ndarray,
+                       snap_of: np.ndarray) -> np.ndarray | None:
+    """Per row: the same (broker, log dir) came earlier in its snapshot (None: no row). Volume rows numbered by
+    (snapshot, broker, log dir) are strictly increasing when a snapshot lists its log dirs in order (the journal
+    writes them so), and then nothing more is looked at."""
+    d = pc.dictionary_encode(ldir.combine_chunks().take(pa.array(vrows)))
+    di = d.indices.fill_null(-1).to_numpy(zero_copy_only=False).astype(np.int64) + 1
+    bi = bid.combine_chunks().take(pa.array(vrows)).fill_null(-1).to_numpy(zero_copy_only=False)
+    bi = bi.astype(np.int64) - bi.min() + 1
+    key = (snap_of[vrows] * (int(bi.max()) + 1) + bi) * (len(d.dictionary) + 2) + di
+    if (np.diff(key) > 0).all():
+        return None
+    sk = np.argsort(key, kind="stable")
+    same = key[sk][1:] == key[sk][:-1]
+    dup = np.zeros(len(snap_of), bool)
+    dup[vrows[sk][1:][same]] = True
+    return dup
+
+
+def _kernel_chunk(table: pa.Table, vrows: np.ndarray, t: np.ndarray, ok: np.ndarray, lists: tuple,
+                  rows_at: np.ndarray, row_key: np.ndarray, carried: int, key_broker: np.ndarray) -> kernel.Chunk:
+    """The kernel's input: the snapshots' times, statuses and broker lists, and their volume rows' readings (a
+    reading without bytes, or with an error, is an offline report)."""
+    err = table.column("error").combine_chunks().take(pa.array(vrows))
+    tot = table.column("total_bytes").combine_chunks().take(pa.array(vrows))
+    av = table.column("available_bytes").combine_chunks().take(pa.array(vrows))
+    offline = _np(err.is_valid()) | _np(tot.is_null()) | _np(av.is_null())
+    b_at, b_numbers, f_at, f_numbers = lists
+    return kernel.Chunk(
+        t=t.astype(np.int64), ok=ok, brokers_at=b_at, brokers=b_numbers, fenced_at=f_at, fenced=f_numbers,
+        rows_at=rows_at.astype(np.int64), key=row_key.astype(np.int64),
+        total=tot.fill_null(0).to_numpy(zero_copy_only=False).astype(np.int64),
+        available=av.fill_null(0).to_numpy(zero_copy_only=False).astype(np.int64), offline=offline,
+        row=np.arange(carried, carried + len(vrows), dtype=np.int64), key_broker=key_broker.astype(np.int64))
 
 
 def _reasons(available: np.ndarray, fill: np.ndarray) -> pa.Array:

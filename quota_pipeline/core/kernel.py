@@ -511,7 +511,7 @@ def _cache_counts(has, gone):
     return cached, evicted
 
 
-@numba.njit(cache=True, nogil=True)  # the next chunk is read meanwhile (core/cluster_pass.py)
+@numba.njit(cache=True, nogil=True)  # the next chunk is read meanwhile (replay/cluster_files.py)
 def _run(has, pinned, observed, total, available, offline, fill, row, hist_t, hist_a, hist_n, registered, decision,
          t, ok, brokers_at, brokers, fenced_at, fenced, rows_at, key, r_total, r_available, r_offline, r_row,
          key_broker,

@@ -1,8 +1,8 @@
 """Batch replay: journal files in, one decision record per snapshot out (JSONL or Parquet).
 
-Spark schedules one task per cluster; each task reads its cluster's rows with pyarrow and decides them in
-time chunks (core/cluster_pass.py over core/kernel.py), so no Python runs per volume row and memory is bounded
-by a chunk. JSONL is parsed and checked by Spark SQL first (journal/spark_reader.py) and staged as flattened
+Spark schedules one task per cluster; each task reads its cluster's rows with pyarrow in time chunks
+(replay/cluster_files.py) and decides them (core/cluster_pass.py over core/kernel.py), so no Python runs per volume
+row and memory is bounded by a chunk. JSONL is parsed and checked by Spark SQL first (journal/spark_reader.py) and staged as flattened
 Parquet; Parquet journals (the job's compacted periods, exports) are read as they are.
 """
 from __future__ import annotations
@@ -30,7 +30,8 @@ from quota_pipeline.journal import spark_reader as journal
 from quota_pipeline.replay import report_frames
 from quota_pipeline.replay import sweep as sweeps
 from quota_pipeline.core.model import epoch_micros
-from quota_pipeline.core.cluster_pass import RECORD, UTC_US, ClusterPass, Task
+from quota_pipeline.core.cluster_pass import RECORD, UTC_US
+from quota_pipeline.replay.cluster_files import ClusterFiles, Task
 
 TIME_FORMAT = "yyyy-MM-dd'T'HH:mm:ss.SSS'Z'"
 
@@ -187,7 +188,7 @@ def _cluster_tasks(tasks: list[str], settings: Settings, swept: list[Settings], 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for batch in batches:
             for n in batch.column("id").to_pylist():
-                p = ClusterPass(Task.from_json(tasks[n]) if n < len(tasks) else Task("", ()), settings, swept)
+                p = ClusterFiles(Task.from_json(tasks[n]) if n < len(tasks) else Task("", ()), settings, swept)
                 schema = record_schema(settings)
                 with pq.ParquetWriter(str(Path(parts) / f"part-{n:05d}.parquet"), schema,
                                       compression="zstd") as writer:

@@ -1,6 +1,6 @@
 """What-if sweeps: the data of one replay decided under several values of one property, over one read.
 
-Each cluster task (core/cluster_pass.py) reads a chunk once and runs the compiled decision steps
+Each cluster task (replay/cluster_files.py) reads a chunk once and runs the compiled decision steps
 (core/kernel.py) once per setting over it; what each setting did is summed up here per cluster.
 """
 from __future__ import annotations

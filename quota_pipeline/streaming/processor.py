@@ -27,7 +27,7 @@ from quota_pipeline.core import kernel
 from quota_pipeline.core.config import Limit, Limits
 from quota_pipeline.core.decision import DecisionState
 from quota_pipeline.core.record import SCHEMA_VERSION, ThrottleDecision
-from quota_pipeline.core.cluster_pass import PARTITION, ClusterPass, Task
+from quota_pipeline.core.cluster_pass import PARTITION, ClusterPass
 from quota_pipeline.streaming.source import REMOVED  # also the status of the row reporting a dropped state
 from quota_pipeline.core.settings import Settings
 from quota_pipeline.core.model import (
@@ -100,7 +100,7 @@ def save_state(columns: ClusterPass, config_name: str | None) -> str:
 
 def load_state(cluster_id: str, text: str | None) -> ClusterPass:
     """The cluster's carried state: the columnar form, or encode_state's form (earlier versions) converted."""
-    columns = ClusterPass(Task(cluster_id, ()), _ANY_SETTINGS)
+    columns = ClusterPass(cluster_id, _ANY_SETTINGS)
     raw = json.loads(text) if text else {}
     if "columns" in raw:
         return columns.restore(base64.b64decode(raw["columns"]))

@@ -313,3 +313,63 @@ def test_the_job_decides_as_the_streaming_form_batch_by_batch_and_from_an_earlie
     for value in got + reference:
         value.pop("decided_at")
     assert got == reference[handover:]
+
+
+class _Waits:
+    """A stop event that records how long it was asked to wait, without waiting; `stop_after` waits, it is set."""
+
+    def __init__(self, stop_after: int | None = None) -> None:
+        self.waits: list[float] = []
+        self.stop_after = stop_after
+
+    def wait(self, seconds: float) -> bool:
+        self.waits.append(seconds)
+        return self.stop_after is not None and len(self.waits) >= self.stop_after
+
+
+def _failing(times: int):
+    calls = []
+
+    def prepare() -> str:
+        calls.append(1)
+        if len(calls) <= times:
+            raise RuntimeError("KafkaError{code=_TRANSPORT}: Failed to get metadata\nsecond line")
+        return "exists"
+    return prepare, calls
+
+
+def test_a_first_start_fails_at_once_when_the_output_cluster_is_unreachable():
+    from quota_pipeline.streaming.query import output_ready
+    prepare, calls = _failing(1)
+    with pytest.raises(RuntimeError):
+        output_ready(prepare, resuming=False, stop=_Waits(), warn=lambda m: None)
+    assert len(calls) == 1
+
+
+def test_a_job_resuming_from_its_checkpoint_waits_out_an_output_outage_with_backoff():
+    """The fault campaign's find: a job restarted while the output broker was down exited (code 1) instead of
+    waiting, so the service manager's restart loop, not the job, waited the outage out."""
+    from quota_pipeline.streaming.query import output_ready
+    prepare, calls = _failing(5)
+    warnings: list[str] = []
+    stop = _Waits()
+    assert output_ready(prepare, resuming=True, stop=stop, warn=warnings.append) == "exists"
+    assert len(calls) == 6 and stop.waits == [2.0, 4.0, 8.0, 10.0, 10.0]
+    assert len(warnings) == 5 and "waits for the cluster" in warnings[0] and "\n" not in warnings[0]
+
+
+def test_a_stop_ends_the_wait_for_the_output_cluster():
+    from quota_pipeline.streaming.query import output_ready
+    prepare, calls = _failing(100)
+    assert output_ready(prepare, resuming=True, stop=_Waits(stop_after=2), warn=lambda m: None) is None
+    assert len(calls) == 2
+
+
+def test_a_job_is_resuming_once_its_checkpoint_holds_a_committed_batch(tmp_path):
+    from quota_pipeline.streaming.query import StreamJob
+    job = SimpleNamespace(first=SimpleNamespace(checkpoint_path=str(tmp_path)))
+    assert not StreamJob.resuming(job)
+    (tmp_path / "query" / "commits").mkdir(parents=True)
+    assert not StreamJob.resuming(job)
+    (tmp_path / "query" / "commits" / "0").write_text("v1\n{}")
+    assert StreamJob.resuming(job)

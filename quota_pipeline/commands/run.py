@@ -58,13 +58,22 @@ def run(args: argparse.Namespace) -> int:
         return 2
     configure_logging(quiet_level=logging.INFO, timestamps=True)
     log = logging.getLogger("quota_pipeline")
+
+    def stop(signum, _frame) -> None:
+        log.info("received %s: stopping after the running micro-batch", signal.Signals(signum).name)
+        job.request_stop()
+
+    signal.signal(signal.SIGTERM, stop)  # from here on: a stop also ends the wait for the output cluster
+    signal.signal(signal.SIGINT, stop)
     try:
-        outcome = job.prepare_output()
+        outcome = job.start_output()
     except Exception as exc:  # noqa: BLE001 - any client error means the same thing to the operator
         print(f"error: cannot reach the output cluster {job.first.output_settings.get('bootstrap.servers')} "
               f"to create {job.first.output_topic}: {exc}; check quota.pipeline.output.kafka.* (or the "
               f"kafka.admin.* settings it defaults to)", file=sys.stderr)
         return 1
+    if outcome is None:
+        return 0
     log.info("output topic %s: %s", job.first.output_topic, outcome)
     from quota_pipeline.kafka.publisher import stall_warning
 
@@ -83,12 +92,6 @@ def run(args: argparse.Namespace) -> int:
                   f"quota.pipeline.metrics.port or pass --no-metrics", file=sys.stderr)
             return 1
 
-    def stop(signum, _frame) -> None:
-        log.info("received %s: stopping after the running micro-batch", signal.Signals(signum).name)
-        job.request_stop()
-
-    signal.signal(signal.SIGTERM, stop)
-    signal.signal(signal.SIGINT, stop)
     for c in configs:
         log.info("observing %s every %ss (%s)", c.bootstrap_servers, c.check_interval.total_seconds(), c.path)
     return job.run()

@@ -161,6 +161,15 @@ class StreamJob:
     def prepare_output(self) -> str:
         return ensure_topic(self.first.output_settings, self.first.output_topic)
 
+    def resuming(self) -> bool:
+        """Whether the checkpoint holds a committed micro-batch: this job ran against its output cluster before."""
+        commits = os.path.join(self.first.checkpoint_path, "query", "commits")
+        return os.path.isdir(commits) and any(name.isdigit() for name in os.listdir(commits))
+
+    def start_output(self) -> str | None:
+        """The output topic, made ready before the query starts (None: stopped while waiting for it)."""
+        return output_ready(self.prepare_output, self.resuming(), self._stop, log.warning)
+
     def request_stop(self) -> None:
         self._stop.set()
 
@@ -267,6 +276,27 @@ class StreamJob:
                 break  # the batch that was running has committed
             time.sleep(0.1)
         query.stop()
+
+
+def output_ready(prepare: Callable[[], str], resuming: bool, stop: threading.Event, warn: Callable[[str], None],
+                 first_wait: float = 2.0, longest_wait: float = 10.0) -> str | None:
+    """`prepare()`'s outcome once the output cluster answers. On a first start a failure is raised at once: an
+    unreachable address is most likely a wrong one, and the operator is at the terminal. A job resuming from its
+    checkpoint reached that address before, so it waits an outage out (a warning per try, backoff up to
+    `longest_wait`): exiting would hand the same wait to a service manager's restart loop and cost a Spark start-up
+    once the cluster is back, while no decision can be published either way. None when stopped while waiting."""
+    wait = first_wait
+    while True:
+        try:
+            return prepare()
+        except Exception as exc:  # noqa: BLE001 - any client error means the same thing here
+            if not resuming:
+                raise
+            warn(f"output cluster not reachable ({_first_line(exc)}); the job resumes from its checkpoint, so it "
+                 f"waits for the cluster: next try in {wait:.0f} s")
+            if stop.wait(wait):
+                return None
+            wait = min(longest_wait, wait * 2)
 
 
 def describe_batch(rows: list[Any], stages: list[StageTime], collect_s: float, publish_s: float) -> str:

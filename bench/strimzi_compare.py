@@ -41,6 +41,7 @@ import sys
 import tempfile
 import threading
 import time
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -107,6 +108,9 @@ class Outcome:
     peak_share: float | None = None  # the highest 5 s (0.25 s steps) in that time / pre_rate
     held_rates: list[float] = field(default_factory=list)  # bytes/s per 5 s from the condition to the free
     restarted_s: float | None = None  # free -> node 1 answers again (stop/offline)
+    # condition -> node 2's callback logged a factor above 0 (None: it stayed 0 until the free): the release as the
+    # brokers apply it, whether or not a producer could use it (a Java client honours a long throttle time itself)
+    factor_raised_s: float | None = None
 
 
 @dataclass
@@ -251,12 +255,9 @@ def run_scenario(system: str, setting: str, jar: Path, kind: str, clients_n: int
     # offline: a disk log dir beside the tmpfs keeps node 1 running when the tmpfs fails (Kafka halts a broker
     # whose every log dir is offline).
     log_dirs = 2 if scenario == "offline" else 1
-    os.environ["CLASSPATH"] = str(jar)
-    try:
+    with plugin_on_classpath(jar):
         cluster = rk.start_cluster(rk.ClusterSpec(nodes=3, log_dirs=log_dirs, tmpfs_mb=TMPFS_MB, tmpfs_nodes=3,
                                                   overrides=overrides), home)
-    finally:
-        del os.environ["CLASSPATH"]
     job = watcher = None
     clients: list[Client] = []
     try:
@@ -270,7 +271,8 @@ def run_scenario(system: str, setting: str, jar: Path, kind: str, clients_n: int
         time.sleep(10)
         counts = DescribeCounts(home, cluster)
         pre_rate = aggregate(clients, time.time() - 10, time.time()) / 10
-        marks = hold(scenario, cluster, clients, pre_rate, stop_s, counts)
+        with plugin_on_classpath(jar):  # node 1 starts again in stop and offline; nothing else started reads it
+            marks = hold(scenario, cluster, clients, pre_rate, stop_s, counts)
         wait_s = 75.0 if system != "strimzi" else 130.0  # Strimzi's silences end at librdkafka's socket timeout
         while time.time() < marks.freed + wait_s and not all(c.first_ack_after(marks.freed) for c in clients):
             time.sleep(0.5)
@@ -286,11 +288,21 @@ def run_scenario(system: str, setting: str, jar: Path, kind: str, clients_n: int
         cluster.stop()
 
 
+@contextmanager
+def plugin_on_classpath(jar: Path):
+    """The plugin jar on CLASSPATH for the nodes started meanwhile (kafka-run-class.sh adds it to theirs)."""
+    os.environ["CLASSPATH"] = str(jar)
+    try:
+        yield
+    finally:
+        del os.environ["CLASSPATH"]
+
+
 def create_topic(cluster: Any) -> None:
     """The load topic, one partition per node; with two log dirs, node 1's partition moved onto its tmpfs."""
     from confluent_kafka.admin import AdminClient, NewTopic
     admin = AdminClient(cluster.client_config())
-    admin.create_topics([NewTopic(TOPIC, replica_assignment=[[1], [2], [3]],
+    admin.create_topics([NewTopic(TOPIC, 3, replica_assignment=[[1], [2], [3]],
                                   config={"retention.bytes": str(4 * 2**20), "segment.bytes": str(2**20)})]
                         )[TOPIC].result(60)
     if len(cluster.log_dirs[1]) == 1:
@@ -315,8 +327,10 @@ def hold(scenario: str, cluster: Any, clients: list[Client], pre_rate: float, st
     marks = Marks(filled=time.time(), freed=0.0)
     keeper.start()
     end = marks.filled + stop_s
+    _progress(f"{scenario}: node 1 filled to {FILL_TO:.0%} free, earlier rate {pre_rate / 1e6:.2f} MB/s")
     if scenario != "fill":
         marks.throttled = wait_throttled(clients, pre_rate, marks.filled, marks.filled + min(60.0, stop_s / 2))
+        _progress(f"throttled: {_since(marks.throttled, marks.filled)}")
         if scenario == "stop":
             counts.sample(1)  # before its count starts again from 0
             cluster.stop_node(1)
@@ -324,16 +338,28 @@ def hold(scenario: str, cluster: Any, clients: list[Client], pre_rate: float, st
         else:
             keeper.pause()
             marks.condition = take_offline(cluster, tmpfs, end)
+        _progress(f"node 1 {'stopped' if scenario == 'stop' else 'log dir offline'}: "
+                  f"{_since(marks.condition, marks.filled)}")
     time.sleep(max(0.0, end - time.time()))
     keeper.stop()
     marks.freed = time.time()
+    _progress("freed")
     if scenario == "offline":
         counts.sample(1)
         cluster.stop_node(1)  # Kafka brings an offline log dir back only at a start
     if scenario != "fill":
         cluster.start_node(1)
         marks.restarted = time.time()
+        _progress(f"node 1 started again: {_since(marks.restarted, marks.freed)} after the free")
     return marks
+
+
+def _progress(text: str) -> None:
+    print(time.strftime("%H:%M:%S"), text, flush=True)
+
+
+def _since(t: float | None, start: float) -> str:
+    return "not seen" if t is None else f"{t - start:.1f} s"
 
 
 def wait_throttled(clients: list[Client], pre_rate: float, filled: float, deadline: float) -> float | None:
@@ -380,15 +406,35 @@ DECISION_LINE = re.compile(r"throttle factor of bench is now 0\.0 ")
 LOG_TIME = re.compile(r"^\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d),(\d{3})\]")
 
 
+# The factor each system's callback logs when it changes: Strimzi "Throttle Factor changed from ThrottleFactor{...}
+# to ThrottleFactor{throttleFactor=1.0, ...}", this project "throttle factor of bench is now 1.0 (...)".
+FACTOR_LINE = re.compile(r"Throttle Factor changed from .* to ThrottleFactor\{throttleFactor=([0-9.Ee-]+)"
+                         r"|throttle factor of bench is now ([0-9.Ee-]+) ")
+
+
+def _log_lines(cluster: Any, node_id: int, pattern: re.Pattern, after: float):
+    """(wall time, match) of the node's server.log lines (the hourly rolled ones first) at or after `after` that
+    match `pattern`."""
+    logs = sorted((cluster.nodes[node_id].logs).glob("server.log*"), key=lambda p: p.stat().st_mtime)
+    for path in logs:
+        for line in path.read_text(errors="replace").splitlines():
+            stamp = LOG_TIME.match(line)
+            found = pattern.search(line) if stamp else None
+            if found:
+                t = time.mktime(time.strptime(stamp.group(1), "%Y-%m-%d %H:%M:%S")) + int(stamp.group(2)) / 1000
+                if t >= after:
+                    yield t, found
+
+
 def _log_time(cluster: Any, node_id: int, pattern: re.Pattern, after: float) -> float | None:
     """Wall time of the first line of the node's server.log at or after `after` that matches `pattern`."""
-    for line in (cluster.nodes[node_id].logs / "server.log").read_text(errors="replace").splitlines():
-        stamp = LOG_TIME.match(line)
-        if stamp and pattern.search(line):
-            t = time.mktime(time.strptime(stamp.group(1), "%Y-%m-%d %H:%M:%S")) + int(stamp.group(2)) / 1000
-            if t >= after:
-                return t
-    return None
+    return next((t for t, _ in _log_lines(cluster, node_id, pattern, after)), None)
+
+
+def factor_raised(cluster: Any, node_id: int, after: float) -> float | None:
+    """When the node's callback (either system) first logged a factor above 0 at or after `after`."""
+    return next((t for t, m in _log_lines(cluster, node_id, FACTOR_LINE, after)
+                 if float(m.group(1) or m.group(2)) > 0), None)
 
 
 def held_window(clients: list[Client], pre_rate: float, start: float, end: float
@@ -433,6 +479,8 @@ def outcome(system: str, setting: str, kind: str, scenario: str, clients: list[C
         o.condition_s = marks.condition - filled
         o.held_rates, o.released_s, o.peak_share, o.held_share = held_window(clients, pre_rate, marks.condition,
                                                                               freed)
+        raised = factor_raised(cluster, 2, marks.condition)  # node 2 runs throughout
+        o.factor_raised_s = None if raised is None or raised > freed else raised - marks.condition
     return o
 
 
@@ -453,7 +501,7 @@ def _s(value: float | None, none: str = "-") -> str:
 def table(outcomes: list[Outcome]) -> str:
     rows = ["| scenario | system | setting | clients | before (MB/s) | fill -> factor-0 level | fill -> <= 5 % | "
             "admitted during the stop | last 20 s | admitted (kB/s) | 1.25 x 3 x N x S / M (kB/s) | "
-            "free -> each client back (s) | DescribeLogDirs / min |", "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+            "free -> each client back (s) | DescribeLogDirs / min |", "|---" * 13 + "|"]
     for o in outcomes:
         back = (f"{o.back_min_s:.1f}-{o.back_max_s:.1f}" if o.back_max_s is not None
                 else f"{o.not_back} not back" if o.back_min_s is None else f"{o.back_min_s:.1f}-, {o.not_back} not back")
@@ -468,15 +516,17 @@ def table(outcomes: list[Outcome]) -> str:
 def held_table(outcomes: list[Outcome]) -> str:
     """The stop and offline rows: was the throttle released while node 1 was stopped / its log dir offline?"""
     rows = ["| scenario | system | setting | clients | fill -> throttled (<= 25 %) | fill -> stopped / offline | "
-            "released while so (>= 50 % for 5 s) | admitted while so | highest 5 s | free -> node 1 back |",
-            "|---|---|---|---|---|---|---|---|---|---|"]
+            "factor > 0 on node 2 while so | producers released while so (>= 50 % for 5 s) | admitted while so | "
+            "highest 5 s | free -> node 1 back |", "|---" * 11 + "|"]
     for o in outcomes:
         if o.scenario == "fill":
             continue
         held = ("-" if o.condition_s is None else "held" if o.released_s is None
                 else f"after {o.released_s:.1f} s")
+        factor = ("-" if o.condition_s is None else "held" if o.factor_raised_s is None
+                  else f"after {o.factor_raised_s:.1f} s")
         rows.append(f"| {o.scenario} | {o.system} | {o.setting} | {o.clients} {o.kind} | "
-                    f"{_s(o.throttled_s, 'not in 60 s')} | {_s(o.condition_s, 'not seen')} | {held} | "
+                    f"{_s(o.throttled_s, 'not in 60 s')} | {_s(o.condition_s, 'not seen')} | {factor} | {held} | "
                     f"{'-' if o.held_share is None else f'{o.held_share:.1%}'} | "
                     f"{'-' if o.peak_share is None else f'{o.peak_share:.1%}'} | {_s(o.restarted_s)} |")
     return "\n".join(rows) if len(rows) > 2 else ""
@@ -535,15 +585,17 @@ def _trade_off(ax, outcomes: list[Outcome]) -> None:
 
 def _held_rates(ax, outcomes: list[Outcome]) -> None:
     for i, o in enumerate(outcomes):
-        ax.step([5 * k for k in range(len(o.held_rates))], [100 * r / o.pre_rate for r in o.held_rates],
-                where="post", color=f"C{i}", linestyle="--" if o.system == "strimzi" else "-",
-                label=f"{o.scenario}: {_label(o)}")
+        shares = [100 * r / o.pre_rate for r in o.held_rates]
+        ax.step([5 * k for k in range(len(shares) + 1)], shares + shares[-1:], where="post", color=f"C{i}",
+                linestyle="--" if o.system == "strimzi" else "-", label=f"{o.scenario}: {_label(o)}")
+        if o.factor_raised_s is not None:  # the brokers' factor went above 0 here
+            ax.axvline(o.factor_raised_s, color=f"C{i}", linestyle="-.", linewidth=1, alpha=0.7)
     ax.axhline(100 * RELEASED_SHARE, color="grey", linewidth=0.8, linestyle=":")
     ax.set_ylim(bottom=0)
     ax.set_xlim(left=0)
     ax.set_xlabel("s since node 1 stopped / its log dir went offline (still full)")
     ax.set_ylabel("admitted per 5 s (% of the earlier rate)")
-    ax.set_title("Does the throttle hold while the full broker is gone?")
+    ax.set_title("Does the throttle hold while the full broker is gone? (-.-: factor > 0 on node 2)")
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
 

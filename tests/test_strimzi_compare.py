@@ -3,7 +3,9 @@ when the throttle was released while node 1 was gone, and the tables a user read
 from __future__ import annotations
 
 import json
+import time
 from dataclasses import asdict
+from pathlib import Path
 from types import SimpleNamespace
 
 from bench.strimzi_compare import Marks, Outcome, held_table, java_targets, main, outcome, table
@@ -23,11 +25,36 @@ def client(kind: str, rate_at) -> Client:
     return c
 
 
-def stop_outcome(rate_at, kind: str = "librdkafka") -> Outcome:
+T0 = time.mktime((2026, 11, 25, 3, 0, 0, 0, 0, -1))  # the synthetic run's t = 0, local time as Kafka logs it
+
+
+def cluster(tmp_path: Path, node_2_log: list[tuple[float, str]]) -> SimpleNamespace:
+    """Three nodes whose node 2 logged `node_2_log` ((t, message) in the run's seconds) in server.log."""
+    nodes = {n: SimpleNamespace(logs=tmp_path / f"node{n}-logs") for n in (1, 2, 3)}
+    for node in nodes.values():
+        node.logs.mkdir(parents=True, exist_ok=True)
+    (nodes[2].logs / "server.log").write_text("".join(
+        f"[{time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(T0 + t))},{int(t * 1000) % 1000:03d}] INFO {m}\n"
+        for t, m in node_2_log))
+    return SimpleNamespace(node_ids=[1, 2, 3], nodes=nodes)
+
+
+def strimzi_change(old: float, new: float) -> str:
+    return (f"Throttle Factor changed from ThrottleFactor{{throttleFactor={old}, source=POLICY, validFrom=x}} to "
+            f"ThrottleFactor{{throttleFactor={new}, source=POLICY, validFrom=y}}, notifying listener "
+            "(io.strimzi.kafka.quotas.throttle.PolicyBasedThrottle)")
+
+
+def stop_outcome(rate_at, tmp_path: Path, kind: str = "librdkafka", node_2_log=(), system="strimzi") -> Outcome:
     # Filled at 60, throttled at 70, node 1 stopped at 75, freed at 240 (a 180 s stop).
     clients = [client(kind, rate_at) for _ in range(2)]
-    marks = Marks(filled=60.0, freed=240.0, throttled=70.0, condition=75.0, restarted=250.0)
-    return outcome("strimzi", "2", kind, "stop", clients, 2e6, marks, 100.0, SimpleNamespace(node_ids=[1, 2, 3]))
+    for c in clients:
+        c.times = [T0 + t for t in c.times]
+    marks = Marks(filled=T0 + 60.0, freed=T0 + 240.0, throttled=T0 + 70.0, condition=T0 + 75.0,
+                  restarted=T0 + 250.0)
+    setting = "2" if system == "strimzi" else "PT60S"
+    return outcome(system, setting, kind, "stop", clients, 2e6, marks, 100.0,
+                   cluster(tmp_path, list(node_2_log)))
 
 
 def throttled_then(after_stop):
@@ -36,8 +63,9 @@ def throttled_then(after_stop):
     return lambda t: 1e6 if t < 65 or t >= 240 else 1e4 if t < 75 else after_stop(t)
 
 
-def test_a_throttle_released_while_node_1_is_stopped_is_reported_with_when():
-    o = stop_outcome(throttled_then(lambda t: 8e5 if t >= 92 else 1e4))  # back at 80 % from 17 s after the stop
+def test_a_throttle_released_while_node_1_is_stopped_is_reported_with_when(tmp_path):
+    # The producers are back at 80 % from 17 s after the stop.
+    o = stop_outcome(throttled_then(lambda t: 8e5 if t >= 92 else 1e4), tmp_path)
     # The first 5 s window with half the earlier rate starts ~3.9 s before the producers come back.
     assert 12.0 <= o.released_s <= 17.0
     assert o.peak_share > 0.75
@@ -47,15 +75,28 @@ def test_a_throttle_released_while_node_1_is_stopped_is_reported_with_when():
     assert "after 1" in held_table([o]) and "| stop | strimzi | 2 | 2 librdkafka |" in held_table([o])
 
 
-def test_a_throttle_that_holds_is_reported_held():
-    o = stop_outcome(throttled_then(lambda t: 3e4))  # 3 % all along
+def test_the_brokers_release_is_read_from_either_callbacks_log(tmp_path):
+    held = lambda t: 1e4  # noqa: E731
+    strimzi = stop_outcome(throttled_then(held), tmp_path, node_2_log=[
+        (62.0, strimzi_change(1.0, 0.0)), (94.5, strimzi_change(0.0, 1.0)), (241.0, strimzi_change(1.0, 0.0))])
+    assert strimzi.factor_raised_s == 19.5
+    assert "| after 19.5 s | held |" in held_table([strimzi])  # released by the brokers, no producer used it
+    ours = stop_outcome(throttled_then(held), tmp_path / "ours", system="quota-pipeline", node_2_log=[
+        (61.0, "throttle factor of bench is now 0.0 (node 1 below its limit)"),
+        (245.0, "throttle factor of bench is now 1.0 (calm)")])
+    assert ours.factor_raised_s is None  # the 1.0 came after the free
+    assert "| held | held |" in held_table([ours])
+
+
+def test_a_throttle_that_holds_is_reported_held(tmp_path):
+    o = stop_outcome(throttled_then(lambda t: 3e4), tmp_path)  # 3 % all along
     assert o.released_s is None
     assert 0.02 < o.held_share < 0.04 and o.peak_share < 0.05
     assert "| held |" in held_table([o])
 
 
-def test_tables_name_the_client_kind_and_the_java_target():
-    o = stop_outcome(throttled_then(lambda t: 1e4), kind="java")
+def test_tables_name_the_client_kind_and_the_java_target(tmp_path):
+    o = stop_outcome(throttled_then(lambda t: 1e4), tmp_path, kind="java")
     assert "| stop | strimzi | 2 | 2 java |" in table([o])
     fill_ok = Outcome(**{**asdict(o), "system": "quota-pipeline", "setting": "PT60S", "scenario": "fill",
                          "admitted_share": 0.03, "back_max_s": 9.0})
@@ -66,7 +107,7 @@ def test_tables_name_the_client_kind_and_the_java_target():
 
 
 def test_outcomes_of_runs_before_the_scenarios_are_read_as_fill_with_librdkafka(tmp_path, capsys):
-    earlier = {k: v for k, v in asdict(stop_outcome(throttled_then(lambda t: 1e4))).items()
+    earlier = {k: v for k, v in asdict(stop_outcome(throttled_then(lambda t: 1e4), tmp_path)).items()
                if k in ("system", "setting", "clients", "pre_rate", "cut_s", "cut5_s", "level", "admitted_share",
                         "admitted_rate", "last20_share", "model_rate", "back_min_s", "back_max_s", "not_back",
                         "describe_log_dirs_per_min", "decision_seen_s")}

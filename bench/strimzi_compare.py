@@ -628,7 +628,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--systems", default="strimzi,quota-pipeline")
     parser.add_argument("--json", type=Path, help="write the outcomes here")
     parser.add_argument("--chart", type=Path, help="write the chart (PNG) here")
-    parser.add_argument("--from-json", type=Path, help="print the tables and draw the chart of an earlier run")
+    parser.add_argument("--from-json", type=Path, nargs="+", help="print the tables and draw the chart of earlier "
+                        "runs (several files: their outcomes in that order)")
     args = parser.parse_args(argv)
     rd = _counts("8" if args.clients is None and not args.java_clients else args.clients or "", "--clients")
     args.client_sets = [("librdkafka", n) for n in rd] + [("java", n) for n in _counts(args.java_clients,
@@ -665,7 +666,7 @@ def main(argv: list[str] | None = None) -> int:
             return 2
         raise
     if args.from_json:
-        report([Outcome(**d) for d in json.loads(args.from_json.read_text())], args.chart)
+        report([Outcome(**d) for path in args.from_json for d in json.loads(path.read_text())], args.chart)
         return 0
     try:
         home = rk.kafka_home()

@@ -111,6 +111,7 @@ class Outcome:
     # condition -> node 2's callback logged a factor above 0 (None: it stayed 0 until the free): the release as the
     # brokers apply it, whether or not a producer could use it (a Java client honours a long throttle time itself)
     factor_raised_s: float | None = None
+    factor_read: bool = False  # node 2's log was read for it (outcomes of earlier runs: not)
 
 
 @dataclass
@@ -481,6 +482,7 @@ def outcome(system: str, setting: str, kind: str, scenario: str, clients: list[C
                                                                               freed)
         raised = factor_raised(cluster, 2, marks.condition)  # node 2 runs throughout
         o.factor_raised_s = None if raised is None or raised > freed else raised - marks.condition
+        o.factor_read = True
     return o
 
 
@@ -523,7 +525,7 @@ def held_table(outcomes: list[Outcome]) -> str:
             continue
         held = ("-" if o.condition_s is None else "held" if o.released_s is None
                 else f"after {o.released_s:.1f} s")
-        factor = ("-" if o.condition_s is None else "held" if o.factor_raised_s is None
+        factor = ("-" if o.condition_s is None or not o.factor_read else "held" if o.factor_raised_s is None
                   else f"after {o.factor_raised_s:.1f} s")
         rows.append(f"| {o.scenario} | {o.system} | {o.setting} | {o.clients} {o.kind} | "
                     f"{_s(o.throttled_s, 'not in 60 s')} | {_s(o.condition_s, 'not seen')} | {factor} | {held} | "

@@ -259,7 +259,10 @@ def _start_once(spec: ClusterSpec, home: Path) -> RealKafka:
             mount_tmpfs(tmpfs_dir, spec.tmpfs_mb)
             cluster.mounts.append(tmpfs_dir)
         for layout in layouts:
-            overrides = {**(rc.authorizer_properties() if spec.authorizer else {}), **spec.overrides}
+            # A callback's last decision stays with its node: never one of another test's clusters (the default,
+            # java.io.tmpdir, is shared by every broker of the machine).
+            state = {"quota.pipeline.state.dir": str(root / f"node{layout.node_id}" / "callback-state")}
+            overrides = {**state, **(rc.authorizer_properties() if spec.authorizer else {}), **spec.overrides}
             text = rc.server_properties(layout, voters, min(3, spec.nodes), tls.broker_properties(), overrides)
             cluster.nodes[layout.node_id] = NodeProcess(home, layout, root / f"node{layout.node_id}", text, spec.heap,
                                                          spec.jvm_opts)

@@ -216,6 +216,8 @@ TABLE: tuple[Property, ...] = (
              "how far a decision record's `observed_at` or `decided_at` may be ahead of a reader's clock (the "
              "callback, the reader, `enforce`, the dashboard); a record further ahead is refused and counted, and a "
              "`valid_until` is honoured at most until `observed_at` + the validity + this", "PT30S"),
+    Property(Q + "state.dir", "string", None, text,
+             "(callback) " + 'where a broker keeps the last decision it applied (`<cluster>.decision.json`, written atomically): a restart starts from it under the usual rules (refused if dated ahead, the fallback once `observed_at` + validity + skew has passed) instead of 1.0 while the decision topic cannot be read yet; empty: memory only', "`<java.io.tmpdir>/quota-pipeline`"),
     Property(Q + "journal.path", "string", None, text,
              "durable snapshot journal (local path or pyarrow.fs URI)", "`<checkpoint>/journal`"),
     Property(Q + "journal.period", "duration", _PT(hours=1), duration,

@@ -1,5 +1,6 @@
 package io.quotapipeline.callback;
 
+import java.nio.file.Path;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.EnumMap;
@@ -48,6 +49,7 @@ final class CallbackConfig {
     static final String QUOTA_WINDOW_NUM = "quota.window.num";
     static final String QUOTA_WINDOW_SIZE = "quota.window.size.seconds";
     static final String MAX_CLOCK_SKEW = Q + "reader.max.clock.skew";
+    static final String STATE_DIR = Q + "state.dir";
     /** How far a record's observed_at or decided_at may be ahead of the reader's clock (docs/broker-side.md). */
     static final String DEFAULT_MAX_CLOCK_SKEW = "PT30S";
     static final String DEFAULT_TOPIC = "__quota_throttle_factors";
@@ -79,7 +81,9 @@ final class CallbackConfig {
             .define(MAX_MUTE, STRING, DEFAULT_MAX_MUTE, rule(Iso8601::duration), HIGH,
                     "The longest a producer may stay muted after the release (ISO-8601, at least PT32S with Kafka's default quota window); each client's produce limit at a stop follows from it")
             .define(MAX_CLOCK_SKEW, STRING, DEFAULT_MAX_CLOCK_SKEW, rule(Iso8601::duration), LOW,
-                    "How far a record's observed_at or decided_at may be ahead of this broker's clock (ISO-8601); a record further ahead is refused, and a valid_until is honoured at most until observed_at + the validity + this");
+                    "How far a record's observed_at or decided_at may be ahead of this broker's clock (ISO-8601); a record further ahead is refused, and a valid_until is honoured at most until observed_at + the validity + this")
+            .define(STATE_DIR, STRING, defaultStateDir(), rule(v -> v), LOW,
+                    "Where the broker keeps the last decision it applied (<cluster>.decision.json), so a restart starts from it when the decision topic cannot be read yet; empty keeps it in memory only");
 
     private final Map<String, String> values;
     private final Map<String, Object> consumerSettings;
@@ -297,6 +301,15 @@ final class CallbackConfig {
 
     String clusterName() {
         return values.get(CLUSTER_NAME);
+    }
+
+    /** Where the last applied decision is kept across restarts (empty: nowhere). */
+    String stateDir() {
+        return values.get(STATE_DIR);
+    }
+
+    static String defaultStateDir() {
+        return Path.of(System.getProperty("java.io.tmpdir"), "quota-pipeline").toString();
     }
 
     String topic() {

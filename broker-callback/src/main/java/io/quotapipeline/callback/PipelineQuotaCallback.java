@@ -63,17 +63,25 @@ public class PipelineQuotaCallback implements ClientQuotaCallback {
         close();
         KafkaDefects.warnOnce(log, AppInfoParser.getVersion());
         // A combined broker+controller node configures two callbacks: they share one follower (SharedFollowers).
+        LastDecisionFile last = LastDecisionFile.in(config.stateDir(), config.clusterName());
         SharedFollowers.Lease lease = SharedFollowers.acquire(new SharedFollowers.Key(followers, clock, config.topic(),
                 config.consumerSettings(1), config.clusterName(), config.validity(), config.fallback(),
-                config.maxClockSkew()), () -> new DecisionHolder(config.clusterName(), config.validity(),
-                config.fallback(), config.maxClockSkew(), clock));
+                config.maxClockSkew()), () -> {
+                    DecisionHolder made = new DecisionHolder(config.clusterName(), config.validity(),
+                            config.fallback(), config.maxClockSkew(), clock);
+                    if (last != null) {
+                        last.restore(made, config.clusterName());  // a restart starts from the decision it held
+                    }
+                    return made;
+                });
         DecisionHolder holder = lease.holder();
         QuotaPolicy policy = new QuotaPolicy(config.staticQuotas(), config.excludedPrincipalNames(),
                 config.excludedClientIds(), config.stopLimit());
         List<CallbackMetrics.Metric> metrics = CallbackMetrics.definitions(holder, policy, clock);
         CallbackMetrics jmx = CallbackMetrics.register(metrics);
         Map<String, Object> consumer = config.consumerSettings(jmx.instance());
-        if (!lease.follow(() -> followers.start(config.topic(), consumer, holder::apply))) {
+        RecordSink sink = last == null ? holder::apply : last.keeping(holder);
+        if (!lease.follow(() -> followers.start(config.topic(), consumer, sink))) {
             log.info("quota callback for cluster {} shares the decision follower of {} with {} other callback(s) of "
                     + "this JVM", config.clusterName(), config.topic(), lease.users() - 1);
         }

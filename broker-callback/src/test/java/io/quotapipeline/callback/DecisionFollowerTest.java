@@ -140,7 +140,7 @@ class DecisionFollowerTest {
         }
         PipelineQuotaCallback callback = new PipelineQuotaCallback();
         callback.configure(Map.of(
-                "quota.pipeline.cluster.name", "c1",
+                "quota.pipeline.cluster.name", "c1", "quota.pipeline.state.dir", "",
                 "quota.pipeline.output.kafka.bootstrap.servers", "127.0.0.1:" + closedPort,
                 "client.quota.callback.static.produce", "1000",
                 "quota.pipeline.produce.quota.floor", "1.0",

@@ -2,6 +2,8 @@ package io.quotapipeline.callback;
 
 import java.lang.management.ManagementFactory;
 import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
 import java.time.Duration;
 import java.time.Instant;
 import java.util.ArrayList;
@@ -25,6 +27,7 @@ import org.apache.kafka.common.security.auth.KafkaPrincipal;
 import org.apache.kafka.server.quota.ClientQuotaType;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
@@ -48,6 +51,7 @@ class PipelineQuotaCallbackTest {
         props.put("client.quota.callback.static.produce", "1000");
         props.put("client.quota.callback.static.throttle.factor.fallback", "0.5");
         props.put("quota.pipeline.produce.quota.floor", "1.0");  // Strimzi's: the tiny static quota stays scalable
+        props.put("quota.pipeline.state.dir", "");  // no last decision shared between tests
         props.putAll(extra);
         callback.configure(props);
         callbacks.add(callback);
@@ -103,6 +107,47 @@ class PipelineQuotaCallbackTest {
         clock.advance(Duration.ofSeconds(300));
         assertEquals(0.5, attribute("ThrottleFactor", "Value"));
         assertEquals(1.0, attribute("FallbackApplied", "Value"));
+    }
+
+    @Test
+    void aRestartedBrokerStartsFromTheLastDecisionItAppliedWhileTheTopicCannotBeRead(@TempDir Path dir)
+            throws Exception {
+        // The fault campaign's find: a broker restarted while the output cluster was down answered "no decision
+        // yet" (1.0) although the stop it held a moment before was still in force.
+        Map<String, Object> state = Map.of("quota.pipeline.state.dir", dir.toString());
+        PipelineQuotaCallback before = configured(new PipelineQuotaCallback(clock, this::follower), state);
+        feed(record(START, 0.0));
+        assertEquals(0.0, before.answer().factor());
+        assertTrue(Files.exists(dir.resolve("c1.decision.json")));
+        before.close();
+
+        clock.advance(Duration.ofSeconds(60));
+        PipelineQuotaCallback restarted = configured(new PipelineQuotaCallback(clock, this::follower), state);
+        assertEquals(0.0, restarted.answer().factor(), restarted.answer().reason());
+        clock.advance(Duration.ofSeconds(300));  // observed_at + validity (PT5M) + skew passed: the fallback
+        assertEquals(0.5, restarted.answer().factor());
+
+        PipelineQuotaCallback memoryOnly = configured(new PipelineQuotaCallback(clock, this::follower), Map.of());
+        assertEquals(1.0, memoryOnly.answer().factor(), "without a state dir a restart starts with no decision");
+    }
+
+    @Test
+    void aStoredRecordDatedAheadOrBrokenIsNotApplied(@TempDir Path dir) throws Exception {
+        Map<String, Object> state = Map.of("quota.pipeline.state.dir", dir.toString());
+        Files.writeString(dir.resolve("c1.decision.json"), record(START.plusSeconds(3600), 0.0));
+        assertEquals(1.0, configured(new PipelineQuotaCallback(clock, this::follower), state).answer().factor());
+        Files.writeString(dir.resolve("c1.decision.json"), "{\"throttle_factor\": 0");
+        assertEquals(1.0, configured(new PipelineQuotaCallback(clock, this::follower), state).answer().factor());
+    }
+
+    @Test
+    void anUnwritableStateDirNeverFailsTheBroker(@TempDir Path dir) throws Exception {
+        Path file = dir.resolve("not-a-dir");
+        Files.writeString(file, "x");  // a file where the directory should be: every write fails
+        PipelineQuotaCallback callback = configured(new PipelineQuotaCallback(clock, this::follower),
+                Map.of("quota.pipeline.state.dir", file.toString()));
+        feed(record(START, 0.0));
+        assertEquals(0.0, callback.answer().factor());
     }
 
     @Test

@@ -35,6 +35,7 @@ class SharedFollowersTest {
         props.put("quota.pipeline.cluster.name", "c1");
         props.put("quota.pipeline.output.kafka.bootstrap.servers", "127.0.0.1:9");
         props.put("client.quota.callback.static.throttle.factor.fallback", "0.5");
+        props.put("quota.pipeline.state.dir", "");  // no last decision shared between tests
         props.putAll(extra);
         PipelineQuotaCallback callback = new PipelineQuotaCallback(clock, factory);
         callback.configure(props);
@@ -80,7 +81,7 @@ class SharedFollowersTest {
     void aReconfiguredCallbackReleasesItsShareAndTakesANewOne() {
         PipelineQuotaCallback first = callback(Map.of());
         PipelineQuotaCallback second = callback(Map.of());
-        second.configure(Map.of("quota.pipeline.cluster.name", "c1",
+        second.configure(Map.of("quota.pipeline.cluster.name", "c1", "quota.pipeline.state.dir", "",
                 "quota.pipeline.output.kafka.bootstrap.servers", "127.0.0.1:9",
                 "client.quota.callback.static.throttle.factor.fallback", "0.5"));
         assertEquals(1, sinks.size());

@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Iterable, Sequence
 
 NODE_FAULTS = ("kill9", "stop", "pause", "pause_short", "controller_restart", "fill_enospc")
+RESTARTING_FAULTS = ("kill9", "stop", "controller_restart", "fill_enospc")  # the node's process starts anew
 # Faults during which decisions may legitimately stop reaching the topic (or the brokers).
 PUBLICATION_FAULTS = ("job_kill", "output_stop")
 # When the decision topic lives on the observed cluster, a broker fault can stall publication too (an ISR wait).
@@ -246,23 +247,37 @@ def factor_at(changes: Sequence[tuple[float, float]], t: float) -> float:
 # ---------------------------------------------------------------- disks and nodes
 
 
-def low_intervals(disks: Sequence[DiskSample], hard: int, end: float) -> list[tuple[int, str, float, float]]:
-    """(node, log dir, from, to) while the log dir's available bytes were at or below `hard` (by the samples)."""
+def low_intervals(disks: Sequence[DiskSample], hard: int, end: float, faults: Iterable[Fault] | None = None
+                  ) -> list[tuple[int, str, float, float]]:
+    """(node, log dir, from, to) while the log dir's available bytes were at or below `hard` (by the samples). Given
+    the faults, a dir that ran out of space (0 bytes available: Kafka takes it offline at ENOSPC) is unusable until
+    its broker restarts (the end of the next restarting fault on its node), freed or not: it counts as low until
+    then, as the default offline policy (`pin`) holds its last reading."""
+    faults = None if faults is None else list(faults)
     out = []
     by_dir: dict[tuple[int, str], list[DiskSample]] = {}
     for s in sorted(disks, key=lambda s: s.t):
         by_dir.setdefault((s.node, s.log_dir), []).append(s)
     for (node, log_dir), samples in sorted(by_dir.items()):
-        since = None
+        since = empty = None
         for s in samples:
             if s.available <= hard and since is None:
                 since = s.t
-            elif s.available > hard and since is not None:
+            if s.available <= 0 and since is not None and empty is None and faults is not None:
+                empty = s.t
+            if s.available > hard and since is not None and (empty is None or s.t >= restarted(faults, node, empty,
+                                                                                                 end)):
                 out.append((node, log_dir, since, s.t))
-                since = None
+                since = empty = None
         if since is not None:
             out.append((node, log_dir, since, end))
     return out
+
+
+def restarted(faults: Iterable[Fault], node: int, after: float, end: float) -> float:
+    """When `node` was next back from a restart (kill -9, a stop, a restart after ENOSPC) begun after `after`."""
+    return min((f.end for f in faults if f.node == node and f.kind in RESTARTING_FAULTS and f.end > after),
+               default=end)
 
 
 def down_intervals(faults: Iterable[Fault], node: int) -> list[tuple[float, float]]:
@@ -331,14 +346,15 @@ def check_unsafe_release(h: History, decisions: Sequence[Decision], detection: f
     changes = factor_changes(decisions, meta, meta.end)
     out: list[Violation] = []
     delays: list[float] = []
-    for node, log_dir, since, until in low_intervals(h.disks, meta.hard_limit_bytes, meta.end):
-        down = down_intervals(h.faults, node)
-        deadline = up_time_reached(since, until, down, detection)
+    for _, _, since, until in low_intervals(h.disks, meta.hard_limit_bytes, meta.end):  # as the disks show it
         zero = next((t for t, f in changes if since <= t < until and f == 0.0), None)
         if zero is None and factor_at(changes, since) == 0.0:
             zero = since
         if zero is not None:
             delays.append(zero - since)
+    for node, log_dir, since, until in low_intervals(h.disks, meta.hard_limit_bytes, meta.end, h.faults):
+        down = down_intervals(h.faults, node)
+        deadline = up_time_reached(since, until, down, detection)
         if deadline is None:
             continue  # too short, or its broker never up long enough: nobody could see it
         # Offending spans: factor > 0 in force within [deadline, until).
@@ -365,7 +381,7 @@ def check_release(h: History, decisions: Sequence[Decision], bound: float) -> tu
     """Factor 1 within `bound` of every calm start (no low log dir, no fault) that followed a factor below 1."""
     meta = h.meta
     changes = factor_changes(decisions, meta, meta.end)
-    busy = [(since, until) for _, _, since, until in low_intervals(h.disks, meta.hard_limit_bytes, meta.end)]
+    busy = [(since, until) for _, _, since, until in low_intervals(h.disks, meta.hard_limit_bytes, meta.end, h.faults)]
     busy += [(f.start, f.end) for f in h.faults if not f.kind.startswith("forge")]
     calm_starts = sorted({b for _, b in busy if b < meta.end})
     out: list[Violation] = []

@@ -99,6 +99,21 @@ def test_a_release_later_than_the_bound_is_a_violation():
     assert "(1.0 after 20.0 s)" in report.violations[0].what
 
 
+def test_a_log_dir_that_ran_out_of_space_stays_low_until_its_broker_restarts():
+    """Kafka takes a dir offline at ENOSPC until its broker restarts, and the default offline policy holds its last
+    reading: the throttle held after the dir was freed is no late release, a release before the restart is unsafe,
+    and after the restart the release is due again."""
+    enospc = [cc.DiskSample(T0 + t / 2, 1, "/d", 0 if 20 <= t / 2 < 30 else (10 if 30 <= t / 2 < 50 else 50_000))
+              for t in range(0, 200)]  # full to the last byte in [20, 30), low until 50, then freed
+    restart = [cc.Fault("stop", "node1", T0 + 60, T0 + 66)]
+    held = every(0, 100, lambda t: 0.0 if 22 <= t < 68 else 1.0)  # released 2 s after the restart
+    assert cc.check(history(published(held), enospc, restart), "c").violations == []
+    early = every(0, 100, lambda t: 0.0 if 22 <= t < 54 else 1.0)  # released once freed, before the restart
+    assert props(cc.check(history(published(early), enospc, restart), "c")) == ["unsafe-release"]
+    sticky = every(0, 100, lambda t: 0.0 if 22 <= t < 90 else 1.0)  # still throttled long after the restart
+    assert props(cc.check(history(published(sticky), enospc, restart), "c")) == ["release"]
+
+
 def test_a_gap_longer_than_the_validity_is_a_violation_unless_a_fault_stopped_publication():
     gappy = {t: f for t, f in every(0, 100, lambda t: 1.0).items() if not 30 < t < 50}
     report = cc.check(history(published(gappy), disks(200, 200)), "c")

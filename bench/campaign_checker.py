@@ -259,16 +259,15 @@ def low_intervals(disks: Sequence[DiskSample], hard: int, end: float, faults: It
     for s in sorted(disks, key=lambda s: s.t):
         by_dir.setdefault((s.node, s.log_dir), []).append(s)
     for (node, log_dir), samples in sorted(by_dir.items()):
-        since = empty = None
+        since = back = None  # back: when a dir that ran out of space is usable again (its node's restart)
         for s in samples:
             if s.available <= hard and since is None:
                 since = s.t
-            if s.available <= 0 and since is not None and empty is None and faults is not None:
-                empty = s.t
-            if s.available > hard and since is not None and (empty is None or s.t >= restarted(faults, node, empty,
-                                                                                                 end)):
+            if s.available <= 0 and since is not None and back is None and faults is not None:
+                back = restarted(faults, node, s.t, end)
+            if s.available > hard and since is not None and (back is None or s.t >= back):
                 out.append((node, log_dir, since, s.t))
-                since = empty = None
+                since = back = None
         if since is not None:
             out.append((node, log_dir, since, end))
     return out

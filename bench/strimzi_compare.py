@@ -576,13 +576,8 @@ def _trade_off(ax, outcomes: list[Outcome]) -> None:
         ax.scatter([back], [100 * o.last20_share], marker=marker, s=70, facecolors="none", edgecolors=color,
                    label=label + ": its last 20 s")
         ax.plot([back, back], [100 * o.admitted_share, 100 * o.last20_share], color=color, alpha=0.4)
-    ax.set_ylim(bottom=0)
-    ax.set_xlim(left=0)
-    ax.set_xlabel("free -> slowest client's first acknowledged record (s)")
-    ax.set_ylabel("admitted at factor 0 (% of the earlier rate)")
-    ax.set_title("Factor 0: what a stop admits against how fast clients return")
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
+    _finish(ax, "free -> slowest client's first acknowledged record (s)", "admitted at factor 0 (% of the earlier rate)",
+            "Factor 0: what a stop admits against how fast clients return")
 
 
 def _held_rates(ax, outcomes: list[Outcome]) -> None:
@@ -593,11 +588,18 @@ def _held_rates(ax, outcomes: list[Outcome]) -> None:
         if o.factor_raised_s is not None:  # the brokers' factor went above 0 here
             ax.axvline(o.factor_raised_s, color=f"C{i}", linestyle="-.", linewidth=1, alpha=0.7)
     ax.axhline(100 * RELEASED_SHARE, color="grey", linewidth=0.8, linestyle=":")
+    _finish(ax, "s since node 1 stopped / its log dir went offline (still full)",
+            "admitted per 5 s (% of the earlier rate)",
+            "Does the throttle hold while the full broker is gone? (-.-: factor > 0 on node 2)")
+
+
+def _finish(ax, xlabel: str, ylabel: str, title: str) -> None:
+    """Both panels: axes from 0, their labels and title, a light grid and a small legend."""
     ax.set_ylim(bottom=0)
     ax.set_xlim(left=0)
-    ax.set_xlabel("s since node 1 stopped / its log dir went offline (still full)")
-    ax.set_ylabel("admitted per 5 s (% of the earlier rate)")
-    ax.set_title("Does the throttle hold while the full broker is gone? (-.-: factor > 0 on node 2)")
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
 

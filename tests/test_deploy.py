@@ -1,0 +1,213 @@
+"""deploy/: the manifests an operator applies are valid for the APIs they name, and they fit together and with the
+package (the paths the image provides, the properties the job and the callback accept). Nothing here reaches a
+Kubernetes cluster or a registry: core kinds are checked against Kubernetes' published schemas (kubernetes-validate,
+offline), custom resources against deploy/schemas (cut from the operators' CRDs), and the job image's install step
+is run on a build context holding only what its Dockerfile copies."""
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import kubernetes_validate
+import pytest
+import yaml
+
+from quota_pipeline.core import config as cfg
+
+ROOT = Path(__file__).resolve().parent.parent
+DEPLOY = ROOT / "deploy"
+KUBERNETES_VERSION = "1.33.0"  # the oldest Kubernetes the manifests target
+CUSTOM = {("sparkoperator.k8s.io/v1beta2", "SparkApplication"): "sparkapplication.schema.json",
+          ("kafka.strimzi.io/v1", "Kafka"): "strimzi-kafka.schema.json",
+          ("kafka.strimzi.io/v1", "KafkaNodePool"): "strimzi-kafkanodepool.schema.json"}
+# Strimzi 1.0's KafkaClusterSpec.FORBIDDEN_PREFIXES: keys it drops from spec.kafka.config ("forbidden and will be
+# ignored"), so a callback setting under one of them would silently not reach the brokers.
+STRIMZI_FORBIDDEN = (
+    "listeners", "advertised.", "broker.", "listener.", "host.name", "port", "inter.broker.listener.name", "sasl.",
+    "ssl.", "security.", "password.", "log.dir", "zookeeper.connect", "zookeeper.set.acl", "zookeeper.ssl",
+    "zookeeper.clientCnxnSocket", "authorizer.", "super.user", "cruise.control.metrics.topic",
+    "cruise.control.metrics.reporter.bootstrap.servers", "node.id", "process.roles", "controller.",
+    "metadata.log.dir", "zookeeper.metadata.migration.enable", "client.quota.callback.static.kafka.admin.",
+    "client.quota.callback.static.produce", "client.quota.callback.static.fetch",
+    "client.quota.callback.static.storage.per.volume.limit.min.available.",
+    "client.quota.callback.static.excluded.principal.name.list", "prometheus.metrics.reporter.")
+
+
+def documents() -> list[tuple[str, dict[str, Any]]]:
+    return [(f"{path.relative_to(ROOT)}#{i}", doc) for path in sorted(DEPLOY.rglob("*.yaml"))
+            for i, doc in enumerate(yaml.safe_load_all(path.read_text())) if doc is not None]
+
+
+def one(kind: str) -> dict[str, Any]:
+    found = [doc for _, doc in documents() if doc["kind"] == kind]
+    assert len(found) == 1, f"deploy/ should hold one {kind}, not {len(found)}"
+    return found[0]
+
+
+def problems(doc: dict[str, Any]) -> list[str]:
+    """What the API server would refuse (or silently drop) in `doc`; empty when it is valid."""
+    schema = CUSTOM.get((doc.get("apiVersion"), doc.get("kind")))
+    if schema is not None:
+        validator = jsonschema.Draft202012Validator(json.loads((DEPLOY / "schemas" / schema).read_text()))
+        return [f"{'.'.join(map(str, e.absolute_path))}: {e.message}" for e in validator.iter_errors(doc)]
+    try:
+        kubernetes_validate.validate(doc, KUBERNETES_VERSION, strict=True)
+    except kubernetes_validate.ValidationError as e:
+        return [f"{'.'.join(map(str, e.path))}: {e.message}"]
+    except kubernetes_validate.SchemaNotFoundError:
+        return [f"no schema for {doc.get('apiVersion')} {doc.get('kind')}"]
+    return []
+
+
+@pytest.mark.parametrize("where, doc", documents(), ids=[w for w, _ in documents()])
+def test_every_manifest_is_valid_for_the_api_it_names(where, doc):
+    assert problems(doc) == [], where
+
+
+@pytest.mark.parametrize("kind, path, bad", [
+    ("SparkApplication", ("spec", "driver"), {"serviceAcount": "quota-pipeline"}),      # a misspelt field
+    ("SparkApplication", ("spec", "restartPolicy"), {"type": "Sometimes"}),             # not in the enum
+    ("Kafka", ("spec", "kafka", "listeners", 0), {"tls": "no"}),                        # a string for a boolean
+    ("KafkaNodePool", ("spec",), {"replicas": "three"}),
+    ("Role", ("rules", 0), {"verb": ["get"]}),                                          # core kind, strict
+    ("ConfigMap", ("data",), {"n": 1}),                                                 # data values are strings
+])
+def test_the_checks_refuse_what_the_api_server_would(kind, path, bad):
+    doc = json.loads(json.dumps(one(kind)))
+    node = doc
+    for step in path:
+        node = node[step]
+    node.update(bad)
+    assert problems(doc), f"{kind} with {bad} at {'.'.join(map(str, path))} passed"
+
+
+def _read(text: str) -> dict[str, str]:
+    import javaproperties
+
+    return javaproperties.loads(text)
+
+
+def test_the_job_config_is_valid_and_is_where_the_application_reads_it():
+    app = one("SparkApplication")["spec"]
+    data = one("ConfigMap")["data"]
+    (name, text), = data.items()
+    props = _read(text)
+    conf = cfg.parse(props, f"deploy/kubernetes/config.yaml: {name}")  # raises ConfigError naming each problem
+    assert conf.cluster_name == "prod-east"
+    mount = next(m["mountPath"] for m in app["driver"]["volumeMounts"] if m["name"] == "config")
+    volume = next(v for v in app["volumes"] if v["name"] == "config")
+    assert volume["configMap"]["name"] == one("ConfigMap")["metadata"]["name"]
+    assert app["arguments"] == [f"{mount}/{name}"]
+    # Prometheus reaches the driver's metrics port from outside the pod.
+    assert props[cfg.METRICS_PORT] == str(next(p["containerPort"] for p in app["driver"]["ports"]))
+    assert props["quota.pipeline.metrics.host"] == "0.0.0.0"
+    # The checkpoint and the journal on the object store, never on the pod's disk (gone with the pod).
+    assert props["quota.pipeline.checkpoint.path"].startswith("s3a://")
+    assert props["quota.pipeline.journal.path"].startswith("s3://")
+
+
+def test_the_application_runs_the_job_the_image_provides():
+    app = one("SparkApplication")["spec"]
+    main = app["mainApplicationFile"].removeprefix("local://")
+    assert in_image(DEPLOY / "job" / "Dockerfile", main) == ROOT / "jobs" / "throttle_stream.py"
+    assert app["sparkVersion"] == spark_version()
+    assert app["driver"]["serviceAccount"] == one("ServiceAccount")["metadata"]["name"]
+    binding = one("RoleBinding")
+    assert binding["roleRef"]["name"] == one("Role")["metadata"]["name"]
+    assert {"kind": "ServiceAccount", "name": app["driver"]["serviceAccount"],
+            "namespace": one("SparkApplication")["metadata"]["namespace"]} in binding["subjects"]
+
+
+def spark_version() -> str:
+    import pyspark
+
+    return pyspark.__version__
+
+
+def dockerfile_copies(path: Path) -> list[tuple[str, str]]:
+    """(source, destination) of each COPY from the build context (not --from another stage)."""
+    out = []
+    for line in path.read_text().splitlines():
+        words = line.split()
+        if words[:1] == ["COPY"] and not any(w.startswith("--from") for w in words):
+            *sources, dest = words[1:]
+            out += [(s, dest) for s in sources]
+    return out
+
+
+def in_image(dockerfile: Path, path: str) -> Path | None:
+    """The repository file that the image's COPY lines put at `path`, or None."""
+    for source, dest in dockerfile_copies(dockerfile):
+        src = ROOT / source
+        if src.is_dir() and path.startswith(dest.rstrip("/") + "/"):
+            found = src / path[len(dest.rstrip("/")) + 1:]
+            return found if found.is_file() else None
+        if src.is_file() and path == (dest + src.name if dest.endswith("/") else dest):
+            return src
+    return None
+
+
+@pytest.mark.parametrize("dockerfile", ["job/Dockerfile", "strimzi/Dockerfile"])
+def test_every_file_an_image_copies_is_in_the_repository_or_built_by_it(dockerfile):
+    for source, _ in dockerfile_copies(DEPLOY / dockerfile):
+        if source.startswith("broker-callback/target/"):
+            assert Path(source).name == callback_jar_name(), "the jar Maven builds"
+        else:
+            assert (ROOT / source).exists(), source
+
+
+def callback_jar_name() -> str:
+    pom = (ROOT / "broker-callback" / "pom.xml").read_text()
+    artifact = re.search(r"<artifactId>(quota-pipeline[^<]*)</artifactId>", pom).group(1)
+    version = re.search(r"<artifactId>quota-pipeline[^<]*</artifactId>\s*<version>([^<]+)</version>", pom).group(1)
+    return f"{artifact}-{version}.jar"
+
+
+def test_the_job_image_installs_the_package_from_what_it_copies(tmp_path):
+    """The image's `pip install` step, on a context holding only the files its Dockerfile copies (a file the
+    package needs but the Dockerfile forgets fails here, not in an operator's build)."""
+    context = tmp_path / "context"
+    for source, _ in dockerfile_copies(DEPLOY / "job" / "Dockerfile"):
+        if source.startswith("deploy/"):
+            continue
+        src, dst = ROOT / source, context / source
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        if src.is_dir():
+            shutil.copytree(src, dst, ignore=shutil.ignore_patterns("__pycache__"))
+        else:
+            shutil.copy(src, dst)
+    built = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w",
+                            str(tmp_path / "dist"), str(context)], capture_output=True, text=True, timeout=300)
+    assert built.returncode == 0, built.stdout[-2000:] + built.stderr[-2000:]
+    wheel, = (tmp_path / "dist").glob("quota_pipeline-*.whl")
+    names = zipfile.ZipFile(wheel).namelist()
+    assert "quota_pipeline/cli.py" in names
+    assert "quota_pipeline/resources/log4j2.properties" in names  # package data the job's JVM is started with
+
+
+def test_the_brokers_load_the_callback_with_settings_strimzi_passes_on():
+    kafka = one("Kafka")["spec"]["kafka"]
+    config = kafka["config"]
+    cls = config["client.quota.callback.class"]
+    source = ROOT / "broker-callback" / "src" / "main" / "java" / (cls.replace(".", "/") + ".java")
+    assert source.is_file(), f"{cls} is not a class of broker-callback/"
+    dropped = [k for k in config if any(k == f or (f.endswith(".") and k.startswith(f)) for f in STRIMZI_FORBIDDEN)]
+    assert dropped == [], "Strimzi drops these from spec.kafka.config"
+    assert kafka["image"].endswith(f"-kafka-{kafka['version']}"), "the image is built for the Kafka version named"
+    base = re.search(r"ARG STRIMZI_KAFKA_IMAGE=\S+:(\S+)", (DEPLOY / "strimzi" / "Dockerfile").read_text()).group(1)
+    assert kafka["image"].rsplit(":", 1)[1] == base
+    # The job publishes under the name the callback reads, to the topic it follows.
+    props = _read(next(iter(one("ConfigMap")["data"].values())))
+    assert config["quota.pipeline.cluster.name"] == props["quota.pipeline.cluster.name"]
+    assert config["quota.pipeline.output.topic"] == props.get("quota.pipeline.output.topic", "__quota_throttle_factors")
+    assert config["quota.pipeline.output.kafka.bootstrap.servers"] == props["quota.pipeline.output.kafka.bootstrap.servers"]
+    pool = one("KafkaNodePool")
+    assert pool["metadata"]["labels"]["strimzi.io/cluster"] == one("Kafka")["metadata"]["name"]
+    assert config["quota.pipeline.state.dir"].startswith("/var/lib/kafka/data-0/"), "on the pool's persistent volume"

@@ -44,6 +44,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def clusters_of(paths: list[str]):
     """The clusters' journals, or one error line per problem and exit code 2."""
+    from quota_pipeline.core import names
     from quota_pipeline.core.names import UnsafePath
     from quota_pipeline.journal.maintenance import ClusterJournal, period_problem
     from quota_pipeline.streaming.source import config_name
@@ -55,11 +56,11 @@ def clusters_of(paths: list[str]):
     clusters = [ClusterJournal.of(c, config_name(c)) for c in confs]
     for c in clusters:
         try:
-            c.checked_dir()
+            names.checked(c.name, "the cluster's journal name") if c.is_object_store else c.checked_dir()
         except UnsafePath as exc:
             problems.append(f"error: {exc}")
-    problems += [f"error: {c.name}: quota.pipeline.journal.path {c.root} is not a local path; compaction, "
-                 f"retention and stats need one" for c in clusters if not c.is_local]
+    problems += [f"error: {c.name}: quota.pipeline.journal.path {c.root} is neither a local path nor s3://; "
+                 f"compaction, retention and stats need one" for c in clusters if not c.is_maintained]
     if problems:
         print("\n".join(problems), file=sys.stderr)
         raise SystemExit(EXIT_CONFIG)
@@ -68,13 +69,14 @@ def clusters_of(paths: list[str]):
 
 def run(args: argparse.Namespace) -> int:
     clusters = clusters_of(args.config)
-    if args.journal_action == "stats":
-        return stats(clusters, args.json)
     from quota_pipeline.journal.maintenance import JournalBusy
+    from quota_pipeline.journal.objstore import ObjectStoreError
 
     try:
+        if args.journal_action == "stats":
+            return stats(clusters, args.json)
         return maintain(clusters, args.journal_action, args.dry_run)
-    except JournalBusy as exc:
+    except (JournalBusy, ObjectStoreError) as exc:  # the store: unreachable, refused, or its bucket missing
         fail(str(exc), code=1)
 
 
@@ -82,11 +84,11 @@ def stats(clusters, as_json: bool) -> int:
     from rich.console import Console
     from rich.table import Table
 
-    from quota_pipeline.journal.listing import scan, usage
+    from quota_pipeline.journal.maintenance import usage_of
 
-    rows = [(c, usage(c.dir, scan(c.dir, c.interval, c.period))) for c in clusters]
+    rows = [(c, usage_of(c)) for c in clusters]
     if as_json:
-        print(json.dumps([{"cluster": c.name, "path": str(c.dir), **u.to_json()} for c, u in rows], indent=2))
+        print(json.dumps([{"cluster": c.name, "path": c.location, **u.to_json()} for c, u in rows], indent=2))
         return 0
     table = Table(title="snapshot journal")
     for col in ("cluster", "bytes", "files", "periods compacted", "periods open", "oldest snapshot",
@@ -99,7 +101,7 @@ def stats(clusters, as_json: bool) -> int:
     Console(width=max(120, Console().width)).print(table)
     for c, u in rows:
         for rel in u.unreadable:
-            print(f"warning: {visible(c.dir / rel)}: unreadable period file (replay reports it; move it away to "
+            print(f"warning: {visible(c.location + '/' + rel)}: unreadable period file (replay reports it; move it away to "
                   f"compact its period again)", file=sys.stderr)
     return 0
 

@@ -60,6 +60,7 @@ def run(args: argparse.Namespace) -> int:
     from quota_pipeline.session import get_session
 
     try:
+        staged = _staged(args)  # noqa: F841 - an s3:// journal's local copy, kept until the command ends
         sweep = _checked(args, conf)
     except _UsageError as exc:
         print(f"error: {exc}", file=sys.stderr)
@@ -92,6 +93,26 @@ def run(args: argparse.Namespace) -> int:
 
 class _UsageError(Exception):
     """A replay option that cannot work, in one line saying what to do (exit code 2)."""
+
+
+def _staged(args: argparse.Namespace):
+    """An s3:// --input copied to a local directory (journal/object_journal.download), which then replaces it."""
+    if not args.input.startswith("s3://"):
+        return None
+    import tempfile
+
+    from quota_pipeline.journal import object_journal
+    from quota_pipeline.journal.objstore import ObjectStoreError
+
+    staged = tempfile.TemporaryDirectory(prefix="quota-pipeline-replay-")
+    try:
+        n = object_journal.download(args.input, Path(staged.name))
+    except ObjectStoreError as exc:
+        staged.cleanup()
+        raise _UsageError(f"--input: {exc}") from None
+    say(f"copied {n} journal file(s) from {args.input} to {staged.name}")
+    args.input = staged.name
+    return staged
 
 
 def _checked(args: argparse.Namespace, conf):

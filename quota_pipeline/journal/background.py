@@ -31,10 +31,11 @@ class Maintenance:
     """Starts, watches and restarts the child; hands every report to `on_report` (metrics and log)."""
 
     def __init__(self, clusters: list[ClusterJournal], on_report: Callable[[dict], None]) -> None:
-        remote = [c for c in clusters if not c.is_local]
+        remote = [c for c in clusters if not c.is_maintained]
         for c in remote:
-            log.warning("journal %s: %s is not a local path; it is not compacted or pruned", c.name, c.root)
-        self.clusters = [c for c in clusters if c.is_local]
+            log.warning("journal %s: %s is neither a local path nor s3://; it is not compacted or pruned", c.name,
+                        c.root)
+        self.clusters = [c for c in clusters if c.is_maintained]
         self.on_report = on_report
         self._stop = threading.Event()
         self._proc: subprocess.Popen | None = None

@@ -7,6 +7,7 @@ import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Callable
 
 from quota_pipeline.core.model import RecordError, parse_time
 from quota_pipeline.journal import layout
@@ -176,14 +177,17 @@ class Usage:
                 "oldest": fmt(self.oldest), "newest": fmt(self.newest), "unreadable": list(self.unreadable)}
 
 
-def usage(cluster_dir: Path, listing: Listing) -> Usage:
+def usage(cluster_dir: Path, listing: Listing,
+          observed: Callable[[str], dt.datetime | None] | None = None) -> Usage:
+    """`observed` reads a tick file's observed_at by its relative path (an object store's); a file's by default."""
+    observed = observed or (lambda rel: observed_at_of(cluster_dir / rel))
     visible = [t for t in listing.ticks if not listing.is_leftover(t)]
     times = [parse_time(v) for p in listing.periods if p.footer
              for v in (p.footer.first_observed_at, p.footer.last_observed_at) if v]
     for t in (visible[:1] + visible[-1:]):   # sorted by period, day and tick: the ends hold the extremes
-        observed = observed_at_of(cluster_dir / t.rel)
-        if observed is not None:
-            times.append(observed)
+        seen = observed(t.rel)
+        if seen is not None:
+            times.append(seen)
     return Usage(listing.bytes, listing.files, len(listing.periods), len({t.period for t in visible}),
                  len(listing.ticks), min(times, default=None), max(times, default=None),
                  tuple(p.rel for p in listing.periods if p.footer is None))

@@ -48,6 +48,20 @@ class ClusterJournal:
         return "://" not in self.root or self.root.startswith("file://")
 
     @property
+    def is_object_store(self) -> bool:
+        return self.root.startswith("s3://")
+
+    @property
+    def is_maintained(self) -> bool:
+        """Compaction and retention run on local paths and s3:// (journal/object_maintenance.py)."""
+        return self.is_local or self.is_object_store
+
+    @property
+    def location(self) -> str:
+        """The cluster's directory or object prefix, as a user would name it."""
+        return f"{self.root.rstrip('/')}/{self.name}" if self.is_object_store else str(self.dir)
+
+    @property
     def dir(self) -> Path:
         return Path(self.root.removeprefix("file://")) / self.name
 
@@ -132,6 +146,10 @@ def run_pass(cj: ClusterJournal, now: dt.datetime, options: Options | None = Non
     """Retention, then compaction, of one cluster's journal at `now`; usage as it is afterwards."""
     options = options or Options()
     report = PassReport(cj.name)
+    if cj.is_object_store:
+        from quota_pipeline.journal import object_maintenance
+
+        return object_maintenance.run_pass(cj, now, options, report)
     footers = footers or FooterCache()
     cj.checked_dir()  # nothing outside the journal root is written or deleted
     if not cj.dir.is_dir():
@@ -175,3 +193,15 @@ def _execute(cluster_dir: Path, plan: Plan, options: Options, report: PassReport
             continue
         report.rewritten.append(done)
         report.problems.extend(f"{cluster_dir / rel}: left as JSON: {why}" for rel, why in done.kept)
+
+
+def usage_of(cj: ClusterJournal) -> Usage:
+    """What `journal stats` shows for one cluster, wherever its journal is."""
+    if cj.is_object_store:
+        from quota_pipeline.journal import object_maintenance
+        from quota_pipeline.journal.objstore import ObjectStore
+
+        store = ObjectStore(cj.root)
+        listing, _ = object_maintenance.scan(store, cj.name, cj.interval, cj.period)
+        return object_maintenance.usage_of(store, cj.name, listing)
+    return usage(cj.dir, scan(cj.dir, cj.interval, cj.period))

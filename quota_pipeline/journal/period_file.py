@@ -197,9 +197,14 @@ class PeriodWriter:
             self.path.unlink(missing_ok=True)
 
 
-def read_footer(path: Path | str) -> Footer:
+def _source(path: Any) -> Any:
+    """A path as pyarrow takes it, or an open pyarrow file as it is (a period file on an object store)."""
+    return path if hasattr(path, "read") else str(path)
+
+
+def read_footer(path: Path | str | Any) -> Footer:
     """The footer of a period file; raises ValueError when `path` is not one (no sources listed)."""
-    meta = pq.read_metadata(str(path))
+    meta = pq.read_metadata(_source(path))
     kv = {k.decode(): v.decode() for k, v in (meta.metadata or {}).items()}
     if META_SOURCES not in kv:
         raise ValueError(f"{path}: a Parquet file without the journal's footer (not a compacted period)")
@@ -220,9 +225,9 @@ def row_groups(path: Path) -> Iterator[pa.Table]:
         yield pf.read_row_group(i).cast(SCHEMA)
 
 
-def read_tick(path: Path, journal_file: str, tick: int) -> dict | None:
+def read_tick(path: Path | Any, journal_file: str, tick: int) -> dict | None:
     """The record of one tick file from a period file, as the tick file held it (derived fields aside)."""
-    table = pq.read_table(str(path), filters=[("tick", "=", tick), ("journal_file", "=", journal_file)])
+    table = pq.read_table(_source(path), filters=[("tick", "=", tick), ("journal_file", "=", journal_file)])
     rows = table.to_pylist()
     if not rows:
         return None

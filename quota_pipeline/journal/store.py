@@ -5,7 +5,8 @@ Layout (journal/layout.py): <journal>/<config_name>/<YYYY-MM-DD>/<tick>.json, pl
 under the right cluster); closed periods are compacted into period files (journal/compaction.py), where
 read() still finds a tick. `replay --input <journal>` reads it as it is. Local paths are written
 first-writer-wins (link), so two attempts at the same tick can never journal two different snapshots, also
-when the first was compacted already; other URIs go through pyarrow.fs (and are not compacted).
+when the first was compacted already; s3:// URIs keep the same rule with a conditional PUT
+(journal/object_journal.py); other URIs go through pyarrow.fs (and are not compacted).
 """
 from __future__ import annotations
 
@@ -32,6 +33,12 @@ class Journal:
         return "://" not in self.root or self.root.startswith("file://")
 
     @property
+    def _objects(self):
+        from quota_pipeline.journal.objstore import ObjectStore, is_object_uri
+
+        return ObjectStore(self.root) if is_object_uri(self.root) else None
+
+    @property
     def _local_root(self) -> Path:
         return Path(self.root[len("file://"):] if self.root.startswith("file://") else self.root)
 
@@ -50,7 +57,10 @@ class Journal:
     def _compacted(self, config_name: str, tick: int, tick_time: dt.datetime) -> dict | None:
         """The tick's record from the period file that replaced its tick file, if any (one stat per length)."""
         if not self._is_local:
-            return None
+            from quota_pipeline.journal import object_journal
+
+            store = self._objects
+            return None if store is None else object_journal.compacted(store, config_name, tick, tick_time)
         cluster_dir = self._local_root / config_name
         try:
             lengths = (cluster_dir / layout.PERIODS_FILE).read_text().split()
@@ -92,6 +102,11 @@ class Journal:
                 target.unlink(missing_ok=True)
                 return parse_snapshot(compacted)
             return snap
+        if (store := self._objects) is not None:
+            from quota_pipeline.journal import object_journal
+
+            held = object_journal.write(store, config_name, tick, tick_time, text)
+            return snap if held is None else parse_snapshot(held)
         existing = self.read(config_name, tick, tick_time)
         if existing is not None:
             return existing
@@ -116,6 +131,9 @@ class Journal:
             tmp.write_text(cluster_id)
             os.replace(tmp, target)
             return
+        if (store := self._objects) is not None:
+            store.put(f"{config_name}/{CLUSTER_ID_FILE}", cluster_id.encode())
+            return
         fs, base = self._fs()
         fs.create_dir(f"{base}/{config_name}", recursive=True)
         with fs.open_output_stream(f"{base}/{config_name}/{CLUSTER_ID_FILE}") as out:
@@ -127,6 +145,9 @@ class Journal:
                 return (self._local_root / rel).read_text(encoding="utf-8")
             except FileNotFoundError:
                 return None
+        if (store := self._objects) is not None:
+            got = store.get(rel)
+            return None if got is None else got.data.decode("utf-8")
         fs, base = self._fs()
         import pyarrow.fs as pafs
 

@@ -1,0 +1,119 @@
+"""A real S3-compatible server for the object-store tests: S3Proxy (org.gaul:s3proxy from Maven Central, the S3
+API over a filesystem backend), fetched by Maven into build/s3proxy/lib once, started per test session on a
+loopback port with its data in a temporary directory. Skipped, with the reason, without Java or Maven."""
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import os
+import shutil
+import socket
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from tests.ports import free_port
+
+REPO = Path(__file__).resolve().parents[1]
+POM = REPO / "tests" / "s3proxy" / "pom.xml"
+CACHE = REPO / "build" / "s3proxy"
+BUCKET = "quota-pipeline-test"
+# Test-only credentials of the throwaway server (S3Proxy checks the signatures like S3 does).
+IDENTITY, CREDENTIAL = "quota-pipeline-test", "quota-pipeline-test-secret"
+START_S = 90.0
+
+
+@dataclass(frozen=True)
+class S3Server:
+    endpoint: str
+    bucket: str
+    data_dir: Path
+
+    def uri(self, prefix: str) -> str:
+        return f"s3://{self.bucket}/{prefix.strip('/')}"
+
+    def client(self):
+        import boto3
+
+        return boto3.client("s3", endpoint_url=self.endpoint, aws_access_key_id=IDENTITY,
+                            aws_secret_access_key=CREDENTIAL, region_name="us-east-1")
+
+
+def s3proxy_classpath() -> Path:
+    """build/s3proxy/lib with S3Proxy and its dependencies, fetched by Maven when absent or the pom changed."""
+    lib, stamp = CACHE / "lib", hashlib.sha256(POM.read_bytes()).hexdigest()
+    CACHE.mkdir(parents=True, exist_ok=True)
+    with open(CACHE / ".lock", "w") as lock:  # two pytest-xdist workers: one fetches, the other waits
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if (lib / ".pom-sha256").exists() and (lib / ".pom-sha256").read_text() == stamp:
+            return lib
+        tmp = CACHE / "lib.tmp"
+        shutil.rmtree(tmp, ignore_errors=True)
+        done = subprocess.run(["mvn", "-q", "-B", "-f", str(POM), "dependency:copy-dependencies",
+                               f"-DoutputDirectory={tmp}", "-DincludeScope=runtime"],
+                              capture_output=True, text=True, timeout=900)
+        if done.returncode != 0:
+            tail = (done.stdout + done.stderr).strip().splitlines()[-5:]
+            pytest.skip(f"S3Proxy could not be fetched from Maven Central (mvn exit {done.returncode}): "
+                        + " / ".join(tail))
+        (tmp / ".pom-sha256").write_text(stamp)
+        shutil.rmtree(lib, ignore_errors=True)
+        tmp.rename(lib)
+        return lib
+
+
+def _wait_ready(proc: subprocess.Popen, port: int, log: Path) -> None:
+    deadline = time.monotonic() + START_S
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"S3Proxy exited with {proc.returncode}: {log.read_text()[-2000:]}")
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return
+        except OSError:
+            time.sleep(0.2)
+    raise RuntimeError(f"S3Proxy did not listen on 127.0.0.1:{port} within {START_S:.0f} s: {log.read_text()[-2000:]}")
+
+
+ENV = {"AWS_ACCESS_KEY_ID": IDENTITY, "AWS_SECRET_ACCESS_KEY": CREDENTIAL, "AWS_REGION": "us-east-1",
+       "AWS_EC2_METADATA_DISABLED": "true"}
+
+
+@pytest.fixture(scope="session")
+def s3proxy(tmp_path_factory):
+    """S3Proxy on loopback with one bucket; the process's AWS_* variables point the code under test at it."""
+    missing = [tool for tool in ("java", "mvn") if shutil.which(tool) is None]
+    if missing:
+        pytest.skip(f"the object-store tests start S3Proxy, which needs {' and '.join(missing)} on PATH")
+    lib = s3proxy_classpath()
+    base = tmp_path_factory.mktemp("s3proxy")
+    port = free_port()
+    conf = base / "s3proxy.properties"
+    conf.write_text("\n".join([
+        f"s3proxy.endpoint=http://127.0.0.1:{port}", "s3proxy.authorization=aws-v2-or-v4",
+        f"s3proxy.identity={IDENTITY}", f"s3proxy.credential={CREDENTIAL}",
+        "jclouds.provider=filesystem-nio2", f"jclouds.filesystem.basedir={base / 'data'}", ""]))
+    (base / "data").mkdir()
+    log = base / "s3proxy.log"
+    with log.open("wb") as out:
+        proc = subprocess.Popen(["java", "-Xmx256m", "-DLOG_LEVEL=warn", "-cp", f"{lib}/*", "org.gaul.s3proxy.Main",
+                                 "--properties", str(conf)], stdout=out, stderr=subprocess.STDOUT)
+    saved = {k: os.environ.get(k) for k in (*ENV, "AWS_ENDPOINT_URL")}
+    try:
+        _wait_ready(proc, port, log)
+        server = S3Server(f"http://127.0.0.1:{port}", BUCKET, base / "data")
+        server.client().create_bucket(Bucket=BUCKET)
+        os.environ.update({**ENV, "AWS_ENDPOINT_URL": server.endpoint})
+        yield server
+    finally:
+        for k, v in saved.items():
+            os.environ.pop(k, None) if v is None else os.environ.__setitem__(k, v)
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()

@@ -3,9 +3,13 @@
     python bench/replay_scale.py --rows 1000000                 # replay vs DuckDB, and the time per stage
     python bench/replay_scale.py --rows 10000000 --sweep        # ... and a 5-value --sweep against one replay
     python bench/replay_scale.py --rows 100000000 --no-duckdb --no-stages   # replay alone: time and peak RSS
+    python bench/replay_scale.py --rows 2000000 --layout sorted,exported   # the same rows in both layouts, one run
 
 Generates the journal once under bench/out/ (reused when present; journal/synth.py flat_parquet_journal: one
-cluster, 10 brokers x 5 log dirs, 5% failed polls, one row per volume, zstd). Then, in one run on that file:
+cluster, 10 brokers x 5 log dirs, 5% failed polls, one row per volume, zstd), in the `--layout` asked: "sorted"
+(time order, dictionary-encoded columns) or "exported" (the same rows as another tool might export them: the
+failed polls' rows at the end of the file, `log_dir` as plain strings, the brokers list on every row); several
+layouts, comma-separated, are measured one after the other in the same run. Then, per file:
 DuckDB's exploded-range query of DESIGN.md (numbered snapshots, every reading an interval of snapshot numbers
 until the key's next reading or its expiry, exploded and aggregated per snapshot; in-process, all cores), and
 `quota-pipeline replay` as a subprocess, start-up included, with the CLI's default driver memory (its peak RSS:
@@ -44,9 +48,9 @@ BROKERS, LOG_DIRS, FAILED = 10, 5, 0.05
 console = Console(width=120)
 
 
-def journal(out: Path, rows: int) -> tuple[Path, int]:
-    """The flattened journal of about `rows` volume rows, generated once."""
-    path = out / f"flat-{BROKERS}x{LOG_DIRS}-{rows}.parquet"
+def journal(out: Path, rows: int, layout: str = "sorted") -> tuple[Path, int]:
+    """The flattened journal of about `rows` volume rows in `layout`, generated once."""
+    path = out / (f"flat-{BROKERS}x{LOG_DIRS}-{rows}" + ("" if layout == "sorted" else f"-{layout}") + ".parquet")
     count = path.with_suffix(".rows")
     if not path.exists():
         # Rows per snapshot: the volumes of a successful poll (~2% miss a broker), one row per failed poll.
@@ -55,7 +59,7 @@ def journal(out: Path, rows: int) -> tuple[Path, int]:
         started = time.monotonic()
         tmp = path.with_suffix(".tmp")
         with console.status(f"generating {snapshots:,} snapshots") as status:
-            n = synth.flat_parquet_journal(tmp, BROKERS, LOG_DIRS, snapshots, failed=FAILED,
+            n = synth.flat_parquet_journal(tmp, BROKERS, LOG_DIRS, snapshots, failed=FAILED, layout=layout,
                                            progress=lambda i: status.update(f"generating: {i:,}/{snapshots:,}"))
         tmp.rename(path)
         count.write_text(str(n))
@@ -204,11 +208,25 @@ def main() -> int:
     ap.add_argument("--no-duckdb", action="store_true")
     ap.add_argument("--no-stages", action="store_true")
     ap.add_argument("--sweep", action="store_true", help=f"also time replay --sweep {SWEEP}")
+    ap.add_argument("--layout", default="sorted",
+                    help="how the journal's rows are written, comma-separated to measure several one after the other: "
+                         "sorted (time order, dictionary-encoded; the default) or exported (failed polls' rows at the "
+                         "end, log_dir as plain strings, brokers on every row)")
     args = ap.parse_args()
-
+    layouts = args.layout.split(",")
+    if not set(layouts) <= set(synth.LAYOUTS):
+        print(f"--layout takes {' or '.join(synth.LAYOUTS)} (comma-separated), not {args.layout!r}", file=sys.stderr)
+        return 2
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    path, rows = journal(out, args.rows)
+    paths = [journal(out, args.rows, layout) for layout in layouts]  # generated before any timing
+    for path, rows in paths:
+        measure(args, out, path, rows)
+    return 0
+
+
+def measure(args: argparse.Namespace, out: Path, path: Path, rows: int) -> dict:
+    """DuckDB, replay (and the stages) on one journal file; the table printed, the figures in results.json."""
     work = Path(tempfile.mkdtemp(prefix="replay-bench-", dir=out))
     load_before = os.getloadavg()
     table = Table(title=f"{path.name}: {rows:,} volume rows, {path.stat().st_size / 1e6:.0f} MB "
@@ -226,7 +244,7 @@ def main() -> int:
     table.add_row("quota-pipeline replay (subprocess, start-up included)", f"{elapsed:.1f}", f"{rate / 1e6:.3f}",
                   f"{rate / duck_rate:.3f}" if duck_rate else "",
                   f"java {peak.java / 1024:.0f} + python {peak.python / 1024:.0f} (all: {peak.total / 1024:.0f})")
-    results = {"rows": rows, "replay_s": elapsed, "replay_rate": rate, "duckdb_rate": duck_rate,
+    results = {"file": path.name, "rows": rows, "replay_s": elapsed, "replay_rate": rate, "duckdb_rate": duck_rate,
                "java_hwm_kib": peak.java, "python_hwm_kib": peak.python, "all_hwm_kib": peak.total}
     if args.sweep:
         s_elapsed, s_peak, s_log = run_replay(path, work, ["--sweep", SWEEP])
@@ -251,7 +269,7 @@ def main() -> int:
     results.update(load_before=load_before, load_after=load_after)
     (work / "results.json").write_text(json.dumps(results, indent=1))
     console.print(f"results: {work / 'results.json'}")
-    return 0
+    return results
 
 
 if __name__ == "__main__":

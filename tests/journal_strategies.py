@@ -1,10 +1,14 @@
 """Random journals of a few clusters (hypothesis): brokers that come, go and are fenced, offline and empty
 volumes, failed polls, readings with top partitions, and log dirs that fill, hold steady or free at a steady rate
-and then go offline for a while (the offline-after-filling rule); shared by the replay equivalence tests."""
+and then go offline for a while (the offline-after-filling rule); shared by the replay equivalence tests. A journal
+is written in one of LAYOUTS: as the journal writes it, or as another tool might export the same rows (exported)."""
 from __future__ import annotations
 
 from dataclasses import replace
 
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
 from hypothesis import strategies as st
 
 from builders import GB, failed, ok, vol
@@ -73,3 +77,33 @@ def fleets(draw):
     for i in range(draw(st.integers(1, 6))):
         snaps += draw(cluster_journal(f"c{i}"))
     return snaps
+
+
+# "sorted": the journal's own Parquet form, rows in the order given. "exported" (journal/synth.py's layout of the
+# same name): the failed polls' rows appended at the end of the file, log_dir as plain (not dictionary-encoded)
+# strings, the brokers list on every row, no observed_us (times parsed from the text).
+LAYOUTS = ("sorted", "exported")
+
+
+def brokers_on_every_row(snaps: list) -> list:
+    """The snapshots as the exported layout carries them: a failed poll with its cluster's brokers list (the
+    brokers seen so far), as a tool that writes the list on every row does. Compare decisions of these."""
+    seen: dict[str, set] = {}
+    out = []
+    for x in sorted(snaps, key=lambda x: x.observed_at):
+        if x.status == Status.SUCCESS:
+            seen.setdefault(x.cluster_id, set()).update(x.brokers)
+            out.append(x)
+        else:
+            out.append(replace(x, brokers=tuple(sorted(seen.get(x.cluster_id, ())))))
+    return out
+
+
+def write_exported(path, table: pa.Table, row_group_size: int | None = None) -> str:
+    """The journal's flattened rows (period_file.table_of) written in the exported layout."""
+    failed = pc.not_equal(table.column("status"), "SUCCESS")
+    table = pa.concat_tables([table.filter(pc.invert(failed)), table.filter(failed)])
+    table = table.drop_columns([c for c in ("observed_us", "tick", "journal_file") if c in table.column_names])
+    plain = [c for c in table.column_names if c != "log_dir"]
+    pq.write_table(table, str(path), row_group_size=row_group_size, use_dictionary=plain)
+    return str(path)

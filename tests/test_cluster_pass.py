@@ -13,7 +13,7 @@ import pytest
 from hypothesis import HealthCheck, Phase, find, given, settings as hsettings, strategies as st
 
 from builders import GB, ok, settings, vol
-from journal_strategies import fleets
+from journal_strategies import LAYOUTS, brokers_on_every_row, fleets, write_exported
 from quota_pipeline.core.config import Limit, Limits
 from quota_pipeline.core.decision import decide_all
 from quota_pipeline.journal import period_file, rules
@@ -22,9 +22,12 @@ from quota_pipeline.replay.cluster_files import ClusterFiles, Task
 UTC = dt.timezone.utc
 
 
-def write_flat(path, snaps, row_group_size=None) -> str:
-    """Snapshots as a flattened Parquet journal (one row per volume), in the order given."""
+def write_flat(path, snaps, row_group_size=None, layout="sorted") -> str:
+    """Snapshots as a flattened Parquet journal (one row per volume), in the order given, in one of
+    journal_strategies.LAYOUTS."""
     table = period_file.table_of(period_file.Entry("t.json", i, s.to_json()) for i, s in enumerate(snaps))
+    if layout == "exported":
+        return write_exported(path, table, row_group_size)
     pq.write_table(table, str(path), row_group_size=row_group_size)
     return str(path)
 
@@ -61,15 +64,18 @@ def replayed(files, clusters, s, chunk_rows=10 ** 9) -> tuple[list[dict], list[d
 @hsettings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
 @given(fleets(), st.sampled_from(["pin", "last-known", "violate"]), st.sampled_from([None, 15 * GB]),
        st.sampled_from([0, 30, 60]), st.sampled_from(["pin", "expire"]), st.sampled_from([0, 2, 5]),
-       st.sampled_from([1, 3, 10 ** 9]), st.booleans())
+       st.sampled_from([1, 3, 10 ** 9]), st.booleans(), st.sampled_from(LAYOUTS))
 def test_the_columnar_pass_equals_the_streaming_form(tmp_path_factory, snaps, offline, soft, validity, fenced,
-                                                     closest, chunk_rows, ratio):
+                                                     closest, chunk_rows, ratio, layout):
     s = settings(hard_bytes=5 * GB, soft_bytes=soft, validity_s=validity, offline=offline, fallback=0.3,
                  fenced=fenced, closest=closest)
     if ratio:  # ratio limits: the offline-after-filling extrapolation compares a ratio of the last total
         s = replace(s, limits=Limits(Limit("ratio", 0.1), None if soft is None else Limit("ratio", 0.25)))
+    if layout == "exported":  # failed polls' rows at the end: a row group spans every chunk of its clusters
+        snaps = brokers_on_every_row(snaps)
     # Clusters interleaved in one file, in small row groups: each chunk of a cluster reads only its rows.
-    path = write_flat(tmp_path_factory.mktemp("cp") / "j.parquet", sorted(snaps, key=lambda x: x.observed_at), 7)
+    path = write_flat(tmp_path_factory.mktemp("cp") / "j.parquet", sorted(snaps, key=lambda x: x.observed_at), 7,
+                      layout)
     got, rejected = replayed([path], sorted({x.cluster_id for x in snaps}), s, chunk_rows)
     assert rejected == []
     want = streaming(snaps, s)

@@ -134,7 +134,7 @@ def flat_parquet_journal(path: Path, brokers: int = 10, log_dirs: int = 5, snaps
                          failed: float = 0.05, seed: int = 1,
                          start: dt.datetime = dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc),
                          interval: dt.timedelta = dt.timedelta(seconds=10), chunk: int = 20_000,
-                         progress=None) -> int:
+                         progress=None, layout: str = "sorted", row_group: int = 1 << 20) -> int:
     """A single-cluster journal in the flattened Parquet form (one row per volume, a failed poll as one row
     without a volume), generated with numpy in chunks of `chunk` snapshots, so 100M rows fit in memory.
 
@@ -142,25 +142,81 @@ def flat_parquet_journal(path: Path, brokers: int = 10, log_dirs: int = 5, snaps
     into [0, 0.32] (traffic that fills every disk at once and is cleaned up), so throttle episodes under a few %
     limits come and go; `failed` of the polls fail (TIMEOUT), ~2% miss a broker, ~0.1% of the readings are
     offline. Returns the row count.
+
+    `layout` (LAYOUTS) is how the rows are written: "sorted" in time order, row groups of at most `row_group` rows
+    within each chunk, every column dictionary-encoded (pyarrow's default); "exported" as another tool might export
+    the same polls: the failed polls' rows appended at the end of the file, row groups of `row_group` rows whatever
+    the chunks (the last one spans the whole time range), `log_dir` as plain (not dictionary-encoded) strings, the
+    brokers list on every row (a failed poll's too). The same throttle decisions either way (a failed poll's
+    record counts the brokers its row lists).
     """
     import numpy as np
-    import pyarrow as pa
-    import pyarrow.parquet as pq
 
+    if layout not in LAYOUTS:
+        raise ValueError(f"layout must be one of {', '.join(LAYOUTS)}, not {layout!r}")
     rng = np.random.default_rng(seed)
     walks = _FreeRatios(rng, brokers * log_dirs)
-    fleet = _FlatFleet(brokers, log_dirs, int(start.timestamp() * 1e6), int(interval.total_seconds() * 1e6))
+    fleet = _FlatFleet(brokers, log_dirs, int(start.timestamp() * 1e6), int(interval.total_seconds() * 1e6),
+                       every_row_brokers=layout == "exported")
     rows = 0
-    with pq.ParquetWriter(str(path), fleet.schema, compression="zstd") as writer:
+    with _FlatWriter(path, fleet.schema, layout == "exported", row_group) as writer:
         for first in range(0, snapshots, chunk):
             n = min(chunk, snapshots - first)
-            free = walks.next(n)
-            table = fleet.table(rng, free, first, failed)
-            writer.write_table(table, row_group_size=1 << 20)
+            table = fleet.table(rng, walks.next(n), first, failed)
+            writer.write(table)
             rows += table.num_rows
             if progress:
                 progress(first + n)
     return rows
+
+
+LAYOUTS = ("sorted", "exported")
+
+
+class _FlatWriter:
+    """flat_parquet_journal's Parquet file in either layout; "exported" holds the failed polls' rows (one per
+    failed poll, a small part) until the end, and cuts row groups of `row_group` rows across the chunks."""
+
+    def __init__(self, path: Path, schema, exported: bool, row_group: int):
+        import pyarrow.parquet as pq
+
+        plain = [f.name for f in schema if f.name != "log_dir"] if exported else True
+        self.writer = pq.ParquetWriter(str(path), schema, compression="zstd", use_dictionary=plain)
+        self.exported, self.row_group = exported, row_group
+        self.pending, self.failed = [], []
+
+    def __enter__(self) -> "_FlatWriter":
+        return self
+
+    def write(self, table) -> None:
+        import pyarrow.compute as pc
+
+        if not self.exported:
+            self.writer.write_table(table, row_group_size=self.row_group)
+            return
+        is_failed = pc.is_null(table.column("broker_id"))
+        self.failed.append(table.filter(is_failed))
+        self._add(table.filter(pc.invert(is_failed)))
+
+    def _add(self, table) -> None:
+        import pyarrow as pa
+
+        self.pending.append(table)
+        held = pa.concat_tables(self.pending)
+        whole = held.num_rows // self.row_group * self.row_group
+        if whole:
+            self.writer.write_table(held.slice(0, whole), row_group_size=self.row_group)
+        self.pending = [held.slice(whole)]
+
+    def __exit__(self, *exc) -> None:
+        import pyarrow as pa
+
+        if exc[0] is None and self.exported:
+            self._add(pa.concat_tables(self.failed))
+            rest = pa.concat_tables(self.pending)
+            if rest.num_rows:
+                self.writer.write_table(rest, row_group_size=self.row_group)
+        self.writer.close()
 
 
 class _FreeRatios:
@@ -194,11 +250,12 @@ class _FlatFleet:
 
     TOTAL = 1000 * GIB
 
-    def __init__(self, brokers: int, log_dirs: int, start_us: int, step_us: int):
+    def __init__(self, brokers: int, log_dirs: int, start_us: int, step_us: int, every_row_brokers: bool = False):
         import numpy as np
         import pyarrow as pa
 
         self.brokers, self.start_us, self.step_us = brokers, start_us, step_us
+        self.every_row_brokers = every_row_brokers  # a failed poll's row with the brokers list too
         self.broker_ids = np.repeat(np.arange(1, brokers + 1, dtype=np.int64), log_dirs)
         self.dir_names = np.tile(np.array([f"/d{d}" for d in range(log_dirs)], dtype=object), brokers)
         self.schema = pa.schema([
@@ -243,7 +300,7 @@ class _FlatFleet:
             "cluster_id": pa.array(["bench"], pa.string()).take(pa.array(np.zeros(m, dtype=np.int64))),
             "observed_at": pa.array([f"{x}Z" for x in stamps], pa.string()).take(pa.array(s_idx)),
             "status": pa.array(["TIMEOUT", "SUCCESS"], pa.string()).take(pa.array(is_vol.astype(np.int64))),
-            "brokers": _repeat_list(list(range(1, self.brokers + 1)), is_vol),
+            "brokers": _repeat_list(list(range(1, self.brokers + 1)), is_vol | self.every_row_brokers),
             "fenced_brokers": _repeat_list([], is_vol),
             "broker_id": pa.array(np.where(is_vol, self.broker_ids[v_safe], 0), pa.int64(), mask=~is_vol),
             "log_dir": pa.array(list(self.dir_names), pa.string()).take(pa.array(v_safe, mask=~is_vol)),

@@ -65,10 +65,54 @@ def read(path: str, groups: Sequence[int], columns: Sequence[str]) -> pa.Table:
     return pa.table(out)
 
 
-def read_chunk(reads: list[tuple[str, list[int]]]) -> pa.Table:
-    """The row groups of a chunk from each of its files, in one table."""
-    parts = [read(path, groups, (*COLUMNS, *ORIGIN)) for path, groups in reads]
-    return pa.concat_tables(parts, promote_options="permissive") if len(parts) > 1 else parts[0]
+SAMPLE = 256  # times kept per row group by the plan, to estimate its rows in each chunk
+
+
+@dataclass
+class Span:
+    """A row group's rows of this cluster with a valid time: their range, count, and an even sample of their times."""
+
+    lo: int
+    hi: int
+    rows: int
+    path: str
+    group: int
+    sample: np.ndarray
+
+    def rows_in(self, lo: int, hi: int) -> int:
+        """About how many of its rows fall in [lo, hi) (from the sample; never 0 when its range meets [lo, hi))."""
+        inside = np.count_nonzero((self.sample >= lo) & (self.sample < hi))
+        return max(1, round(self.rows * inside / len(self.sample)))
+
+
+@dataclass
+class Chunk:
+    """A time range [lo, hi) of the cluster's rows, decided together: the row groups read from the files for it,
+    each with the later chunks that take their rows of that group from this read (held until then) instead of
+    reading the group again. A journal written out of time order (failed polls appended at the end, another
+    tool's export) has a row group spanning every chunk: read once, its few rows of each chunk held."""
+
+    lo: int
+    hi: int
+    reads: list[tuple[str, int, tuple[int, ...]]]  # (file, row group, later chunks served by this read)
+
+
+def read_parts(chunks: list[Chunk], i: int, mine) -> tuple[list[tuple[pa.Table, np.ndarray]], dict]:
+    """Chunk i's rows (this cluster's, valid time in its range) from its row groups, with their times, and the rows
+    of those groups for the later chunks they serve, by chunk index."""
+    parts, held = [], {}
+    for path, group, serves in chunks[i].reads:
+        table = read(path, [group], (*COLUMNS, *ORIGIN))
+        t = times(table)
+        ok = mine(table) & in_range(t)
+        for j in (i, *serves):
+            keep = ok & (t >= chunks[j].lo) & (t < chunks[j].hi)
+            if keep.all():
+                parts.append((table, t))
+            elif keep.any():  # a take costs what it keeps: the few rows held of a wide group are cheap
+                rows = np.flatnonzero(keep)
+                (parts if j == i else held.setdefault(j, [])).append((table.take(pa.array(rows)), t[rows]))
+    return parts, held
 
 
 class ClusterFiles:
@@ -83,9 +127,9 @@ class ClusterFiles:
     def outcome(self) -> Outcome:
         return self.cluster.outcome
 
-    def _plan(self) -> list[tuple[int, int, list[tuple[str, list[int]]]]]:
-        """Chunks as (from µs, to µs exclusive, [(file, row groups)]); rows without a valid time are rejected here."""
-        spans = []  # (min t, max t, rows, file, group)
+    def _spans(self) -> list[Span]:
+        """Each row group's span of this cluster's rows; rows without a valid time are rejected here."""
+        spans = []
         for path in self.task.files:
             f = pq.ParquetFile(path)
             for g in range(f.metadata.num_row_groups):
@@ -99,53 +143,73 @@ class ClusterFiles:
                     for rows, code in ((bad, C_TIME), (far, C_RANGE)):
                         if rows.any():
                             self.cluster.reject_rows(table.filter(pa.array(rows)), code)
-                good = mine & in_range(t)
-                if good.any():
-                    spans.append((int(t[good].min()), int(t[good].max()), int(good.sum()), path, g))
-        spans.sort(key=lambda s: (s[1], s[0]))
-        chunks, rows, lo = [], 0, None
-        for i, (_, hi, n, _, _) in enumerate(spans):
-            rows += n
-            last = i == len(spans) - 1
-            if (rows >= self.chunk_rows or last) and (lo is None or hi + 1 > lo):
-                chunks.append((lo, hi + 1))
-                lo, rows = hi + 1, 0
-        plan = []
-        for lo, hi in chunks:
-            reads: dict[str, list[int]] = {}
-            for smin, smax, _, path, g in spans:
-                if smax >= (lo if lo is not None else smin) and smin < hi:
-                    reads.setdefault(path, []).append(g)
-            plan.append((lo if lo is not None else -2 ** 62, hi, list(reads.items())))
-        return plan
+                good = np.sort(t[mine & in_range(t)])
+                if len(good):
+                    sample = good[np.linspace(0, len(good) - 1, min(len(good), SAMPLE)).astype(np.int64)]
+                    spans.append(Span(int(good[0]), int(good[-1]), len(good), path, g, sample))
+        return spans
+
+    def _bounds(self, spans: list[Span]) -> list[tuple[int, int]]:
+        """Chunks' time ranges [lo, hi): cut where the row groups ending so far hold chunk_rows rows."""
+        ordered = sorted(spans, key=lambda s: (s.hi, s.lo))
+        bounds, rows, lo = [], 0, -2 ** 62
+        for i, span in enumerate(ordered):
+            rows += span.rows
+            if (rows >= self.chunk_rows or i == len(ordered) - 1) and span.hi + 1 > lo:
+                bounds.append((lo, span.hi + 1))
+                lo, rows = span.hi + 1, 0
+        return bounds
+
+    def _plan(self) -> list[Chunk]:
+        """The chunks in time order, each row group read once where its later rows can be held: at most chunk_rows
+        rows held at any time, and rows x chunks held at most chunk_rows (a wide group's few rows of each chunk are
+        held, its bulk far ahead is read again when its turn comes rather than held all along)."""
+        spans = self._spans()
+        chunks = [Chunk(lo, hi, []) for lo, hi in self._bounds(spans)]
+        held = np.zeros(len(chunks), np.int64)  # rows held for later chunks while each chunk is decided
+        for span in sorted(spans, key=lambda s: (s.lo, s.hi)):
+            serves = None  # the read that holds this group's rows for later chunks
+            for j, c in enumerate(chunks):
+                if span.hi < c.lo or span.lo >= c.hi:
+                    continue
+                n = span.rows_in(c.lo, c.hi)
+                if serves is not None and held[serves[0]:j].max() + n <= self.chunk_rows and \
+                        n * (j - serves[0]) <= self.chunk_rows:
+                    serves[1].append(j)
+                    held[serves[0]:j] += n
+                    continue
+                serves = (j, [])
+                c.reads.append((span.path, span.group, serves[1]))
+        for c in chunks:
+            c.reads = [(path, g, tuple(serves)) for path, g, serves in c.reads]
+        return chunks
 
     def batches(self) -> Iterator[pa.RecordBatch]:
         """The cluster's records, chunk by chunk in time order; rejections gather in self.outcome."""
-        plan = self._plan()
+        chunks = self._plan()
         if self.task.cluster_id is None:
-            for lo, hi, reads in plan:
-                for path, groups in reads:
-                    table = read(path, groups, (*COLUMNS, *ORIGIN))
-                    self.cluster.reject_rows(table.filter(pa.array(self.cluster.mine(table))), 1)
+            for path, g in dict.fromkeys((path, g) for c in chunks for path, g, _ in c.reads):
+                table = read(path, [g], (*COLUMNS, *ORIGIN))
+                self.cluster.reject_rows(table.filter(pa.array(self.cluster.mine(table))), 1)
             return
+        held: dict[int, list] = {}
         # The next chunk is read (pyarrow, without the GIL) while this one is decided.
         with ThreadPoolExecutor(1) as reader:
-            pending = [reader.submit(read_chunk, reads) for _, _, reads in plan[:1] if reads]
-            for i, (lo, hi, reads) in enumerate(plan):
-                if not reads:
-                    continue
-                table = pending.pop(0).result()
-                following = [r for _, _, r in plan[i + 1:] if r][:1]
-                pending.extend(reader.submit(read_chunk, r) for r in following)
-                yield from self._decide_range(table, lo, hi)
+            pending = reader.submit(read_parts, chunks, 0, self.cluster.mine) if chunks else None
+            for i in range(len(chunks)):
+                parts, holds = pending.result()
+                for j, more in holds.items():
+                    held.setdefault(j, []).extend(more)
+                if i + 1 < len(chunks):
+                    pending = reader.submit(read_parts, chunks, i + 1, self.cluster.mine)
+                parts += held.pop(i, [])
+                if parts:
+                    yield from self._decide(parts)
 
-    def _decide_range(self, table: pa.Table, lo: int, hi: int) -> Iterator[pa.RecordBatch]:
-        """The rows of this cluster in [lo, hi) of the row groups read for that range."""
-        t = times(table)
-        keep = self.cluster.mine(table) & (t >= lo) & (t < hi) & in_range(t)  # other times: rejected by the plan
-        if not keep.all():
-            table, t = table.filter(pa.array(keep)), t[keep]
-        if table.num_rows:
-            batch = self.cluster.decide(table, t)
-            if batch is not None:
-                yield batch
+    def _decide(self, parts: list[tuple[pa.Table, np.ndarray]]) -> Iterator[pa.RecordBatch]:
+        """A chunk's rows, read from its row groups and held from earlier reads, decided in one table."""
+        table = pa.concat_tables([p for p, _ in parts], promote_options="permissive") if len(parts) > 1 else \
+            parts[0][0]
+        batch = self.cluster.decide(table, np.concatenate([t for _, t in parts]))
+        if batch is not None:
+            yield batch

@@ -1,5 +1,6 @@
 """`replay` on Spark (JSONL parsed by Spark SQL, Parquet read by the cluster tasks, decided by core/kernel.py)
-equals the streaming Python form (core/cache.py + core/decision.py) on random journals."""
+equals the streaming Python form (core/cache.py + core/decision.py) on random journals, the Parquet ones in each of
+journal_strategies.LAYOUTS."""
 from __future__ import annotations
 
 import datetime as dt
@@ -10,7 +11,7 @@ from hypothesis import HealthCheck, given, settings as hsettings, strategies as 
 from pyspark.sql import functions as F
 
 from builders import GB, settings
-from journal_strategies import fleets
+from journal_strategies import brokers_on_every_row, fleets
 from quota_pipeline.replay import job as replay
 from test_cluster_pass import write_flat
 from quota_pipeline.core.decision import decide_all
@@ -49,7 +50,7 @@ def python_frame(spark, snaps, s):
 @hsettings(max_examples=12, deadline=None, suppress_health_check=list(HealthCheck))
 @given(fleets(), st.sampled_from(["pin", "last-known", "violate"]), st.sampled_from([None, 15 * GB]),
        st.sampled_from([0, 30, 60]), st.sampled_from(["pin", "expire"]), st.sampled_from([0, 2, 5]),
-       st.sampled_from(["jsonl", "parquet"]))
+       st.sampled_from(["jsonl", "parquet", "exported"]))
 def test_spark_replay_equals_streaming_decisions(spark, tmp_path_factory, snaps, offline, soft, validity, fenced,
                                                  closest, form):
     s = settings(hard_bytes=5 * GB, soft_bytes=soft, validity_s=validity, offline=offline, fallback=0.3,
@@ -59,8 +60,10 @@ def test_spark_replay_equals_streaming_decisions(spark, tmp_path_factory, snaps,
         path = work / "journal.jsonl"
         path.write_text("".join(json.dumps(x.to_json()) + "\n" for x in snaps))
     else:
+        if form == "exported":  # failed polls' rows at the end of the file, with the brokers list
+            snaps = brokers_on_every_row(snaps)
         path = work / "journal.parquet"
-        write_flat(path, snaps)
+        write_flat(path, snaps, None if form == "parquet" else 7, "sorted" if form == "parquet" else form)
     result = replay.run(spark, s, str(path), str(work / "out.parquet"))
     assert result.rejected == 0
     replayed = spark.read.parquet(str(work / "out.parquet")).select(*COMPARED)

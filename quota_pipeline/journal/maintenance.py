@@ -199,9 +199,9 @@ def usage_of(cj: ClusterJournal) -> Usage:
     """What `journal stats` shows for one cluster, wherever its journal is."""
     if cj.is_object_store:
         from quota_pipeline.journal import object_maintenance
-        from quota_pipeline.journal.objstore import ObjectStore
+        from quota_pipeline.journal.objstore import store_for
 
-        store = ObjectStore(cj.root)
+        store = store_for(cj.root)
         listing, _ = object_maintenance.scan(store, cj.name, cj.interval, cj.period)
         return object_maintenance.usage_of(store, cj.name, listing)
     return usage(cj.dir, scan(cj.dir, cj.interval, cj.period))

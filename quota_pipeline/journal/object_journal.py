@@ -10,13 +10,15 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+from concurrent.futures import ThreadPoolExecutor
 
 import isodate
 
 from quota_pipeline.journal import layout, period_file
 from quota_pipeline.journal.layout import Period
-from quota_pipeline.journal.objstore import ObjectStore, ObjectStoreError
+from quota_pipeline.journal.objstore import ObjectStore, ObjectStoreError, store_for
 
+DOWNLOADS = 8  # parallel GETs of replay's copy
 CONFLICT_TRIES = 5  # a 409 (a concurrent conditional PUT in flight) or a tick that vanished under us: try again
 
 
@@ -81,11 +83,13 @@ def download(uri: str, dest) -> int:
     """A local copy of the s3:// journal (or any prefix of journal files) under `dest`, for replay; how many
     files. Tick files first, then the period files listed afresh: a tick file compacted between the two is in
     the period file copied after it, whose footer names it (replay reads it once); nothing is missed."""
-    store = ObjectStore(uri)
+    store = store_for(uri)
     wanted = [o.rel for o in store.list("") if not o.rel.endswith("/")]
     if not wanted and store.prefix:  # perhaps the URI names one object: a journal file
         parent, _, name = uri.rstrip("/").rpartition("/")
         return int(ObjectStore(parent).download(name, dest / name) is not None)
-    copied = sum(store.download(rel, dest / rel) is not None for rel in wanted if not rel.endswith(".parquet"))
-    again = [o.rel for o in store.list("") if o.rel.endswith(".parquet")]
-    return copied + sum(store.download(rel, dest / rel) is not None for rel in again)
+    with ThreadPoolExecutor(DOWNLOADS) as pool:  # small objects: latency, not bandwidth, bounds a copy
+        copied = sum(pool.map(lambda rel: store.download(rel, dest / rel) is not None,
+                              [rel for rel in wanted if not rel.endswith(".parquet")]))
+        again = [o.rel for o in store.list("") if o.rel.endswith(".parquet")]
+        return copied + sum(pool.map(lambda rel: store.download(rel, dest / rel) is not None, again))

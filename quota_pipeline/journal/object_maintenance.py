@@ -27,7 +27,7 @@ from quota_pipeline.journal import compaction, layout, object_journal, period_fi
 from quota_pipeline.journal.compaction import Compact, Plan, Prune, Step
 from quota_pipeline.journal.layout import Period, Sources
 from quota_pipeline.journal.listing import _OBSERVED_AT, PEEK_BYTES, Listing, OtherFile, PeriodFile, TickFile, usage
-from quota_pipeline.journal.objstore import ObjectStore, ObjectStoreError
+from quota_pipeline.journal.objstore import ObjectStore, ObjectStoreError, store_for
 from quota_pipeline.journal.rewrite import Rewritten, rewrite
 
 DOWNLOADS = 8          # parallel GETs while staging a period (small objects: latency, not bandwidth, bounds it)
@@ -154,7 +154,7 @@ def compact(store: ObjectStore, name: str, action: Compact, etags: dict, step: S
 def run_pass(cj, now: dt.datetime, options, report):
     """Retention, then compaction, of one cluster's journal on an object store (maintenance.run_pass's work)."""
     names.checked(cj.name, "the cluster's journal name (quota.pipeline.cluster.name or the config's file name)")
-    store = ObjectStore(cj.root)
+    store = store_for(cj.root)
     listing, etags = scan(store, cj.name, cj.interval, cj.period)
     retention = cj.retention if options.prune else dt.timedelta(0)  # compact only: whatever its age
     plan = compaction.plan(listing, now, cj.interval, cj.period, retention, None)

@@ -11,6 +11,7 @@ AWS_PROFILE, instance or pod roles. Neither is ever printed.
 from __future__ import annotations
 
 import datetime as dt
+import functools
 from dataclasses import dataclass
 from functools import cached_property
 
@@ -142,6 +143,13 @@ class ObjectStore:
         dest.parent.mkdir(parents=True, exist_ok=True)
         dest.write_bytes(got.data)
         return got.etag
+
+
+@functools.lru_cache(maxsize=64)
+def store_for(uri: str) -> ObjectStore:
+    """One ObjectStore (one boto3 client, one pyarrow file system) per URI and process: a client takes tens of
+    milliseconds to build, more than a request; both are safe to share between threads."""
+    return ObjectStore(uri)
 
 
 def _code(exc: Exception) -> str | None:

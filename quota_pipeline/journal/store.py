@@ -34,9 +34,9 @@ class Journal:
 
     @property
     def _objects(self):
-        from quota_pipeline.journal.objstore import ObjectStore, is_object_uri
+        from quota_pipeline.journal.objstore import is_object_uri, store_for
 
-        return ObjectStore(self.root) if is_object_uri(self.root) else None
+        return store_for(self.root) if is_object_uri(self.root) else None
 
     @property
     def _local_root(self) -> Path:

@@ -186,3 +186,23 @@ def test_replay_of_the_s3_journal_decides_as_replay_of_the_same_journal_on_disk(
                      for line in out.read_text().splitlines()])
     assert len(outs[0]) == 3 * 3600 // IV and outs[0] == outs[1]
     assert {d["source"] for d in outs[0]} >= {"OBSERVATION"}
+
+
+def test_the_jobs_background_maintenance_compacts_an_s3_journal_and_reports_its_size(root, s3proxy):  # noqa: F811
+    import time
+
+    from quota_pipeline.journal.background import Maintenance
+    from quota_pipeline.streaming.metrics import Metrics
+
+    now = dt.datetime.now(layout.UTC)
+    fill(Journal(root), "a", range(first_tick(IV, now - 3 * HOUR), first_tick(IV, now - 2 * HOUR)), IV)
+    metrics, reports = Metrics(), []
+    m = Maintenance([cluster(root, interval_s=IV)], lambda r: (reports.append(r), metrics.record_journal(r)))
+    m.start()
+    deadline = time.monotonic() + 60
+    while not reports and time.monotonic() < deadline:
+        time.sleep(0.1)
+    m.stop()
+    assert reports and reports[0]["compacted"] and keys(s3proxy, root, ".json") == []
+    assert metrics.registry.get_sample_value("quota_pipeline_journal_files", {"cluster": "a"}) == \
+        len(keys(s3proxy, root))

@@ -206,3 +206,32 @@ def test_the_jobs_background_maintenance_compacts_an_s3_journal_and_reports_its_
     assert reports and reports[0]["compacted"] and keys(s3proxy, root, ".json") == []
     assert metrics.registry.get_sample_value("quota_pipeline_journal_files", {"cluster": "a"}) == \
         len(keys(s3proxy, root))
+
+
+def test_the_polling_task_journals_on_s3_and_a_rerun_reads_it_instead_of_polling(root, s3proxy, monkeypatch):  # noqa: F811
+    from builders import GB, ok, vol
+    from quota_pipeline.core import config as cfg
+    from quota_pipeline.core.model import Status, VolumeSnapshot
+    from quota_pipeline.streaming import source
+
+    conf = cfg.parse({cfg.HARD_BYTES: "1000", cfg.CHECK_INTERVAL_SECONDS: "10", cfg.BOOTSTRAP: "127.0.0.1:1",
+                      cfg.CLUSTER_NAME: "a", cfg.CHECKPOINT_PATH: "/nonexistent/ckpt", cfg.JOURNAL_PATH: root})
+    polls = []
+
+    class Observer:
+        def __init__(self, _conf):
+            pass
+
+        def poll(self):
+            polls.append(1)
+            if len(polls) == 1:
+                return ok(1, vol(1, 50 * GB), cluster="real-id")
+            return VolumeSnapshot("127.0.0.1:1", ok(0).observed_at, Status.TIMEOUT, message="timed out")
+
+    monkeypatch.setattr("quota_pipeline.kafka.observer.Observer", Observer)
+    monkeypatch.setattr(source, "_observers", {})
+    first = source.poll_or_replay("a", conf, 42)
+    assert source.poll_or_replay("a", conf, 42) == first and polls == [1]  # a re-run batch: no second poll
+    assert source.poll_or_replay("a", conf, 43).cluster_id == "real-id"  # a failed poll, filed under the id
+    assert keys(s3proxy, root) == sorted(["a/_cluster_id", *(f"a/{layout.tick_file(t, source.tick_time(conf, t))}"
+                                                             for t in (42, 43))])

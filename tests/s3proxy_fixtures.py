@@ -99,8 +99,9 @@ def s3proxy(tmp_path_factory):
     (base / "data").mkdir()
     log = base / "s3proxy.log"
     with log.open("wb") as out:
-        proc = subprocess.Popen(["java", "-Xmx256m", "-DLOG_LEVEL=warn", "-cp", f"{lib}/*", "org.gaul.s3proxy.Main",
-                                 "--properties", str(conf)], stdout=out, stderr=subprocess.STDOUT)
+        proc = subprocess.Popen(["java", "-Xmx256m", f"-Dlogback.configurationFile={POM.parent / 'logback.xml'}",
+                                 "-cp", f"{lib}/*", "org.gaul.s3proxy.Main", "--properties", str(conf)],
+                                stdout=out, stderr=subprocess.STDOUT)
     saved = {k: os.environ.get(k) for k in (*ENV, "AWS_ENDPOINT_URL")}
     try:
         _wait_ready(proc, port, log)

@@ -235,3 +235,24 @@ def test_the_polling_task_journals_on_s3_and_a_rerun_reads_it_instead_of_polling
     assert source.poll_or_replay("a", conf, 43).cluster_id == "real-id"  # a failed poll, filed under the id
     assert keys(s3proxy, root) == sorted(["a/_cluster_id", *(f"a/{layout.tick_file(t, source.tick_time(conf, t))}"
                                                              for t in (42, 43))])
+
+
+def test_late_ticks_extend_a_period_file_under_if_match_and_a_raced_extension_is_refused(root, s3proxy, tmp_path):  # noqa: F811
+    journal, start = Journal(root), first_tick(IV)
+    late = (start + 7, start + 8)  # journaled after their hour was compacted (a re-run after a long outage)
+    fill(journal, "a", [t for t in range(start, start + 3600 // IV) if t not in late], IV)
+    run_pass(cluster(root, interval_s=IV), AFTER)
+    fill(journal, "a", late[:1], IV)
+    assert len(seen(root, tmp_path)) == 3600 // IV - 1  # the late tick is read before it is merged
+    raced = []
+
+    def rival(name: str) -> None:  # another pass extends the period file between this one's listing and its PUT
+        if name == "lengths-recorded" and not raced:
+            fill(journal, "a", late[1:], IV)
+            raced.append(run_pass(cluster(root, interval_s=IV), AFTER))
+    report = run_pass(cluster(root, interval_s=IV), AFTER, Options(step=rival))
+    assert [r.added for r in raced[0].rewritten] == [2]  # the rival merged both late ticks with If-Match ...
+    assert [p for p in report.problems if "changed by another pass" in p] and report.rewritten == []  # ... so not this
+    after = seen(root, tmp_path)
+    assert len(after) == 3600 // IV and keys(s3proxy, root, ".json") == []
+    assert [journal.read("a", t, layout.tick_start(t, IV)) for t in late] == [snapshot(t, IV) for t in late]

@@ -219,7 +219,7 @@ TABLE: tuple[Property, ...] = (
     Property(Q + "state.dir", "string", None, text,
              "(callback) " + 'where a broker keeps the last decision it applied (`<cluster>.decision.json`, written atomically): a restart starts from it under the usual rules (refused if dated ahead, the fallback once `observed_at` + validity + skew has passed) instead of 1.0 while the decision topic cannot be read yet; empty: memory only', "`<java.io.tmpdir>/quota-pipeline`"),
     Property(Q + "journal.path", "string", None, text,
-             "durable snapshot journal (local path or pyarrow.fs URI)", "`<checkpoint>/journal`"),
+             "durable snapshot journal (local path, s3://bucket/prefix, or another pyarrow.fs URI)", "`<checkpoint>/journal`"),
     Property(Q + "journal.period", "duration", _PT(hours=1), duration,
              "closed periods of this length are compacted to one Parquet file per cluster", "PT1H"),
     Property(Q + "journal.retention", "duration", _PT(days=30), duration,

@@ -168,7 +168,7 @@ class ClusterPass:
         lines = table.column("_line").to_numpy()
         if not _lex_sorted((t, file_rank, offsets, lines)):
             order = np.lexsort((lines, offsets, file_rank, t))
-            table, t, file_rank = _reordered(table, order), t[order], file_rank[order]
+            table, t, file_rank = take_runs(table, order), t[order], file_rank[order]
         n = table.num_rows
         # Snapshots: one (time, file) each; rows of a snapshot are consecutive now.
         new = np.ones(n, bool)
@@ -515,7 +515,7 @@ def _lex_sorted(keys: tuple[np.ndarray, ...]) -> bool:
     return True
 
 
-def _reordered(table: pa.Table, order: np.ndarray) -> pa.Table:
+def take_runs(table: pa.Table, order: np.ndarray) -> pa.Table:
     """table.take(order), by slices where the order keeps runs of consecutive rows: a journal written almost in
     time order (failed polls appended at the end, the rows of another file) moves a few rows, not every row."""
     cuts = np.flatnonzero(np.diff(order) != 1) + 1

@@ -17,7 +17,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from quota_pipeline.core.cluster_pass import (BAD_TIME, C_RANGE, C_TIME, COLUMNS, ORIGIN, TYPES, ClusterPass, Outcome,
-                                              in_range, times)
+                                              in_range, take_runs, times)
 from quota_pipeline.core.settings import Settings
 from quota_pipeline.journal import rules
 
@@ -109,9 +109,9 @@ def read_parts(chunks: list[Chunk], i: int, mine) -> tuple[list[tuple[pa.Table, 
             keep = ok & (t >= chunks[j].lo) & (t < chunks[j].hi)
             if keep.all():
                 parts.append((table, t))
-            elif keep.any():  # a take costs what it keeps: the few rows held of a wide group are cheap
+            elif keep.any():  # runs of rows as slices: a wide group's bulk is one run, its rows held a few
                 rows = np.flatnonzero(keep)
-                (parts if j == i else held.setdefault(j, [])).append((table.take(pa.array(rows)), t[rows]))
+                (parts if j == i else held.setdefault(j, [])).append((take_runs(table, rows), t[rows]))
     return parts, held
 
 

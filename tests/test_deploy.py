@@ -111,6 +111,7 @@ def test_the_job_config_is_valid_and_is_where_the_application_reads_it():
     # The checkpoint and the journal on the object store, never on the pod's disk (gone with the pod).
     assert props["quota.pipeline.checkpoint.path"].startswith("s3a://")
     assert props["quota.pipeline.journal.path"].startswith("s3://")
+    assert '"/opt/quota-pipeline[s3]"' in (DEPLOY / "job" / "Dockerfile").read_text(), "the image needs the s3 extra"
 
 
 def test_the_application_runs_the_job_the_image_provides():

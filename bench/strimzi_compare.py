@@ -274,7 +274,7 @@ def run_scenario(system: str, setting: str, jar: Path, kind: str, clients_n: int
         pre_rate = aggregate(clients, time.time() - 10, time.time()) / 10
         with plugin_on_classpath(jar):  # node 1 starts again in stop and offline; nothing else started reads it
             marks = hold(scenario, cluster, clients, pre_rate, stop_s, counts)
-        wait_s = 75.0 if system != "strimzi" else 130.0  # Strimzi's silences end at librdkafka's socket timeout
+        wait_s = return_wait(system)
         while time.time() < marks.freed + wait_s and not all(c.first_ack_after(marks.freed) for c in clients):
             time.sleep(0.5)
         return outcome(system, setting, kind, scenario, clients, pre_rate, marks, counts.per_minute(), cluster)
@@ -287,6 +287,11 @@ def run_scenario(system: str, setting: str, jar: Path, kind: str, clients_n: int
         if watcher is not None:
             watcher.close()
         cluster.stop()
+
+
+def return_wait(system: str) -> float:
+    """How long after the free the bench waits for every client's first acknowledged record."""
+    return 75.0 if system != "strimzi" else 130.0  # Strimzi's silences end at librdkafka's socket timeout
 
 
 @contextmanager
@@ -567,17 +572,30 @@ def chart(outcomes: list[Outcome], path: Path) -> None:
 
 
 def _trade_off(ax, outcomes: list[Outcome]) -> None:
-    for i, o in enumerate(outcomes):
-        back = o.back_max_s if o.back_max_s is not None else (o.back_min_s or 0.0)
-        marker = "s" if o.system == "strimzi" else "o"
-        color = f"C{i}"
-        label = _label(o) + ("" if o.back_max_s is not None else f" ({o.not_back} not back)")
-        ax.scatter([back], [100 * o.admitted_share], marker=marker, s=70, color=color, label=label + ": whole stop")
-        ax.scatter([back], [100 * o.last20_share], marker=marker, s=70, facecolors="none", edgecolors=color,
-                   label=label + ": its last 20 s")
-        ax.plot([back, back], [100 * o.admitted_share, 100 * o.last20_share], color=color, alpha=0.4)
+    """One colour per system and setting, one marker per client set; filled: the whole stop, hollow: its last 20 s.
+    A run whose clients were not all back is drawn at the right edge, marked so."""
+    from matplotlib.lines import Line2D
+    colors: dict[str, str] = {}
+    backs = [o.back_max_s for o in outcomes if o.back_max_s is not None]
+    edge = 1.15 * max(backs + [10.0])
+    for o in outcomes:
+        color = colors.setdefault(f"{o.system} {o.setting}", f"C{len(colors)}")
+        marker = "s" if o.kind == "java" else {1: "^", 32: "D"}.get(o.clients, "o")
+        back = o.back_max_s if o.back_max_s is not None else edge
+        whole, last = 100 * o.admitted_share, 100 * o.last20_share
+        ax.plot([back, back], [whole, last], color=color, alpha=0.4)
+        ax.scatter([back], [whole], marker=marker, s=70, color=color)
+        ax.scatter([back], [last], marker=marker, s=70, facecolors="none", edgecolors=color)
+        note = f"{o.clients} {o.kind}" + ("" if o.back_max_s is not None else f": {o.not_back} not back in {return_wait(o.system):.0f} s ->")
+        ax.annotate(note, (back, whole), textcoords="offset points", xytext=(-6 if o.back_max_s is None else 7, 3),
+                    ha="right" if o.back_max_s is None else "left", fontsize=7, color=color)
+    handles = [Line2D([], [], color=c, marker="o", linestyle="", label=k) for k, c in colors.items()]
+    handles += [Line2D([], [], color="grey", marker="o", linestyle="", label="whole stop"),
+                Line2D([], [], color="grey", marker="o", markerfacecolor="none", linestyle="", label="its last 20 s")]
     _finish(ax, "free -> slowest client's first acknowledged record (s)", "admitted at factor 0 (% of the earlier rate)",
             "Factor 0: what a stop admits against how fast clients return")
+    ax.set_xlim(0, edge * 1.05)
+    ax.legend(handles=handles, fontsize=8, loc="upper center")
 
 
 def _held_rates(ax, outcomes: list[Outcome]) -> None:
@@ -601,7 +619,8 @@ def _finish(ax, xlabel: str, ylabel: str, title: str) -> None:
     ax.set_ylabel(ylabel)
     ax.set_title(title)
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(fontsize=8)
 
 
 def _counts(text: str, flag: str) -> list[int]:

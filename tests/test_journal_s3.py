@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from journal_fixtures import T0, cluster, fill, first_tick, snapshot, view
+from test_journal_compaction import Killed, kill_at
 from quota_pipeline.cli import main
 from quota_pipeline.journal import layout, object_journal
 from quota_pipeline.journal.layout import Period
@@ -23,17 +24,6 @@ from tests.s3proxy_fixtures import s3proxy  # noqa: F401 - the session's S3Proxy
 HOUR = dt.timedelta(hours=1)
 IV = 60  # seconds between ticks: 60 tick objects an hour keep the tests quick
 AFTER = T0 + 3 * HOUR + dt.timedelta(minutes=5)  # every one of the three hours closed
-
-
-class Killed(BaseException):
-    """A crash injected at a step (BaseException: nothing in the pass may catch it)."""
-
-
-def kill_at(name: str):
-    def step(current: str) -> None:
-        if current == name:
-            raise Killed(name)
-    return step
 
 
 @pytest.fixture

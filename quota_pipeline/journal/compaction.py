@@ -105,6 +105,13 @@ def plan(listing: Listing, now: dt.datetime, interval: dt.timedelta, length: dt.
     return Plan(tuple(prune), tuple(compact), stale, tuple(problems))
 
 
+
+def plan_for(listing: Listing, now: dt.datetime, interval: dt.timedelta, length: dt.timedelta,
+             retention: dt.timedelta, wall_seconds: float | None, prune: bool, compact: bool) -> Plan:
+    """The plan of a pass that prunes, compacts or both; compacting alone takes closed periods whatever their age."""
+    made = plan(listing, now, interval, length, retention if prune else dt.timedelta(0), wall_seconds)
+    return Plan(made.prune if prune else (), made.compact if compact else (), made.stale, made.problems)
+
 def fsync_dir(path: Path) -> None:
     import os
 

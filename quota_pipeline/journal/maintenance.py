@@ -159,11 +159,8 @@ def run_pass(cj: ClusterJournal, now: dt.datetime, options: Options | None = Non
     with nullcontext() if options.dry_run else locked(cj.dir, options.wait_s):
         listing = scan(cj.dir, cj.interval, cj.period, footers)
         # Temporary files are aged by their mtime, which the file system's clock wrote: compared with it.
-        retention = cj.retention if options.prune else dt.timedelta(0)  # compact only: whatever its age
-        plan = compaction.plan(listing, now, cj.interval, cj.period, retention,
-                               time.time() if wall_seconds is None else wall_seconds)
-        plan = Plan(plan.prune if options.prune else (), plan.compact if options.compact else (), plan.stale,
-                    plan.problems)
+        plan = compaction.plan_for(listing, now, cj.interval, cj.period, cj.retention,
+                                   time.time() if wall_seconds is None else wall_seconds, options.prune, options.compact)
         report.plan = plan
         report.problems.extend(plan.problems)
         if options.on_plan:

@@ -156,10 +156,8 @@ def run_pass(cj, now: dt.datetime, options, report):
     names.checked(cj.name, "the cluster's journal name (quota.pipeline.cluster.name or the config's file name)")
     store = store_for(cj.root)
     listing, etags = scan(store, cj.name, cj.interval, cj.period)
-    retention = cj.retention if options.prune else dt.timedelta(0)  # compact only: whatever its age
-    plan = compaction.plan(listing, now, cj.interval, cj.period, retention, None)
-    plan = Plan(plan.prune if options.prune else (), plan.compact if options.compact else (), plan.stale,
-                plan.problems)
+    plan = compaction.plan_for(listing, now, cj.interval, cj.period, cj.retention, None, options.prune,
+                               options.compact)
     report.plan = plan
     report.problems.extend(plan.problems)
     if options.on_plan:

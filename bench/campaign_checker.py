@@ -14,7 +14,9 @@ Properties (each violation is one line with its times and the faults in force):
   observation to publication measured in this run);
 - release: once no log dir is low and no fault is in force, factor 1 within R = 2 x interval + the p99 delay;
 - admitted: while factor 0 has been in force for the grace G, the producers' acknowledged bytes stay within
-  brokers x clients x the stop's per-client limit (bytes/s) plus one request per client and broker;
+  brokers x clients x the stop's per-client limit (bytes/s) plus one request per client and broker (a stop that
+  ends by expiry, the output cluster down, is judged until one check interval before it: a broker that missed the
+  last record falls back when the one before it expires);
 - gaps: no two of the job's decisions further apart than the validity while it runs (a gap overlapping a fault
   that stops publication - the job killed, the output broker stopped, a broker of the decision topic failing - is
   explained, not a violation);
@@ -429,9 +431,13 @@ def check_admitted(h: History, decisions: Sequence[Decision]) -> list[Violation]
     by_client: dict[str, list[ProducerSample]] = {}
     for s in sorted(h.producers, key=lambda s: s.t):
         by_client.setdefault(s.client, []).append(s)
+    arrivals = {d.arrived for d in decisions}
     out = []
     for (t, f), (nxt, _) in zip(changes, changes[1:]):
-        a, b = t + meta.grace_s, nxt
+        # A stop that ends by expiry (no decision arrived then: the output cluster was down) is judged until one check
+        # interval before it: a broker that had not read the last record before the outage falls back when the
+        # record before it expires, up to one interval sooner, and its clients' backlog then goes through at once.
+        a, b = t + meta.grace_s, nxt if nxt in arrivals or nxt >= meta.end else nxt - meta.interval_s
         if f != 0.0 or b - a < 2.0:
             continue
         admitted = sum(acked_at(s, b) - acked_at(s, a) for s in by_client.values())

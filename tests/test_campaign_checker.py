@@ -152,6 +152,22 @@ def test_more_than_the_stop_limit_admitted_at_factor_0_is_a_violation():
     assert props(bad) == ["admitted"] and "10000 B/s acknowledged at factor 0" in bad.violations[0].what
 
 
+def test_a_stop_ending_by_expiry_is_judged_until_one_interval_before_it():
+    """The output cluster stops at 39 s: the last record (observed 37.5 s) expires at 47.5 s. A broker that missed
+    it falls back at 45.5 s, and the clients' backlog (1 MB) goes through then: not the stop's. The same backlog
+    through at 43 s is."""
+    pub = published(every(0, 40, safe_factor))
+    stop = [cc.Fault("output_stop", "output", T0 + 39, T0 + 70, {})]
+
+    def samples(burst_at: float) -> list[cc.ProducerSample]:
+        return [cc.ProducerSample(T0 + t / 4, c, int(500 * t / 4) + (1_000_000 if t / 4 >= burst_at else 0), 0)
+                for c in ("a", "b") for t in range(0, 400)]
+    late = cc.check(history(pub, disks(20, 50), stop, producers=samples(46.0)), "c")
+    assert "admitted" not in props(late)
+    early = cc.check(history(pub, disks(20, 50), stop, producers=samples(43.0)), "c")
+    assert "admitted" in props(early)
+
+
 def test_a_replay_that_differs_from_what_was_published_is_a_violation():
     pub = published(every(0, 100, safe_factor))
     replayed = [json.loads(p.value) for p in pub]

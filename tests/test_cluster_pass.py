@@ -98,6 +98,18 @@ def test_the_strategies_generate_dirs_that_go_offline_after_filling():
     assert "offline-filling" in reasons(found)
 
 
+def test_the_compiled_pass_decides_a_broker_back_with_its_dir_offline_as_the_reference(tmp_path):
+    """test_decide's broker that comes back with its dir offline (its reading pinned by the fence goes stale)."""
+    s = settings(validity_s=20)
+    snaps = [ok(0, vol(1, 50 * GB), vol(3, 50 * GB))]
+    snaps += [ok(t, vol(1, 50 * GB), brokers=(1,), fenced=(3,)) for t in (10, 20, 30, 40)]
+    snaps += [ok(t, vol(1, 50 * GB), vol(3, None)) for t in (50, 60, 70, 80, 90)]
+    snaps += [ok(100, vol(1, 50 * GB), vol(3, 40 * GB))]
+    got, _ = replayed([write_flat(tmp_path / "j.parquet", snaps)], ["c1"], s, chunk_rows=3)
+    assert got == streaming(snaps, s)
+    assert [r["throttle_factor"] for r in got] == [1.0] * 5 + [0.0] * 5 + [1.0]
+
+
 @pytest.mark.parametrize("free, offline_at, total, hard, factors", [
     ([40, 30, 20], [30, 200], 100 * GB, Limit("bytes", 10 * GB), [0.0, 0.0]),    # filling: offline-filling
     ([40, 40, 40], [30, 200], 100 * GB, Limit("bytes", 10 * GB), [1.0, 1.0]),    # steady: its last reading stays

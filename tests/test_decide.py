@@ -214,6 +214,33 @@ def test_the_other_offline_policies_ignore_the_fill_rate():
     assert d.factor == 0.0 and sm.closest_volumes[0].reason == "offline"
 
 
+def back_with_its_dir_offline(fenced_policy: str = "pin"):
+    """Broker 3 healthy (50 GB free), stopped (fenced) for 40 s, back with /d0 offline: its disk filled while it
+    was down (the fault campaign, seed 1: another writer on the volume), then /d0 readable again at 100 s."""
+    s = settings(validity_s=20, fenced=fenced_policy)
+    snaps = [ok(0, vol(1, 50 * GB), vol(3, 50 * GB))]
+    snaps += [ok(t, vol(1, 50 * GB), brokers=(1,), fenced=(3,)) for t in (10, 20, 30, 40)]
+    snaps += [ok(t, vol(1, 50 * GB), vol(3, None)) for t in (50, 60, 70, 80, 90)]
+    return list(decide_all(snaps + [ok(100, vol(1, 50 * GB), vol(3, 40 * GB))], s))
+
+
+def test_a_broker_back_with_its_dir_offline_violates_whatever_its_reading_before_the_stop():
+    """The reading pinned while its broker was fenced predates the broker's run: an offline dir it brings back may
+    have filled meanwhile, so it violates like an offline dir with no reading (pin), until it is read again."""
+    summaries = back_with_its_dir_offline()
+    assert [d.factor for _, d in summaries] == [1.0] * 5 + [0.0] * 5 + [1.0]
+    sm = summaries[5][0]
+    assert sm.violations == 1 and sm.closest_volumes[0].broker_id == 3
+    assert sm.closest_volumes[0].reason == "offline" and sm.closest_volumes[0].eta_seconds is None
+
+
+def test_a_dir_failing_under_a_running_broker_still_keeps_its_healthy_reading():
+    """Without a stop in between, an offline report after a healthy reading is a failed disk: no throttle."""
+    s = settings(validity_s=20)
+    snaps = [ok(0, vol(1, 50 * GB), vol(3, 50 * GB))] + [ok(t, vol(1, 50 * GB), vol(3, None)) for t in (10, 20, 60)]
+    assert [d.factor for _, d in decide_all(snaps, s)] == [1.0] * 4
+
+
 def test_fenced_brokers_must_be_covered_for_a_release():
     snaps = [ok(0, vol(1, 5 * GB), vol(2, 50 * GB)),
              ok(10, vol(1, 50 * GB), brokers=(1,), fenced=(3,)),

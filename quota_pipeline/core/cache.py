@@ -33,6 +33,9 @@ class Entry:
     pinned: bool = False
     fill_rate: float | None = None  # bytes/s lost, fitted when the reading was taken; None unless filling
     top_partitions: tuple[PartitionSize, ...] = ()
+    # Pinned because its broker was fenced: the reading predates the broker's current run, so it says nothing of
+    # the dir the broker brings back (it may have filled while the broker was down).
+    fenced_pin: bool = False
 
     @property
     def available_ratio(self) -> float | None:
@@ -70,10 +73,12 @@ def apply_snapshot(state: CacheState, snap: VolumeSnapshot, settings: Settings) 
                 entries[key] = Entry(v.broker_id, v.log_dir, t, None, None)
             elif settings.offline_policy == "pin":
                 existing = entries.get(key)
-                if existing is None:
-                    entries[key] = Entry(v.broker_id, v.log_dir, t, None, None, pinned=True)
-                elif reached_by(existing, t_us, settings):
+                if existing is not None and reached_by(existing, t_us, settings):
                     entries[key] = went_offline_filling(existing)
+                elif existing is None or existing.fenced_pin:
+                    # No reading of the broker's current run: a dir that is offline when its broker comes back may
+                    # have filled while it was down, and a reading from before cannot tell a failed disk from that.
+                    entries[key] = Entry(v.broker_id, v.log_dir, t, None, None, pinned=True)
                 else:
                     entries[key] = replace(existing, pinned=True)
             # last-known: the cached reading stays and expires like any other.
@@ -83,7 +88,7 @@ def apply_snapshot(state: CacheState, snap: VolumeSnapshot, settings: Settings) 
             fenced = frozenset(snap.fenced_brokers) - frozenset(snap.brokers)
             for key, e in entries.items():
                 if e.broker_id in fenced and not e.pinned:
-                    entries[key] = replace(e, pinned=True)
+                    entries[key] = replace(e, pinned=True, fenced_pin=True)
     new_state = CacheState(entries, registered, history)
     in_force = [e for e in entries.values() if not e.pinned or e.broker_id in registered]
     return new_state, summarize(snap, in_force, settings)
@@ -105,7 +110,7 @@ def reached_by(e: Entry, t_us: int, settings: Settings) -> bool:
 def went_offline_filling(e: Entry) -> Entry:
     """The pinned offline entry of a dir that filled up before it went offline: no bytes (it violates as any
     offline entry), with the fill rate and top partitions of its last reading for the record."""
-    return replace(e, total_bytes=None, available_bytes=None, pinned=True)
+    return replace(e, total_bytes=None, available_bytes=None, pinned=True, fenced_pin=False)
 
 
 def _reading(v: Volume, t: dt.datetime, fill_rate: float | None) -> Entry:

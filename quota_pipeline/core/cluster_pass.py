@@ -318,6 +318,7 @@ class ClusterPass:
         """The state to_bytes wrote, carried on from here."""
         z = np.load(io.BytesIO(data), allow_pickle=False)
         self.states = [kernel.State(**{f: z[f] for f in STATE_FIELDS})]
+        self.states[0].pinned = self.states[0].pinned.astype(np.int8)  # bool in checkpoints before fenced pins
         self.keys = (z["key_broker"], z["key_name"].astype(object))
         self.brokers = z["brokers"]
         with pa.ipc.open_stream(pa.py_buffer(z["partitions"].tobytes())) as r:

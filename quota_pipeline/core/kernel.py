@@ -24,6 +24,7 @@ SOURCES = (DecisionSource.OBSERVATION.value, DecisionSource.RETAINED.value, Deci
 OBSERVATION, RETAINED, FALLBACK = 0, 1, 2
 NO_LIMIT, BYTES, RATIO = 0, 1, 2
 NONE = -1  # no time, no snapshot row, no log dir
+FENCED_PIN = 2  # State.pinned: pinned because its broker was fenced (cache.Entry.fenced_pin)
 
 
 @dataclass(frozen=True)
@@ -61,7 +62,7 @@ class State:
     history, the registered brokers of the last SUCCESS (by broker number) and the decision in force."""
 
     has: np.ndarray         # bool[K]: a reading (or offline report) is cached
-    pinned: np.ndarray      # bool[K]
+    pinned: np.ndarray      # int8[K]: 0 not pinned, 1 pinned, FENCED_PIN pinned because its broker was fenced
     observed: np.ndarray    # int64[K] µs
     total: np.ndarray       # int64[K]
     available: np.ndarray   # int64[K]
@@ -77,7 +78,7 @@ class State:
 
     @classmethod
     def empty(cls, keys: int, brokers: int) -> "State":
-        return cls(np.zeros(keys, bool), np.zeros(keys, bool), np.zeros(keys, np.int64), np.zeros(keys, np.int64),
+        return cls(np.zeros(keys, bool), np.zeros(keys, np.int8), np.zeros(keys, np.int64), np.zeros(keys, np.int64),
                    np.zeros(keys, np.int64), np.zeros(keys, bool), np.full(keys, np.nan), np.full(keys, NONE, np.int64),
                    np.zeros((keys, FILL_READINGS), np.int64), np.zeros((keys, FILL_READINGS), np.int64),
                    np.zeros(keys, np.int64), np.zeros(brokers, bool), np.array([0.0, 1.0, 0.0, 0.0, NONE]))
@@ -288,7 +289,7 @@ def _report_offline(k, now, offline_policy, hard_kind, hard_value, has, pinned, 
     reading (or adds a pinned violating entry), last-known leaves the cache as it is."""
     if offline_policy == 0 or (offline_policy == 1 and not has[k]):
         has[k] = True
-        pinned[k] = offline_policy == 1
+        pinned[k] = 1 if offline_policy == 1 else 0
         observed[k] = now
         total[k] = NONE
         available[k] = NONE
@@ -302,7 +303,14 @@ def _report_offline(k, now, offline_policy, hard_kind, hard_value, has, pinned, 
             total[k] = NONE
             available[k] = NONE
             offline[k] = True
-        pinned[k] = True
+        elif pinned[k] == FENCED_PIN:  # a reading from before the broker's fence: as if there were none
+            observed[k] = now
+            total[k] = NONE
+            available[k] = NONE
+            offline[k] = True
+            fill[k] = np.nan
+            row[k] = NONE
+        pinned[k] = 1
 
 
 @numba.njit(cache=True, inline="always")
@@ -310,8 +318,8 @@ def _pin_fenced(listed, fenced_now, key_broker, has, pinned):
     """Step 1, fenced policy pin: a fenced broker takes no writes, its last readings are its current state."""
     for k in range(has.shape[0]):
         b = key_broker[k]
-        if has[k] and fenced_now[b] and not listed[b]:
-            pinned[k] = True
+        if has[k] and fenced_now[b] and not listed[b] and pinned[k] == 0:
+            pinned[k] = FENCED_PIN
 
 
 @numba.njit(cache=True, inline="always")
@@ -344,7 +352,7 @@ def _upsert_snapshot(i, now, listed, fenced_now, rows_at, key, r_total, r_availa
         while lo < m and hist_t[k, lo] < now - validity_us:
             lo += 1
         has[k] = True
-        pinned[k] = False
+        pinned[k] = 0
         observed[k] = now
         total[k] = r_total[r]
         available[k] = r_available[r]

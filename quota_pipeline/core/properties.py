@@ -184,7 +184,8 @@ TABLE: tuple[Property, ...] = (
              "the soft limit as available / total", "none"),
     Property(P + "storage.offline.log.dir.policy", "choice", "pin", choice(*OFFLINE_POLICIES),
              "an offline log dir (KAFKA_STORAGE_ERROR): `pin` keeps its last reading while it stays offline "
-             "(none, or one filling fast enough to have reached the hard limit by now: it violates); `last-known` "
+             "(none, one from before its broker's stop, or one filling fast enough to have reached the hard limit "
+             "by now: it violates); `last-known` "
              "lets that reading expire (Strimzi); `violate` makes it violate"),
     Property(P + "throttle.factor.fallback", "double", 1.0, double(0.0, 1.0),
              "factor when no valid decision can be made (0..1)", strimzi=True),

@@ -50,7 +50,8 @@ def encode_state(state: DecisionState, config_name: str | None = None) -> str:
     return json.dumps({
         "config": config_name,  # the configured cluster that last updated it: a removal names it
         "registered": sorted(state.cache.registered),
-        "entries": [[e.broker_id, e.log_dir, epoch_micros(e.observed_at), e.total_bytes, e.available_bytes, e.pinned,
+        "entries": [[e.broker_id, e.log_dir, epoch_micros(e.observed_at), e.total_bytes, e.available_bytes,
+                     kernel.FENCED_PIN if e.fenced_pin else e.pinned,
                      e.fill_rate, [[p.topic, p.partition, p.size_bytes] for p in e.top_partitions]]
                     for e in state.cache.entries.values()],
         "history": [[b, ld, [list(h) for h in hist]] for (b, ld), hist in state.cache.history.items()],
@@ -67,8 +68,8 @@ def decode_state(text: str | None) -> DecisionState:
     entries = {}
     for b, ld, t, total, avail, pinned, *extra in raw["entries"]:
         fill, parts = (extra + [None, []])[:2]
-        entries[(b, ld)] = Entry(b, ld, from_epoch_micros(t), total, avail, pinned, fill,
-                                 tuple(PartitionSize(*p) for p in parts))
+        entries[(b, ld)] = Entry(b, ld, from_epoch_micros(t), total, avail, bool(pinned), fill,
+                                 tuple(PartitionSize(*p) for p in parts), fenced_pin=pinned == kernel.FENCED_PIN)
     history = {(b, ld): tuple(tuple(h) for h in hist) for b, ld, hist in raw.get("history", [])}
     d = raw["decision"]
     decision = None if d is None else Decision(
@@ -118,7 +119,8 @@ def from_decision_state(columns: ClusterPass, state: DecisionState) -> ClusterPa
         e = cache.entries.get(key)
         if e is not None:
             offline = e.total_bytes is None or e.available_bytes is None
-            st.has[k], st.pinned[k], st.offline[k] = True, e.pinned, offline
+            st.has[k], st.offline[k] = True, offline
+            st.pinned[k] = kernel.FENCED_PIN if e.fenced_pin else int(e.pinned)
             st.observed[k] = epoch_micros(e.observed_at)
             st.total[k] = kernel.NONE if offline else e.total_bytes
             st.available[k] = kernel.NONE if offline else e.available_bytes

@@ -129,6 +129,14 @@ class CallbackConfigTest {
     }
 
     @Test
+    void afterAnOutputOutageTheConsumerReconnectsWithin2SecondsUnlessTheOperatorSaysOtherwise() {
+        Map<String, Object> props = minimal();
+        assertEquals("2000", CallbackConfig.parse(props).consumerSettings(1).get("reconnect.backoff.max.ms"));
+        props.put("quota.pipeline.output.kafka.reconnect.backoff.max.ms", "5000");
+        assertEquals("5000", CallbackConfig.parse(props).consumerSettings(1).get("reconnect.backoff.max.ms"));
+    }
+
+    @Test
     void theConsumerReadsWithoutAGroupFromTheBeginningAndNeverCreatesTheTopic() {
         Map<String, Object> props = minimal();
         props.put("quota.pipeline.output.kafka.group.id", "someone");

@@ -287,30 +287,29 @@ def _report_offline(k, now, offline_policy, hard_kind, hard_value, has, pinned, 
                     fill, row):
     """Step 1, an offline report as the offline policy says: violate caches a violating entry, pin pins the cached
     reading (or adds a pinned violating entry), last-known leaves the cache as it is."""
-    if offline_policy == 0 or (offline_policy == 1 and not has[k]):
-        has[k] = True
-        pinned[k] = 1 if offline_policy == 1 else 0
-        observed[k] = now
-        total[k] = NONE
-        available[k] = NONE
-        offline[k] = True
-        fill[k] = np.nan
-        row[k] = NONE
-    elif offline_policy == 1:
-        # Filled up to the hard limit by now at its last fill rate: pinned offline, keeping that rate
-        # and the reading's row (its top partitions) for the record (cache.went_offline_filling).
+    if offline_policy == 2:
+        return
+    if offline_policy == 1 and has[k]:
         if not offline[k] and _reached(available[k], total[k], fill[k], now - observed[k], hard_kind, hard_value):
+            # Filled up to the hard limit by now at its last fill rate: pinned offline, keeping that rate
+            # and the reading's row (its top partitions) for the record (cache.went_offline_filling).
             total[k] = NONE
             available[k] = NONE
             offline[k] = True
-        elif pinned[k] == FENCED_PIN:  # a reading from before the broker's fence: as if there were none
-            observed[k] = now
-            total[k] = NONE
-            available[k] = NONE
-            offline[k] = True
-            fill[k] = np.nan
-            row[k] = NONE
-        pinned[k] = 1
+            pinned[k] = 1
+            return
+        if pinned[k] != FENCED_PIN:  # a reading from before the broker's fence counts as none (below)
+            pinned[k] = 1
+            return
+    # violate, or pin without a reading of the broker's current run: a violating entry
+    has[k] = True
+    pinned[k] = 1 if offline_policy == 1 else 0
+    observed[k] = now
+    total[k] = NONE
+    available[k] = NONE
+    offline[k] = True
+    fill[k] = np.nan
+    row[k] = NONE
 
 
 @numba.njit(cache=True, inline="always")

@@ -110,6 +110,16 @@ def test_the_compiled_pass_decides_a_broker_back_with_its_dir_offline_as_the_ref
     assert [r["throttle_factor"] for r in got] == [1.0] * 5 + [0.0] * 5 + [1.0]
 
 
+def test_the_compiled_pass_takes_the_last_step_of_a_fill_as_the_reference(tmp_path):
+    from test_decide import went_offline
+
+    s = settings(validity_s=60)
+    snaps = went_offline([36.5, 36.5, 36.3, 36.3, 20.7], [47, 60], total=40 * GB)
+    got, _ = replayed([write_flat(tmp_path / "j.parquet", snaps)], ["c1"], s, chunk_rows=2)
+    assert got == streaming(snaps, s)
+    assert [r["throttle_factor"] for r in got] == [1.0] * 5 + [0.0, 0.0]
+
+
 @pytest.mark.parametrize("free, offline_at, total, hard, factors", [
     ([40, 30, 20], [30, 200], 100 * GB, Limit("bytes", 10 * GB), [0.0, 0.0]),    # filling: offline-filling
     ([40, 40, 40], [30, 200], 100 * GB, Limit("bytes", 10 * GB), [1.0, 1.0]),    # steady: its last reading stays

@@ -174,6 +174,17 @@ def test_a_dir_that_went_offline_after_filling_to_the_limit_violates():
     assert summaries[6][0].closest_volumes[0].reason is None
 
 
+def test_a_fill_that_began_just_before_the_dir_went_offline_violates_at_its_first_offline_report():
+    """Flat readings, one sudden step of 15.6 GB in 10 s, then offline (the campaign, seed 1, scaled): the fit over
+    the five readings says 0.32 GB/s (above the limit until 74 s), the last step 1.56 GB/s (the limit by 47 s)."""
+    s = settings(validity_s=60)
+    summaries = list(decide_all(went_offline([36.5, 36.5, 36.3, 36.3, 20.7], [47, 60], total=40 * GB), s))
+    assert [d.factor for _, d in summaries] == [1.0] * 5 + [0.0, 0.0]
+    assert summaries[5][0].closest_volumes[0].reason == "offline-filling"
+    # The record keeps the fitted rate (what the dashboard and the ETA show), not the step.
+    assert summaries[5][0].closest_volumes[0].fill_rate_bytes_per_second == pytest.approx(0.318 * GB, rel=0.01)
+
+
 def test_a_dir_that_went_offline_while_steady_or_freeing_keeps_its_last_reading():
     s = settings(validity_s=60)
     for free in ([40, 40, 40], [20, 30, 40], [11, 11, 11]):

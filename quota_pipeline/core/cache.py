@@ -73,7 +73,7 @@ def apply_snapshot(state: CacheState, snap: VolumeSnapshot, settings: Settings) 
                 entries[key] = Entry(v.broker_id, v.log_dir, t, None, None)
             elif settings.offline_policy == "pin":
                 existing = entries.get(key)
-                if existing is not None and reached_by(existing, t_us, settings):
+                if existing is not None and reached_by(existing, t_us, settings, onset(history.get(key, ()), settings)):
                     entries[key] = went_offline_filling(existing)
                 elif existing is None or existing.fenced_pin:
                     # No reading of the broker's current run: a dir that is offline when its broker comes back may
@@ -94,16 +94,24 @@ def apply_snapshot(state: CacheState, snap: VolumeSnapshot, settings: Settings) 
     return new_state, summarize(snap, in_force, settings)
 
 
-def reached_by(e: Entry, t_us: int, settings: Settings) -> bool:
+def onset(history: tuple[tuple[int, int], ...], settings: Settings) -> float | None:
+    """The key's last step of filling (trend.onset_rate) over its readings within the validity of the newest."""
+    return trend.onset_rate(trend.recent(history, history[-1][0], settings.validity)) if history else None
+
+
+def reached_by(e: Entry, t_us: int, settings: Settings, onset_rate: float | None = None) -> bool:
     """An offline log dir whose cached reading `e` was filling: has it reached the hard limit by `t_us`?
 
-    The last available bytes minus the reading's fill rate (fitted over the readings before it went offline)
-    times the time since that reading, against the hard limit (bytes, or ratio of the last total). No rate
-    (steady, freeing, or a single reading) never reaches it. core/kernel.py's _reached, operation for operation.
+    The last available bytes minus the fill rate times the time since that reading, against the hard limit (bytes,
+    or ratio of the last total). The rate is the larger of the reading's fill rate (fitted over the readings before
+    it went offline) and `onset_rate`, the last step before it went offline: a fill that began just before (the
+    fault campaign, seed 1: 36 MB to ENOSPC in 4 s at a 2 s interval) is diluted in a fit over flat readings. No
+    rate (steady, freeing, or a single reading) never reaches it. core/kernel.py's _reached, operation for operation.
     """
-    if e.available_bytes is None or e.total_bytes is None or e.fill_rate is None:
+    rates = [r for r in (e.fill_rate, onset_rate) if r is not None]
+    if e.available_bytes is None or e.total_bytes is None or not rates:
         return False
-    estimate = e.available_bytes - e.fill_rate * ((t_us - epoch_micros(e.observed_at)) / 1e6)
+    estimate = e.available_bytes - max(rates) * ((t_us - epoch_micros(e.observed_at)) / 1e6)
     return policy.violates_py(estimate, e.total_bytes, settings.limits)
 
 

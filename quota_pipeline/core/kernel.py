@@ -283,14 +283,28 @@ def _mark(flags, at, numbers, i):
 
 
 @numba.njit(cache=True, inline="always")
+def _onset(k, now, validity_us, hist_t, hist_a, hist_n):
+    """cache.onset: the key's last step of filling, if its newest reading is within validity of `now` (else the
+    reference has dropped the key's history) and the one before within validity of it; NaN when not filling."""
+    n = hist_n[k]
+    if n < 2 or hist_t[k, n - 1] < now - validity_us or hist_t[k, n - 2] < hist_t[k, n - 1] - validity_us:
+        return np.nan
+    if hist_t[k, n - 1] <= hist_t[k, n - 2]:
+        return np.nan
+    rate = (float(hist_a[k, n - 2]) - float(hist_a[k, n - 1])) / ((hist_t[k, n - 1] - hist_t[k, n - 2]) / 1e6)
+    return rate if rate > 0.0 else np.nan
+
+
+@numba.njit(cache=True, inline="always")
 def _report_offline(k, now, offline_policy, hard_kind, hard_value, has, pinned, observed, total, available, offline,
-                    fill, row):
+                    fill, row, onset):
     """Step 1, an offline report as the offline policy says: violate caches a violating entry, pin pins the cached
     reading (or adds a pinned violating entry), last-known leaves the cache as it is."""
     if offline_policy == 2:
         return
     if offline_policy == 1 and has[k]:
-        if not offline[k] and _reached(available[k], total[k], fill[k], now - observed[k], hard_kind, hard_value):
+        rate = fill[k] if np.isnan(onset) or (not np.isnan(fill[k]) and fill[k] >= onset) else onset
+        if not offline[k] and _reached(available[k], total[k], rate, now - observed[k], hard_kind, hard_value):
             # Filled up to the hard limit by now at its last fill rate: pinned offline, keeping that rate
             # and the reading's row (its top partitions) for the record (cache.went_offline_filling).
             total[k] = NONE
@@ -335,7 +349,7 @@ def _upsert_snapshot(i, now, listed, fenced_now, rows_at, key, r_total, r_availa
         k = key[r]
         if r_offline[r]:
             _report_offline(k, now, offline_policy, hard_kind, hard_value, has, pinned, observed, total, available,
-                            offline, fill, row)
+                            offline, fill, row, _onset(k, now, validity_us, hist_t, hist_a, hist_n))
             continue
         m = hist_n[k]
         if m == depth:

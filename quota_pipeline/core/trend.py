@@ -36,6 +36,18 @@ def fill_rate(readings: Sequence[tuple[int, int]]) -> float | None:
     return rate if rate > 0.0 else None
 
 
+def onset_rate(readings: Sequence[tuple[int, int]]) -> float | None:
+    """Bytes/s lost between the last two of `readings` (µs, available); None unless filling. A fill that has just
+    begun shows in this step before a least-squares slope over several flat readings catches up with it."""
+    if len(readings) < 2:
+        return None
+    (t0, a0), (t1, a1) = readings[-2], readings[-1]
+    if t1 <= t0:
+        return None
+    rate = (float(a0) - float(a1)) / ((t1 - t0) / 1e6)
+    return rate if rate > 0.0 else None
+
+
 def eta_seconds(headroom_bytes: float | None, rate: float | None) -> float | None:
     """Seconds until the hard limit at `rate`; 0 once at or past it; None when not filling or offline."""
     if headroom_bytes is None or rate is None:

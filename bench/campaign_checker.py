@@ -429,6 +429,22 @@ def admit_bound(meta: Meta) -> float:
     return ADMIT_SLACK * meta.brokers * meta.producers * meta.stop_limit_bytes_per_s
 
 
+def first_expiry(h: History, decisions: Sequence[Decision], expiry: float) -> float:
+    """When the first broker falls back in a stop that ends by expiry at `expiry` (no decision arrived then: the
+    output cluster was down). A broker holds the newest record that arrived while it ran: one stopped or killed
+    during the stop restarts with the record it applied last (its saved decision), which expires sooner, and its
+    clients' backlog goes through at once. One check interval earlier still: a broker may have missed the record
+    that arrived just before it went down, or just before the outage."""
+    held = []
+    for node in range(1, h.meta.brokers + 1):
+        down = down_intervals(h.faults, node)
+        read = [d for d in decisions if d.arrived <= expiry and d.valid_until is not None
+                and d.observed_at <= d.arrived + h.meta.skew_s and not any(s <= d.arrived <= e for s, e in down)]
+        if read:
+            held.append(max(read, key=lambda d: d.observed_at).valid_until)
+    return min(held + [expiry]) - h.meta.interval_s
+
+
 def check_admitted(h: History, decisions: Sequence[Decision]) -> list[Violation]:
     """Acknowledged bytes while factor 0 has been in force for the grace, against the design's bound."""
     meta = h.meta
@@ -439,10 +455,7 @@ def check_admitted(h: History, decisions: Sequence[Decision]) -> list[Violation]
     arrivals = {d.arrived for d in decisions}
     out = []
     for (t, f), (nxt, _) in zip(changes, changes[1:]):
-        # A stop that ends by expiry (no decision arrived then: the output cluster was down) is judged until one check
-        # interval before it: a broker that had not read the last record before the outage falls back when the
-        # record before it expires, up to one interval sooner, and its clients' backlog then goes through at once.
-        a, b = t + meta.grace_s, nxt if nxt in arrivals or nxt >= meta.end else nxt - meta.interval_s
+        a, b = t + meta.grace_s, nxt if nxt in arrivals or nxt >= meta.end else first_expiry(h, decisions, nxt)
         if f != 0.0 or b - a < 2.0:
             continue
         admitted = sum(acked_at(s, b) - acked_at(s, a) for s in by_client.values())

@@ -168,6 +168,22 @@ def test_a_stop_ending_by_expiry_is_judged_until_one_interval_before_it():
     assert "admitted" in props(early)
 
 
+def test_a_broker_stopped_during_an_outage_falls_back_when_its_own_last_record_expires():
+    """Node 1 is stopped from 30 s to 60 s and the output cluster from 39 s: node 1 restarts with the record it
+    read last (arrived 28 s, expires 37.5 s) and falls back then, while the others hold the stop until 47.5 s. Its
+    clients' backlog through at 38 s is not the stop's; the same backlog through at 34 s is."""
+    pub = published(every(0, 40, safe_factor))
+    faults = [cc.Fault("output_stop", "output", T0 + 39, T0 + 70, {}), cc.Fault("stop", "node1", T0 + 30, T0 + 60, {})]
+
+    def samples(burst_at: float) -> list[cc.ProducerSample]:
+        return [cc.ProducerSample(T0 + t / 4, c, int(500 * t / 4) + (1_000_000 if t / 4 >= burst_at else 0), 0)
+                for c in ("a", "b") for t in range(0, 400)]
+    late = cc.check(history(pub, disks(20, 50), faults, producers=samples(38.0)), "c")
+    assert "admitted" not in props(late)
+    early = cc.check(history(pub, disks(20, 50), faults, producers=samples(34.0)), "c")
+    assert "admitted" in props(early)
+
+
 def test_a_replay_that_differs_from_what_was_published_is_a_violation():
     pub = published(every(0, 100, safe_factor))
     replayed = [json.loads(p.value) for p in pub]

@@ -301,6 +301,9 @@ class Campaign:
         overrides = {
             **callback, "log.segment.bytes": str(MiB), "log.retention.bytes": str(2 * MiB),
             "log.retention.check.interval.ms": "2000", "log.segment.delete.delay.ms": "1000",
+            # Retention's first pass 1 s after a start, not 30 s: a node restarted after an ENOSPC fill frees its
+            # tmpfs before new writes fill it again.
+            "log.initial.task.delay.ms": "1000",
             "replica.lag.time.max.ms": "10000"}
         original = realkafka.free_ports
         realkafka.free_ports = lambda count: list(ports) if count == len(ports) else original(count)

@@ -200,7 +200,10 @@ def common_overrides() -> dict[str, str]:
     return {P + "produce": str(PRODUCE), P + "storage.per.volume.limit.min.available.ratio": str(RATIO),
             P + "throttle.factor.validity.duration": "PT20S", P + "throttle.factor.fallback": "1.0",
             P + "kafka.admin.bootstrap.servers": SELF,
-            "log.retention.check.interval.ms": "1000", "log.segment.delete.delay.ms": "1000"}
+            "log.retention.check.interval.ms": "1000", "log.segment.delete.delay.ms": "1000",
+            # Kafka's first retention pass waits 30 s after a start by default: eight clients' first burst (each a
+            # fresh quota sensor) filled a 64 MiB tmpfs before it, and that node halted.
+            "log.initial.task.delay.ms": "1000"}
 
 
 def ensure_jar(path: Path, build: list[str], what: str) -> Path:

@@ -15,8 +15,8 @@ Properties (each violation is one line with its times and the faults in force):
 - release: once no log dir is low and no fault is in force, factor 1 within R = 2 x interval + the p99 delay;
 - admitted: while factor 0 has been in force for the grace G, the producers' acknowledged bytes stay within
   1.25 x brokers x clients x the stop's per-client limit (bytes/s) plus one request per client and broker (a stop that
-  ends by expiry, the output cluster down, is judged until one check interval before it: a broker that missed the
-  last record falls back when the one before it expires);
+  ends by expiry, the output cluster down, is judged until the first broker falls back: each holds the newest record
+  that arrived while it ran, and may have missed the one before its stop or the outage, one interval sooner);
 - gaps: no two of the job's decisions further apart than the validity while it runs (a gap overlapping a fault
   that stops publication - the job killed, the output broker stopped, a broker of the decision topic failing - is
   explained, not a violation);

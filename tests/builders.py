@@ -32,7 +32,9 @@ def failed(seconds: float, status: Status = Status.TIMEOUT, cluster="c1") -> Vol
 
 
 def settings(hard_bytes: int = 10 * GB, soft_bytes: int | None = None, validity_s: float = 300,
-             fallback: float = 0.5, offline: str = "pin", fenced: str = "pin", closest: int = 5) -> Settings:
+             fallback: float = 0.5, offline: str = "pin", fenced: str = "pin", closest: int = 5,
+             eta: tuple[float, float] = (0, 3600)) -> Settings:
+    """`eta`: the predictive step's (horizon, window) in seconds; a horizon of 0 is off."""
     soft = None if soft_bytes is None else Limit("bytes", soft_bytes)
     return Settings(Limits(Limit("bytes", hard_bytes), soft), dt.timedelta(seconds=validity_s), fallback, offline, fenced,
-                    closest)
+                    closest, dt.timedelta(seconds=eta[0]), dt.timedelta(seconds=eta[1]))

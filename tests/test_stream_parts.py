@@ -280,16 +280,17 @@ def test_a_removed_clusters_state_is_dropped_by_its_removal_row_and_no_one_elses
 
 @hsettings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck))
 @given(cluster_journal("c1"), st.sampled_from(["pin", "last-known", "violate"]), st.sampled_from([0, 30, 60]),
-       st.sampled_from(["pin", "expire"]), st.integers(0, 30), st.integers(1, 3))
+       st.sampled_from(["pin", "expire"]), st.integers(0, 30), st.integers(1, 3),
+       st.sampled_from([(0, 3600), (60, 60), (600, 600)]))
 def test_the_job_decides_as_the_streaming_form_batch_by_batch_and_from_an_earlier_state(
-        snaps, offline, validity, fenced, handover, per_batch):
+        snaps, offline, validity, fenced, handover, per_batch, eta):
     """The processor (the columnar steps of core/kernel.py, state carried between micro-batches in the state
     store) publishes what core.decision.step publishes; a state written by the earlier JSON form carries on."""
     from quota_pipeline.core.record import build_record
     from quota_pipeline.streaming.processor import DecisionProcessor
 
     s = settings(hard_bytes=5 * GB, soft_bytes=15 * GB, validity_s=validity, offline=offline, fenced=fenced,
-                 fallback=0.3)
+                 fallback=0.3, eta=eta)
     reference, state = [], DecisionState()
     for snap in snaps:
         summary, decision = step(state, snap, s)
@@ -373,3 +374,43 @@ def test_a_job_is_resuming_once_its_checkpoint_holds_a_committed_batch(tmp_path)
     assert not StreamJob.resuming(job)
     (tmp_path / "query" / "commits" / "0").write_text("v1\n{}")
     assert StreamJob.resuming(job)
+
+
+def test_a_checkpoint_from_before_the_predictive_step_loads_and_starts_its_buckets_empty():
+    """A state saved without the ETA buckets (every checkpoint before issue 21) carries on with none: the job then
+    decides as the reference that ran without the predictive step until the restart and with it after."""
+    import base64
+    import io
+
+    import numpy as np
+
+    from quota_pipeline.core.record import build_record
+    from quota_pipeline.streaming.processor import DecisionProcessor
+
+    before, after = settings(hard_bytes=5 * GB), settings(hard_bytes=5 * GB, eta=(1800, 60))
+    snaps = [ok(10 * i, vol(1, 40 * GB - i * 300_000_000), vol(2, 50 * GB)) for i in range(40)]
+    reference, state = [], DecisionState()
+    for i, snap in enumerate(snaps):
+        s = before if i < 20 else after
+        summary, decision = step(state, snap, s)
+        reference.append(build_record(summary, decision, s, dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc),
+                                      "out").to_json())
+    handle = _Handle()
+    got = []
+    for i, part in ((0, snaps[:20]), (20, snaps[20:])):
+        processor = DecisionProcessor({"a": before if i == 0 else after}, {"a": "out"})
+        processor.init(handle)
+        frame = _rows(r for tick, snap in enumerate(part, start=i) for r in source.snapshot_rows("a", tick, snap))
+        for out in processor.handleInputRows(("c1",), iter([frame]), None):
+            got.extend(json.loads(v) for v in out["value"])
+        if i == 0:  # the state as an earlier version saved it: without the predictive step's arrays
+            saved = json.loads(handle.states["cluster"].value[0])
+            z = np.load(io.BytesIO(base64.b64decode(saved["columns"])))
+            old = io.BytesIO()
+            np.savez(old, **{f: z[f] for f in z.files if f not in ("eta", "env_t", "env_a", "env_n")})
+            saved["columns"] = base64.b64encode(old.getvalue()).decode("ascii")
+            handle.states["cluster"].update((json.dumps(saved),))
+    for value in got + reference:
+        value.pop("decided_at")
+    assert got == reference
+    assert reference[19]["throttle_factor"] == 1.0 and reference[-1]["throttle_factor"] < 1.0

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field, replace
 
 from quota_pipeline.core import policy, trend
 from quota_pipeline.core.model import (
-    OFFLINE, OFFLINE_FILLING, ClosestVolume, PartitionSize, SnapshotSummary, Status, Volume, VolumeSnapshot, WorstVolume, epoch_micros,
+    OFFLINE, OFFLINE_FILLING, ClosestVolume, PartitionSize, PredictiveThrottle, SnapshotSummary, Status, Volume, VolumeSnapshot, WorstVolume, epoch_micros,
     sorted_unique,
 )
 from quota_pipeline.core.settings import Settings
@@ -36,6 +36,10 @@ class Entry:
     # Pinned because its broker was fenced: the reading predates the broker's current run, so it says nothing of
     # the dir the broker brings back (it may have filled while the broker was down).
     fenced_pin: bool = False
+    # Seconds to the hard limit by the lower envelope of the key's readings over the ETA window, when the reading
+    # was taken (trend.envelope_eta: the predictive step's, apart from the record's short fill rate and its ETA);
+    # None unless filling, with too few buckets, or with the predictive policy off.
+    eta_seconds: float | None = None
 
     @property
     def available_ratio(self) -> float | None:
@@ -53,6 +57,9 @@ class CacheState:
     # The last few (observed_at µs, available bytes) readings per key, for fill rates; kept apart from the
     # entries because a reading that expired still tells how fast its log dir was filling.
     history: dict[Key, tuple[tuple[int, int], ...]] = field(default_factory=dict)
+    # Per key the (observed_at µs, available bytes) least reading of each ETA-window bucket, oldest first, within the
+    # window (trend.add_reading); kept like `history`, and only with the predictive policy on.
+    buckets: dict[Key, tuple[tuple[int, int], ...]] = field(default_factory=dict)
 
 
 def apply_snapshot(state: CacheState, snap: VolumeSnapshot, settings: Settings) -> tuple[CacheState, SnapshotSummary]:
@@ -62,13 +69,23 @@ def apply_snapshot(state: CacheState, snap: VolumeSnapshot, settings: Settings) 
     registered = state.registered
     t_us = epoch_micros(t)
     history = {k: h for k, h in state.history.items() if trend.recent(h, t_us, settings.validity)}
+    predictive = settings.eta_horizon > dt.timedelta(0)
+    bucket_us = trend.bucket_micros(settings.eta_window)
+    buckets = {k: w for k, b in state.buckets.items() if (w := trend.in_window(b, t_us, bucket_us))} \
+        if predictive else {}
     if snap.status is Status.SUCCESS:
         registered = snap.registered_brokers
         for v in snap.volumes:
             key = (v.broker_id, v.log_dir)
             if not v.offline:
                 history[key] = (history.get(key, ()) + ((t_us, v.available_bytes),))[-trend.FILL_READINGS:]
-                entries[key] = _reading(v, t, trend.fill_rate(trend.recent(history[key], t_us, settings.validity)))
+                eta = None
+                if predictive:
+                    buckets[key] = trend.add_reading(buckets.get(key, ()), t_us, v.available_bytes, bucket_us)
+                    eta = trend.envelope_eta(buckets[key], policy.limit_bytes(settings.limits.hard, v.total_bytes,
+                                                                              policy.PY))
+                entries[key] = _reading(v, t, trend.fill_rate(trend.recent(history[key], t_us, settings.validity)),
+                                        eta)
             elif settings.offline_policy == "violate":
                 entries[key] = Entry(v.broker_id, v.log_dir, t, None, None)
             elif settings.offline_policy == "pin":
@@ -89,7 +106,7 @@ def apply_snapshot(state: CacheState, snap: VolumeSnapshot, settings: Settings) 
             for key, e in entries.items():
                 if e.broker_id in fenced and not e.pinned:
                     entries[key] = replace(e, pinned=True, fenced_pin=True)
-    new_state = CacheState(entries, registered, history)
+    new_state = CacheState(entries, registered, history, buckets)
     in_force = [e for e in entries.values() if not e.pinned or e.broker_id in registered]
     return new_state, summarize(snap, in_force, settings)
 
@@ -121,9 +138,9 @@ def went_offline_filling(e: Entry) -> Entry:
     return replace(e, total_bytes=None, available_bytes=None, pinned=True, fenced_pin=False)
 
 
-def _reading(v: Volume, t: dt.datetime, fill_rate: float | None) -> Entry:
+def _reading(v: Volume, t: dt.datetime, fill_rate: float | None, eta_seconds: float | None) -> Entry:
     return Entry(v.broker_id, v.log_dir, t, v.total_bytes, v.available_bytes, fill_rate=fill_rate,
-                 top_partitions=v.top_partitions)
+                 top_partitions=v.top_partitions, eta_seconds=eta_seconds)
 
 
 def closest_key(headroom: float | None, entry: Entry) -> tuple:
@@ -164,9 +181,31 @@ def worst_key(factor: float, entry: Entry) -> tuple:
             entry.available_bytes or 0, entry.broker_id, entry.log_dir)
 
 
+def eta_factor(e: Entry, settings: Settings) -> tuple[float, float | None]:
+    """The predictive step for one entry in force: (its ETA / the horizon clamped to 0..1, the ETA in seconds), the
+    ETA its reading carries; (1.0, None) with the policy off, without an ETA (not filling), or offline."""
+    if settings.eta_horizon <= dt.timedelta(0) or e.available_bytes is None or e.total_bytes is None or \
+            e.eta_seconds is None:
+        return 1.0, None
+    return trend.eta_factor(e.eta_seconds, settings.eta_horizon.total_seconds()), e.eta_seconds
+
+
+def predictive_throttle(etas: list[tuple[float, float | None, Entry]], limits_factor: float,
+                        settings: Settings) -> PredictiveThrottle | None:
+    """The entry whose predictive factor is the least (ties: broker, log dir), when it lowers the factor: below 1
+    and below `limits_factor`, the least volume factor of the limits (core/kernel.py's _entries_in_force)."""
+    least = min(etas, key=lambda fe: (fe[0], fe[2].broker_id, fe[2].log_dir), default=None)
+    if least is None or not (least[0] < 1.0 and least[0] < limits_factor) or least[1] is None:
+        return None
+    return PredictiveThrottle(least[2].broker_id, least[2].log_dir, least[1], settings.eta_horizon.total_seconds())
+
+
 def summarize(snap: VolumeSnapshot, in_force: list[Entry], settings: Settings) -> SnapshotSummary:
     limits = settings.limits
-    factors = [(policy.volume_factor_py(e.available_bytes, e.total_bytes, limits), e) for e in in_force]
+    volume = [policy.volume_factor_py(e.available_bytes, e.total_bytes, limits) for e in in_force]
+    etas = [(*eta_factor(e, settings), e) for e in in_force]
+    # Each log dir's factor is the least of its limits' and its predictive one.
+    factors = [(min(f, fe[0]), e) for f, fe, e in zip(volume, etas, in_force)]
     violations = sum(1 for e in in_force if policy.violates_py(e.available_bytes, e.total_bytes, limits))
     worst = min(factors, key=lambda fe: worst_key(*fe), default=None)
     ratios = [r for r in (e.available_ratio for e in in_force) if r is not None]
@@ -187,4 +226,5 @@ def summarize(snap: VolumeSnapshot, in_force: list[Entry], settings: Settings) -
             worst[1].broker_id, worst[1].log_dir, worst[1].available_bytes, worst[1].available_ratio),
         min_available_ratio=min(ratios, default=None),
         closest_volumes=closest_volumes(in_force, settings),
+        predictive=predictive_throttle(etas, min(volume, default=1.0), settings),
     )

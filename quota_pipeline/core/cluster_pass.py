@@ -15,12 +15,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from quota_pipeline.core import cache, kernel
-from quota_pipeline.core.model import parse_time, epoch_micros
+from quota_pipeline.core.model import PredictiveThrottle, parse_time, epoch_micros
 from quota_pipeline.core.settings import Settings
 from quota_pipeline.journal import rules
 
 STATE_FIELDS = ("has", "pinned", "observed", "total", "available", "offline", "fill", "row", "hist_t", "hist_a",
-                "hist_n", "registered", "decision")
+                "hist_n", "registered", "decision", "eta", "env_t", "env_a", "env_n")
 PARTITION = pa.struct([("topic", pa.string()), ("partition", pa.int32()), ("size_bytes", pa.int64())])
 CLOSEST = pa.struct([
     ("broker_id", pa.int64()), ("log_dir", pa.string()), ("available_bytes", pa.int64()),
@@ -317,13 +317,22 @@ class ClusterPass:
     def restore(self, data: bytes) -> "ClusterPass":
         """The state to_bytes wrote, carried on from here."""
         z = np.load(io.BytesIO(data), allow_pickle=False)
-        self.states = [kernel.State(**{f: z[f] for f in STATE_FIELDS})]
+        # A checkpoint from before the predictive step lacks its fields: State starts them empty.
+        self.states = [kernel.State(**{f: z[f] for f in STATE_FIELDS if f in z.files})]
         self.states[0].pinned = self.states[0].pinned.astype(np.int8)  # bool in checkpoints before fenced pins
         self.keys = (z["key_broker"], z["key_name"].astype(object))
         self.brokers = z["brokers"]
         with pa.ipc.open_stream(pa.py_buffer(z["partitions"].tobytes())) as r:
             self.partitions = r.read_all().column("p").combine_chunks()
         return self
+
+    def predictive(self, o: kernel.Out) -> list[PredictiveThrottle | None]:
+        """Per snapshot of the last chunk (`o`, under the base settings): the predictive throttle in force, as
+        SnapshotSummary.predictive says it (call before the next chunk renumbers the log dirs)."""
+        horizon = self.params[0].eta_horizon_s
+        return [None if k == kernel.NONE else PredictiveThrottle(int(self.keys[0][k]), str(self.keys[1][k]),
+                                                                 float(eta), horizon)
+                for k, eta in zip(o.pred_key, o.pred_eta)]
 
     def _carry(self, key_broker_id, key_name, broker_ids, parts_all) -> None:
         """What the next chunk needs to renumber the state: log dirs, brokers, cached readings' partitions."""

@@ -16,8 +16,9 @@ import javaproperties
 from quota_pipeline.broker.stop import DEFAULT_WINDOW_NUM, DEFAULT_WINDOW_SIZE_SECONDS, StopLimit
 
 from quota_pipeline.core.client_names import unknown_client_key_warnings
+from quota_pipeline.core.trend import ETA_BUCKETS
 from quota_pipeline.core.properties import (
-    ADMIN_PREFIX, BY_NAME, DEFAULT_MAX_CLOCK_SKEW, DEFAULT_MAX_MUTE, DEFAULT_OUTPUT_TOPIC, INDEX, KNOWN,
+    ADMIN_PREFIX, BY_NAME, DEFAULT_ETA_WINDOW, DEFAULT_MAX_CLOCK_SKEW, DEFAULT_MAX_MUTE, DEFAULT_OUTPUT_TOPIC, INDEX, KNOWN,
     OUTPUT_KAFKA_PREFIX, P,
     PASS_THROUGH_PREFIXES, PUBLISHER_CLIENT_ID, Q, TABLE, Invalid, shown,
 )
@@ -32,6 +33,8 @@ SOFT_BYTES = P + "storage.per.volume.soft.limit.min.available.bytes"
 SOFT_RATIO = P + "storage.per.volume.soft.limit.min.available.ratio"
 OFFLINE_POLICY = P + "storage.offline.log.dir.policy"
 FENCED_POLICY = P + "storage.fenced.broker.policy"
+ETA_HORIZON = P + "storage.per.volume.eta.horizon"
+ETA_WINDOW = P + "storage.per.volume.eta.window"
 FALLBACK = P + "throttle.factor.fallback"
 VALIDITY = P + "throttle.factor.validity.duration"
 BOOTSTRAP = ADMIN_PREFIX + "bootstrap.servers"
@@ -115,6 +118,8 @@ class Config:
     fallback_factor: float = 1.0
     offline_policy: str = "pin"
     fenced_policy: str = "pin"
+    eta_horizon: dt.timedelta = dt.timedelta(0)  # PT0S: the predictive policy is off
+    eta_window: dt.timedelta = DEFAULT_ETA_WINDOW
     produce: float | None = None
     fetch: float | None = None
     request: float | None = None
@@ -176,7 +181,8 @@ class Config:
 # Config attribute of each property whose typed value is kept as it is (limits and intervals are combined).
 FIELDS = {
     PRODUCE: "produce", FETCH: "fetch", REQUEST: "request", EXCLUDED: "excluded_principals",
-    OFFLINE_POLICY: "offline_policy", FENCED_POLICY: "fenced_policy", FALLBACK: "fallback_factor", VALIDITY: "validity",
+    OFFLINE_POLICY: "offline_policy", FENCED_POLICY: "fenced_policy", ETA_HORIZON: "eta_horizon",
+    ETA_WINDOW: "eta_window", FALLBACK: "fallback_factor", VALIDITY: "validity",
     OUTPUT_TOPIC: "output_topic", EXCLUDED_CLIENT_IDS: "excluded_client_ids", PRODUCE_FLOOR: "produce_floor", MAX_MUTE: "max_mute",
     MAX_CLOCK_SKEW: "max_clock_skew",
     CHECKPOINT_PATH: "checkpoint_path", METRICS_HOST: "metrics_host", METRICS_PORT: "metrics_port",
@@ -191,7 +197,7 @@ def _show(value: Any, name: str) -> str:
     if value is None:
         return BY_NAME[name].default_text
     if isinstance(value, dt.timedelta):
-        return isodate.duration_isoformat(value)
+        return isodate.duration_isoformat(value) if value else "PT0S"  # isodate writes a zero as P0D
     if isinstance(value, tuple):
         return (";" if name == EXCLUDED else ",").join(value)
     if isinstance(value, float):
@@ -253,6 +259,7 @@ def parse(props: Mapping[str, str], path: str = "<properties>", require_admin: b
     admin = _admin(props, problems, require_admin)
     window = _quota_window(props)
     _max_mute(values, window, problems)
+    _eta_window(values, check_interval, problems)
     warnings = unknown_key_warnings(props) + stop_warnings(values, window)
     if problems:
         raise ConfigError(sorted(problems, key=lambda p: p.order), warnings)
@@ -339,6 +346,18 @@ def _max_mute(values: Mapping[str, Any], window: tuple[int, int], problems: list
         problems.append(Problem(MAX_MUTE, "must be at least (quota.window.num - 1) x quota.window.size.seconds + 2 "
                                 f"quota windows (PT{seconds:g}S): a shorter mute lets smaller requests be charged twice",
                                 isodate.duration_isoformat(mute)))
+
+
+def _eta_window(values: Mapping[str, Any], check_interval: dt.timedelta, problems: list[Problem]) -> None:
+    """With the predictive policy on, each of the ETA window's buckets must hold a reading: a bucket (a sixth of the
+    window) shorter than the check interval leaves some empty, and the fill rate would rest on fewer minima."""
+    horizon = values.get(ETA_HORIZON) or dt.timedelta(0)
+    window = values.get(ETA_WINDOW) or DEFAULT_ETA_WINDOW
+    if horizon > dt.timedelta(0) and window / ETA_BUCKETS < check_interval:
+        problems.append(Problem(ETA_WINDOW, f"a sixth of the window must be at least the check interval "
+                                f"({isodate.duration_isoformat(check_interval)}); set it to at least "
+                                f"{isodate.duration_isoformat(check_interval * ETA_BUCKETS)}",
+                                isodate.duration_isoformat(window)))
 
 
 def stop_warnings(values: Mapping[str, Any], window: tuple[int, int]) -> list[str]:

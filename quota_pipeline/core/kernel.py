@@ -17,7 +17,7 @@ import numpy as np
 from quota_pipeline.core.config import Limit
 from quota_pipeline.core.model import DecisionSource, micros
 from quota_pipeline.core.settings import Settings
-from quota_pipeline.core.trend import FILL_READINGS
+from quota_pipeline.core.trend import ETA_BUCKETS, ETA_MIN_BUCKETS, FILL_READINGS, bucket_micros
 
 OFFLINE_POLICIES = ("violate", "pin", "last-known")
 SOURCES = (DecisionSource.OBSERVATION.value, DecisionSource.RETAINED.value, DecisionSource.FALLBACK.value)
@@ -40,6 +40,8 @@ class Params:
     offline: int
     fenced_pin: bool
     closest: int
+    eta_horizon_s: float  # 0.0: the predictive step is off
+    bucket_us: int        # one ETA-window bucket (trend.bucket_micros)
 
     @classmethod
     def of(cls, s: Settings) -> "Params":
@@ -49,11 +51,12 @@ class Params:
         soft = s.limits.soft
         return cls(micros(s.validity), kind(s.limits.hard), float(s.limits.hard.value), kind(soft),
                    0.0 if soft is None else float(soft.value), float(s.fallback_factor),
-                   OFFLINE_POLICIES.index(s.offline_policy), s.fenced_policy == "pin", s.closest_volumes)
+                   OFFLINE_POLICIES.index(s.offline_policy), s.fenced_policy == "pin", s.closest_volumes,
+                   s.eta_horizon.total_seconds(), bucket_micros(s.eta_window))
 
     def tuple(self) -> tuple:
         return (self.validity_us, self.hard_kind, self.hard_value, self.soft_kind, self.soft_value, self.fallback,
-                self.offline, self.fenced_pin, self.closest)
+                self.offline, self.fenced_pin, self.closest, self.eta_horizon_s, self.bucket_us)
 
 
 @dataclass
@@ -75,6 +78,21 @@ class State:
     hist_n: np.ndarray      # int64[K]
     registered: np.ndarray  # bool[B]
     decision: np.ndarray    # float64[5]: has, factor, source, valid_from µs, throttled_since µs (NONE)
+    # The predictive step (cache.Entry.eta_seconds, CacheState.buckets); untouched while it is off.
+    eta: np.ndarray = None    # float64[K]: the cached reading's ETA by the envelope (s), NaN when none
+    env_t: np.ndarray = None  # int64[K, ETA_BUCKETS]: each bucket's least reading, oldest first
+    env_a: np.ndarray = None  # int64[K, ETA_BUCKETS]
+    env_n: np.ndarray = None  # int64[K]
+
+    def __post_init__(self) -> None:
+        # A state saved before the predictive step (a checkpoint) has none of it: no rate, no buckets.
+        keys = self.has.shape[0]
+        if self.eta is None:
+            self.eta = np.full(keys, np.nan)
+        if self.env_t is None:
+            self.env_t = np.zeros((keys, ETA_BUCKETS), np.int64)
+            self.env_a = np.zeros((keys, ETA_BUCKETS), np.int64)
+            self.env_n = np.zeros(keys, np.int64)
 
     @classmethod
     def empty(cls, keys: int, brokers: int) -> "State":
@@ -87,7 +105,7 @@ class State:
         """The same state numbered for a new chunk: old key i becomes key_of[i], old broker j broker_of[j]."""
         out = State.empty(keys, brokers)
         for name in ("has", "pinned", "observed", "total", "available", "offline", "fill", "row", "hist_t",
-                     "hist_a", "hist_n"):
+                     "hist_a", "hist_n", "eta", "env_t", "env_a", "env_n"):
             getattr(out, name)[key_of] = getattr(self, name)
         out.registered[broker_of] = self.registered
         out.decision = self.decision.copy()
@@ -142,6 +160,8 @@ class Out:
     throttled_since: np.ndarray   # int64 µs, NONE
     cached: np.ndarray            # log dirs in the cache after the snapshot (in force or pinned)
     evicted: np.ndarray           # log dirs whose reading expired at the snapshot
+    pred_key: np.ndarray          # the log dir of a predictive throttle (SnapshotSummary.predictive), NONE if none
+    pred_eta: np.ndarray          # its ETA in seconds, NaN if none
 
 
 def run(state: State, chunk: Chunk, params: Params) -> Out:
@@ -157,16 +177,18 @@ def run(state: State, chunk: Chunk, params: Params) -> Out:
         np.full((s, n), np.nan), np.full((s, n), np.nan), np.full((s, n), np.nan), np.full((s, n), np.nan),
         np.full((s, n), NONE, np.int64),
         np.zeros(s), np.zeros(s, np.int8), np.zeros(s, np.int64), np.full(s, NONE, np.int64),
-        np.zeros(s, np.int64), np.zeros(s, np.int64))
+        np.zeros(s, np.int64), np.zeros(s, np.int64), np.full(s, NONE, np.int64), np.full(s, np.nan))
     _run(state.has, state.pinned, state.observed, state.total, state.available, state.offline, state.fill, state.row,
          state.hist_t, state.hist_a, state.hist_n, state.registered, state.decision,
+         (state.env_t, state.env_a, state.env_n, state.eta),
          chunk.t, chunk.ok, chunk.brokers_at, chunk.brokers, chunk.fenced_at, chunk.fenced, chunk.rows_at,
          chunk.key, chunk.total, chunk.available, chunk.offline, chunk.row, chunk.key_broker,
          *params.tuple(),
          out.active_brokers, out.active_log_dirs, out.violations, out.policy_factor, out.complete, out.min_ratio,
          out.worst, out.worst_available, out.worst_ratio, out.missing_at, out.missing, out.closest, out.c_available,
          out.c_total, out.c_ratio, out.c_headroom, out.c_fill, out.c_eta, out.c_row,
-         out.factor, out.source, out.valid_from, out.throttled_since, out.cached, out.evicted)
+         out.factor, out.source, out.valid_from, out.throttled_since, out.cached, out.evicted, out.pred_key,
+         out.pred_eta)
     out.missing = out.missing[:out.missing_at[-1]]
     return out
 
@@ -238,6 +260,46 @@ def _reached(available, total, rate, elapsed_us, hard_kind, hard_value):
     if hard_kind == BYTES:
         return estimate <= hard_value
     return _ratio(estimate, total) <= hard_value
+
+
+@numba.njit(cache=True, inline="always")
+def _envelope(k, now, avail, total, bucket_us, hard_kind, hard_value, env_t, env_a, env_n):
+    """trend.add_reading, then trend.envelope_eta (NaN for None), for log dir k's bucket minima."""
+    b = now // bucket_us
+    first = b - ETA_BUCKETS + 1
+    n = env_n[k]
+    lo = 0
+    while lo < n and env_t[k, lo] // bucket_us < first:
+        lo += 1
+    for j in range(lo, n):
+        env_t[k, j - lo] = env_t[k, j]
+        env_a[k, j - lo] = env_a[k, j]
+    n -= lo
+    if n > 0 and env_t[k, n - 1] // bucket_us == b:
+        if avail < env_a[k, n - 1]:
+            env_t[k, n - 1] = now
+            env_a[k, n - 1] = avail
+    else:
+        if n == ETA_BUCKETS:  # only after the window changed (trend.add_reading): the oldest goes
+            for j in range(n - 1):
+                env_t[k, j] = env_t[k, j + 1]
+                env_a[k, j] = env_a[k, j + 1]
+            n -= 1
+        env_t[k, n] = now
+        env_a[k, n] = avail
+        n += 1
+    env_n[k] = n
+    if n < ETA_MIN_BUCKETS:
+        return np.nan
+    rate = _fill_rate(env_t[k], env_a[k], 0, n)
+    if np.isnan(rate):
+        return np.nan
+    least = env_a[k, 0]
+    for j in range(1, n):
+        if env_a[k, j] < least:
+            least = env_a[k, j]
+    headroom = least - _limit_bytes(hard_kind, hard_value, total)
+    return 0.0 if headroom <= 0 else headroom / rate
 
 
 @numba.njit(cache=True)
@@ -338,10 +400,12 @@ def _pin_fenced(listed, fenced_now, key_broker, has, pinned):
 @numba.njit(cache=True, inline="always")
 def _upsert_snapshot(i, now, listed, fenced_now, rows_at, key, r_total, r_available, r_offline, r_row, key_broker,
                      validity_us, hard_kind, hard_value, offline_policy, fenced_pin, has, pinned, observed, total,
-                     available, offline, fill, row, hist_t, hist_a, hist_n, registered):
+                     available, offline, fill, row, hist_t, hist_a, hist_n, registered, env, bucket_us):
     """Step 1 for a SUCCESS: its registered brokers; each reading into its log dir's fill history (the oldest
-    dropped) and cached unpinned with its fill rate over the history within validity; its offline reports; the
-    fenced brokers' pins. (The per-row step is written out here: a call per row, even inlined, costs more.)"""
+    dropped) and cached unpinned with its fill rate over the history within validity (and, with `bucket_us` > 0,
+    into its ETA-window buckets, with its envelope rate); its offline reports; the fenced brokers' pins. (The
+    per-row step is written out here: a call per row, even inlined, costs more.)"""
+    env_t, env_a, env_n, eta = env
     for b in range(registered.shape[0]):
         registered[b] = listed[b] or fenced_now[b]
     depth = hist_t.shape[1]
@@ -372,6 +436,8 @@ def _upsert_snapshot(i, now, listed, fenced_now, rows_at, key, r_total, r_availa
         offline[k] = False
         fill[k] = _fill_rate(hist_t[k], hist_a[k], lo, m)
         row[k] = r_row[r]
+        eta[k] = _envelope(k, now, r_available[r], r_total[r], bucket_us, hard_kind, hard_value, env_t, env_a,
+                           env_n) if bucket_us > 0 else np.nan
     if fenced_pin:
         _pin_fenced(listed, fenced_now, key_broker, has, pinned)
 
@@ -430,9 +496,10 @@ def _closest_volumes(i, closest, has, pinned, registered, key_broker, offline, a
 @numba.njit(cache=True, inline="always")
 def _entries_in_force(i, has, pinned, registered, key_broker, offline, available, total, hard_kind, hard_value,
                       soft_kind, soft_value, present, o_active_log_dirs, o_violations, o_policy_factor, o_min_ratio,
-                      o_worst, o_worst_available, o_worst_ratio):
-    """Step 2: the entries in force, their violations, the policy factor (the least volume factor), the least
-    ratio and the worst log dir; `present` marks their brokers. Returns (violations, policy factor)."""
+                      o_worst, o_worst_available, o_worst_ratio, eta, horizon_s, o_pred_key, o_pred_eta):
+    """Step 2: the entries in force, their violations, the policy factor (the least of each one's volume factor
+    and, with `horizon_s` > 0, its predictive factor), the least ratio, the worst log dir and the predictive
+    throttle (cache.predictive_throttle); `present` marks their brokers. Returns (violations, policy factor)."""
     present[:] = False
     in_force = 0
     violations = 0
@@ -443,6 +510,10 @@ def _entries_in_force(i, has, pinned, registered, key_broker, offline, available
     w_off = False
     w_ratio = 0.0
     w_avail = 0
+    limits_factor = 1.0
+    least_eta_factor = 1.0
+    least_eta_key = NONE
+    least_eta = np.nan
     for k in range(has.shape[0]):
         if not _in_force(has[k], pinned[k], registered[key_broker[k]]):
             continue
@@ -452,6 +523,14 @@ def _entries_in_force(i, has, pinned, registered, key_broker, offline, available
         f, violating = _factor(off, available[k], total[k], hard_kind, hard_value, soft_kind, soft_value)
         if violating:
             violations += 1
+        if f < limits_factor:
+            limits_factor = f
+        if horizon_s > 0.0 and not off and not np.isnan(eta[k]):
+            ef = min(1.0, max(0.0, eta[k] / horizon_s))  # trend.eta_factor
+            if ef < least_eta_factor:  # keys in (broker, log dir) order: the first of equal factors
+                least_eta_factor, least_eta_key, least_eta = ef, k, eta[k]
+            if ef < f:
+                f = ef
         if f < policy_factor:
             policy_factor = f
         ratio = 0.0
@@ -469,6 +548,9 @@ def _entries_in_force(i, has, pinned, registered, key_broker, offline, available
     if worst != NONE:
         o_worst_available[i] = NONE if w_off else w_avail
         o_worst_ratio[i] = np.nan if w_off else w_ratio
+    if least_eta_factor < 1.0 and least_eta_factor < limits_factor:
+        o_pred_key[i] = least_eta_key
+        o_pred_eta[i] = least_eta
     return violations, policy_factor
 
 
@@ -534,12 +616,13 @@ def _cache_counts(has, gone):
 
 @numba.njit(cache=True, nogil=True)  # the next chunk is read meanwhile (replay/cluster_files.py)
 def _run(has, pinned, observed, total, available, offline, fill, row, hist_t, hist_a, hist_n, registered, decision,
-         t, ok, brokers_at, brokers, fenced_at, fenced, rows_at, key, r_total, r_available, r_offline, r_row,
+         env, t, ok, brokers_at, brokers, fenced_at, fenced, rows_at, key, r_total, r_available, r_offline, r_row,
          key_broker,
          validity_us, hard_kind, hard_value, soft_kind, soft_value, fallback, offline_policy, fenced_pin, closest,
-         o_active_brokers, o_active_log_dirs, o_violations, o_policy_factor, o_complete, o_min_ratio, o_worst,
+         eta_horizon_s, bucket_us, o_active_brokers, o_active_log_dirs, o_violations, o_policy_factor, o_complete, o_min_ratio, o_worst,
          o_worst_available, o_worst_ratio, o_missing_at, o_missing, o_closest, o_c_available, o_c_total, o_c_ratio,
-         o_c_headroom, o_c_fill, o_c_eta, o_c_row, o_factor, o_source, o_valid_from, o_since, o_cached, o_evicted):
+         o_c_headroom, o_c_fill, o_c_eta, o_c_row, o_factor, o_source, o_valid_from, o_since, o_cached, o_evicted,
+         o_pred_key, o_pred_eta):
     nb = registered.shape[0]
     listed = np.zeros(nb, np.bool_)     # brokers of this snapshot
     fenced_now = np.zeros(nb, np.bool_)
@@ -556,11 +639,12 @@ def _run(has, pinned, observed, total, available, offline, fill, row, hist_t, hi
         if ok[i]:
             _upsert_snapshot(i, now, listed, fenced_now, rows_at, key, r_total, r_available, r_offline, r_row,
                              key_broker, validity_us, hard_kind, hard_value, offline_policy, fenced_pin, has, pinned,
-                             observed, total, available, offline, fill, row, hist_t, hist_a, hist_n, registered)
+                             observed, total, available, offline, fill, row, hist_t, hist_a, hist_n, registered,
+                             env, bucket_us if eta_horizon_s > 0.0 else 0)
         violations, policy_factor = _entries_in_force(
             i, has, pinned, registered, key_broker, offline, available, total, hard_kind, hard_value, soft_kind,
             soft_value, present, o_active_log_dirs, o_violations, o_policy_factor, o_min_ratio, o_worst,
-            o_worst_available, o_worst_ratio)
+            o_worst_available, o_worst_ratio, env[3], eta_horizon_s, o_pred_key, o_pred_eta)
         if closest > 0:
             _closest_volumes(i, closest, has, pinned, registered, key_broker, offline, available, total, fill, row,
                              hard_kind, hard_value, c_out)

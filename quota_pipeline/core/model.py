@@ -212,6 +212,21 @@ class ClosestVolume:
 
 
 @dataclass(frozen=True)
+class PredictiveThrottle:
+    """Why the factor is below what the limits alone give: the log dir in force whose predictive factor (its time
+    to the hard limit / the horizon) is the least, with that time and the horizon (storage.per.volume.eta.horizon)."""
+
+    broker_id: int
+    log_dir: str
+    eta_seconds: float
+    horizon_seconds: float
+
+    def to_json(self) -> dict[str, Any]:
+        return {"broker_id": self.broker_id, "log_dir": self.log_dir, "eta_seconds": self.eta_seconds,
+                "horizon_seconds": self.horizon_seconds}
+
+
+@dataclass(frozen=True)
 class SnapshotSummary:
     """What steps 1-3 of the decision semantics yield for one snapshot: the input of step 4."""
 
@@ -227,6 +242,9 @@ class SnapshotSummary:
     worst_volume: WorstVolume | None = None
     min_available_ratio: float | None = None
     closest_volumes: tuple[ClosestVolume, ...] = ()
+    # Set when the predictive step (eta.horizon) alone lowers the factor: its least factor is below 1 and below
+    # every volume factor of the limits.
+    predictive: PredictiveThrottle | None = None
 
     @property
     def violating(self) -> bool:

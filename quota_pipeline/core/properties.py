@@ -30,6 +30,9 @@ PUBLISHER_CLIENT_ID = "quota-pipeline-publisher"  # the pipeline's producer; exe
 DEFAULT_MAX_MUTE = dt.timedelta(seconds=60)
 # How far a decision record's observed_at or decided_at may be ahead of a reader's clock (docs/broker-side.md).
 DEFAULT_MAX_CLOCK_SKEW = dt.timedelta(seconds=30)
+# The window of the predictive policy's fill rate (core/trend.py, envelope_rate): six buckets of 10 min, each at
+# least the retention check interval's Kafka default (5 min), so that a bucket holds a deletion (issue 21).
+DEFAULT_ETA_WINDOW = dt.timedelta(hours=1)
 
 
 _SECRET = re.compile(r"password|secret|token|credential|sasl\.jaas\.config|(^|[._])key$", re.IGNORECASE)
@@ -119,6 +122,13 @@ def duration(raw: str) -> dt.timedelta:
     return value
 
 
+def positive_duration(raw: str) -> dt.timedelta:
+    value = duration(raw)
+    if value <= dt.timedelta(0):
+        raise Invalid("must be longer than PT0S")
+    return value
+
+
 def principals(raw: str) -> tuple[str, ...]:
     names = tuple(p.strip() for p in raw.split(";") if p.strip())
     bad = [p for p in names if not p.startswith("User:") or len(p) == len("User:")]
@@ -200,6 +210,14 @@ TABLE: tuple[Property, ...] = (
              "a registered but fenced broker (stopped, restarting): `pin` keeps its cached readings in force "
              "while it stays registered (a full broker that stops cannot release the throttle); `expire` lets "
              "them expire (Strimzi)"),
+    Property(P + "storage.per.volume.eta.horizon", "duration", _PT(0), duration,
+             "predictive throttling: a log dir whose time to the hard limit (from its lowest reading in the ETA "
+             "window, at that window's fill rate) is below this gets the factor ETA / horizon, 0 at the limit; PT0S "
+             "turns it off", "PT0S"),
+    Property(P + "storage.per.volume.eta.window", "duration", DEFAULT_ETA_WINDOW, positive_duration,
+             "the ETA's fill rate: the least-squares slope of the least available bytes in each sixth of this "
+             "window (with a horizon set, a sixth must be at least the check interval), so that retention's "
+             "sawtooth does not look like a fill", "PT1H"),
     Property(Q + "cluster.name", "string", None, safe_name, "the record key on the output topic, and the name of the "
              "cluster's journal directory: letters, digits, `.`, `_`, `-`, not starting with `.`", "cluster id"),
     Property(Q + "excluded.client.ids", "list", (PUBLISHER_CLIENT_ID,), names,

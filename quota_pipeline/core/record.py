@@ -11,7 +11,7 @@ from typing import Any
 
 from quota_pipeline.core.settings import Settings
 from quota_pipeline.core.model import (
-    ClosestVolume, Decision, DecisionSource, PartitionSize, RecordError, SnapshotSummary, Status, WorstVolume,
+    ClosestVolume, Decision, DecisionSource, PartitionSize, PredictiveThrottle, RecordError, SnapshotSummary, Status, WorstVolume,
     format_time, parse_time,
 )
 
@@ -40,6 +40,9 @@ class ThrottleDecision:
     throttled_since: dt.datetime | None = None
     closest_volumes: tuple[ClosestVolume, ...] = ()
     schema_version: int = field(default=SCHEMA_VERSION)
+    # Why a predictive throttle is in force (SnapshotSummary.predictive); not yet part of the published JSON (issue
+    # 21, point 5), so to_json leaves it out and the schema is unchanged.
+    predictive: PredictiveThrottle | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -114,6 +117,7 @@ def build_record(s: SnapshotSummary, d: Decision, settings: Settings, decided_at
         min_available_ratio=s.min_available_ratio,
         throttled_since=d.throttled_since,
         closest_volumes=s.closest_volumes,
+        predictive=s.predictive,
     )
 
 

@@ -17,8 +17,10 @@ class Settings:
     offline_policy: str = "pin"
     fenced_policy: str = "pin"
     closest_volumes: int = 5
+    eta_horizon: dt.timedelta = dt.timedelta(0)  # PT0S: the predictive policy is off
+    eta_window: dt.timedelta = dt.timedelta(hours=1)
 
     @classmethod
     def of(cls, conf: Config) -> "Settings":
         return cls(conf.limits, conf.validity, conf.fallback_factor, conf.offline_policy, conf.fenced_policy,
-                   conf.closest_volumes)
+                   conf.closest_volumes, conf.eta_horizon, conf.eta_window)

@@ -53,3 +53,59 @@ def eta_seconds(headroom_bytes: float | None, rate: float | None) -> float | Non
     if headroom_bytes is None or rate is None:
         return None
     return 0.0 if headroom_bytes <= 0 else headroom_bytes / rate
+
+
+# The predictive policy's fill rate (issue 21): Kafka frees space in steps (retention deletes whole segments every
+# check interval, 5 min by default), so available bytes fall between deletions and jump back at each one, and a
+# least-squares slope over a few readings reads every falling edge as a crisis. The lower envelope does not: the
+# window is cut into ETA_BUCKETS buckets aligned to epoch multiples of their length (so replay and the streaming job
+# cut alike), each keeps its least reading, and the slope is fitted over those minima. A bucket at least as long as
+# the deletion period holds the bottom of a tooth, and the bottoms follow the real trend.
+ETA_BUCKETS = 6
+ETA_MIN_BUCKETS = 3  # fewer minima give no rate: two points fit any line
+
+
+def bucket_micros(window: dt.timedelta) -> int:
+    """The length of one envelope bucket in µs: a sixth of the window, in whole µs."""
+    return max(1, (window.days * 86_400_000_000 + window.seconds * 1_000_000 + window.microseconds) // ETA_BUCKETS)
+
+
+def in_window(buckets: Sequence[tuple[int, int]], t_us: int, bucket_us: int) -> tuple[tuple[int, int], ...]:
+    """The (µs, least available bytes) bucket minima within the window at `t_us`: the bucket holding t_us and the
+    ETA_BUCKETS - 1 before it."""
+    first = t_us // bucket_us - ETA_BUCKETS + 1
+    return tuple(b for b in buckets if b[0] // bucket_us >= first)
+
+
+def add_reading(buckets: Sequence[tuple[int, int]], t_us: int, available: int,
+                bucket_us: int) -> tuple[tuple[int, int], ...]:
+    """The key's bucket minima after a reading at `t_us` (readings come in time order): the reading lowers its
+    bucket's minimum (an equal one keeps the earlier time) or opens a new bucket; buckets out of the window go."""
+    kept = in_window(buckets, t_us, bucket_us)
+    if kept and kept[-1][0] // bucket_us == t_us // bucket_us:
+        return kept[:-1] + ((t_us, available),) if available < kept[-1][1] else kept
+    # At most ETA_BUCKETS: more only when the window changed since the older minima were kept (a restart).
+    return (kept + ((t_us, available),))[-ETA_BUCKETS:]
+
+
+def envelope_rate(buckets: Sequence[tuple[int, int]]) -> float | None:
+    """Bytes/s the log dir loses by its lower envelope: fill_rate over the bucket minima (each at its own time);
+    None with fewer than ETA_MIN_BUCKETS buckets or unless filling."""
+    return fill_rate(buckets) if len(buckets) >= ETA_MIN_BUCKETS else None
+
+
+def envelope_eta(buckets: Sequence[tuple[int, int]], hard_bytes: float) -> float | None:
+    """Seconds until the envelope reaches the hard limit (`hard_bytes` for the reading's total): from the least of
+    the minima (the bottom of the last tooth, or the reading itself while it falls below them) at the envelope
+    rate; 0 once at or past it; None without a rate. A reading just after a retention pass, one tooth above the
+    bottoms, would put the limit a tooth's worth of time further than the disk's next low point."""
+    rate = envelope_rate(buckets)
+    if rate is None:
+        return None
+    headroom = min(a for _, a in buckets) - hard_bytes
+    return 0.0 if headroom <= 0 else headroom / rate
+
+
+def eta_factor(eta: float, horizon_seconds: float) -> float:
+    """The predictive factor: ETA / horizon clamped to 0..1 (core/kernel.py's, operation for operation)."""
+    return min(1.0, max(0.0, eta / horizon_seconds))

@@ -52,9 +52,10 @@ def encode_state(state: DecisionState, config_name: str | None = None) -> str:
         "registered": sorted(state.cache.registered),
         "entries": [[e.broker_id, e.log_dir, epoch_micros(e.observed_at), e.total_bytes, e.available_bytes,
                      kernel.FENCED_PIN if e.fenced_pin else e.pinned,
-                     e.fill_rate, [[p.topic, p.partition, p.size_bytes] for p in e.top_partitions]]
+                     e.fill_rate, [[p.topic, p.partition, p.size_bytes] for p in e.top_partitions], e.eta_seconds]
                     for e in state.cache.entries.values()],
         "history": [[b, ld, [list(h) for h in hist]] for (b, ld), hist in state.cache.history.items()],
+        "buckets": [[b, ld, [list(m) for m in mins]] for (b, ld), mins in state.cache.buckets.items()],
         "decision": None if d is None else [d.factor, d.source.value, epoch_micros(d.valid_from),
                                             None if d.throttled_since is None else epoch_micros(d.throttled_since)],
     }, separators=(",", ":"))
@@ -67,15 +68,17 @@ def decode_state(text: str | None) -> DecisionState:
     raw = json.loads(text)
     entries = {}
     for b, ld, t, total, avail, pinned, *extra in raw["entries"]:
-        fill, parts = (extra + [None, []])[:2]
+        fill, parts, eta = (extra + [None, [], None][len(extra):])[:3]
         entries[(b, ld)] = Entry(b, ld, from_epoch_micros(t), total, avail, bool(pinned), fill,
-                                 tuple(PartitionSize(*p) for p in parts), fenced_pin=pinned == kernel.FENCED_PIN)
+                                 tuple(PartitionSize(*p) for p in parts), fenced_pin=pinned == kernel.FENCED_PIN,
+                                 eta_seconds=eta)
     history = {(b, ld): tuple(tuple(h) for h in hist) for b, ld, hist in raw.get("history", [])}
+    buckets = {(b, ld): tuple(tuple(m) for m in mins) for b, ld, mins in raw.get("buckets", [])}
     d = raw["decision"]
     decision = None if d is None else Decision(
         d[0], DecisionSource(d[1]), from_epoch_micros(d[2]),
         from_epoch_micros(d[3]) if len(d) > 3 and d[3] is not None else None)
-    return DecisionState(CacheState(entries, frozenset(raw["registered"]), history), decision)
+    return DecisionState(CacheState(entries, frozenset(raw["registered"]), history, buckets), decision)
 
 
 def _partition(p: Any) -> PartitionSize:
@@ -111,7 +114,7 @@ def load_state(cluster_id: str, text: str | None) -> ClusterPass:
 def from_decision_state(columns: ClusterPass, state: DecisionState) -> ClusterPass:
     """A checkpoint written by the Python form (encode_state) carried on by the columnar one."""
     cache = state.cache
-    keys = sorted(set(cache.entries) | set(cache.history))
+    keys = sorted(set(cache.entries) | set(cache.history) | set(cache.buckets))
     brokers = np.array(sorted(set(cache.registered) | {b for b, _ in keys}), np.int64)
     st = kernel.State.empty(len(keys), len(brokers))
     partitions = []
@@ -125,6 +128,7 @@ def from_decision_state(columns: ClusterPass, state: DecisionState) -> ClusterPa
             st.total[k] = kernel.NONE if offline else e.total_bytes
             st.available[k] = kernel.NONE if offline else e.available_bytes
             st.fill[k] = np.nan if e.fill_rate is None else e.fill_rate
+            st.eta[k] = np.nan if e.eta_seconds is None else e.eta_seconds
             if not offline or e.top_partitions:  # an offline dir that filled up keeps its last reading's
                 st.row[k] = len(partitions)
                 partitions.append([p.to_json() for p in e.top_partitions])
@@ -132,6 +136,10 @@ def from_decision_state(columns: ClusterPass, state: DecisionState) -> ClusterPa
         st.hist_n[k] = len(hist)
         for j, (t, a) in enumerate(hist):
             st.hist_t[k, j], st.hist_a[k, j] = t, a
+        mins = cache.buckets.get(key, ())[-kernel.ETA_BUCKETS:]
+        st.env_n[k] = len(mins)
+        for j, (t, a) in enumerate(mins):
+            st.env_t[k, j], st.env_a[k, j] = t, a
     st.registered[:] = np.isin(brokers, sorted(cache.registered))
     d = state.decision
     if d is not None:

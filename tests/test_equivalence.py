@@ -13,7 +13,7 @@ from pyspark.sql import functions as F
 from builders import GB, settings
 from journal_strategies import brokers_on_every_row, fleets
 from quota_pipeline.replay import job as replay
-from test_cluster_pass import write_flat
+from test_cluster_pass import ETA, write_flat
 from quota_pipeline.core.decision import decide_all
 
 
@@ -50,11 +50,11 @@ def python_frame(spark, snaps, s):
 @hsettings(max_examples=12, deadline=None, suppress_health_check=list(HealthCheck))
 @given(fleets(), st.sampled_from(["pin", "last-known", "violate"]), st.sampled_from([None, 15 * GB]),
        st.sampled_from([0, 30, 60]), st.sampled_from(["pin", "expire"]), st.sampled_from([0, 2, 5]),
-       st.sampled_from(["jsonl", "parquet", "exported"]))
+       st.sampled_from(["jsonl", "parquet", "exported"]), st.sampled_from(ETA))
 def test_spark_replay_equals_streaming_decisions(spark, tmp_path_factory, snaps, offline, soft, validity, fenced,
-                                                 closest, form):
+                                                 closest, form, eta):
     s = settings(hard_bytes=5 * GB, soft_bytes=soft, validity_s=validity, offline=offline, fallback=0.3,
-                 fenced=fenced, closest=closest)
+                 fenced=fenced, closest=closest, eta=eta)
     work = tmp_path_factory.mktemp("eq")
     if form == "jsonl":
         path = work / "journal.jsonl"

@@ -203,7 +203,13 @@ def common_overrides() -> dict[str, str]:
             "log.retention.check.interval.ms": "1000", "log.segment.delete.delay.ms": "1000",
             # Kafka's first retention pass waits 30 s after a start by default: eight clients' first burst (each a
             # fresh quota sensor) filled a 64 MiB tmpfs before it, and that node halted.
-            "log.initial.task.delay.ms": "1000"}
+            "log.initial.task.delay.ms": "1000",
+            # The decision topic lives on this cluster, one replica on node 1, whose tmpfs fails in `offline`: an
+            # acks=all decision then waits up to max(request timeout x ceil(lag / timeout), 1.5 x lag) + 2 s, 47 s
+            # at Kafka's defaults, and PT20S would expire meanwhile (the job warns of it at start; the first 8-client
+            # offline run released for ~20 s so). A lag of 8 s and the publisher's request timeout below keep it
+            # at 14 s.
+            "replica.lag.time.max.ms": "8000"}
 
 
 def ensure_jar(path: Path, build: list[str], what: str) -> Path:
@@ -401,7 +407,7 @@ def start_pipeline(cluster, setting: str, work: Path):
              P + "storage.per.volume.limit.min.available.ratio": str(RATIO), P + "storage.check.interval": "PT1S",
              P + "throttle.factor.validity.duration": "PT20S", P + "throttle.factor.fallback": "1.0",
              P + "produce": str(PRODUCE), "quota.pipeline.cluster.name": "bench",
-             "quota.pipeline.throttle.max.mute": setting,
+             "quota.pipeline.throttle.max.mute": setting, "quota.pipeline.output.kafka.request.timeout.ms": "8000",
              "quota.pipeline.checkpoint.path": str(work / f"checkpoint-{setting}-{time.time_ns()}")}
     conf = write_properties(work / f"bench-{setting}.properties", props)
     from quota_pipeline.core.properties import DEFAULT_OUTPUT_TOPIC  # the callbacks follow it too

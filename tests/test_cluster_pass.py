@@ -47,7 +47,7 @@ def streaming(snaps, s) -> list[dict]:
             "throttled_since": d.throttled_since,
             "closest_volumes": [{**c.to_json(), "top_partitions": [p.to_json() for p in c.top_partitions]}
                                 for c in sm.closest_volumes],
-            "predictive": sm.predictive,
+            "predictive": None if sm.predictive is None else sm.predictive.to_json(),
         })
     return rows
 
@@ -62,9 +62,7 @@ def replayed(files, clusters, s, chunk_rows=10 ** 9) -> tuple[list[dict], list[d
     for c in clusters:
         p = ClusterFiles(Task(c, tuple(files)), s, chunk_rows=chunk_rows)
         for batch in p.batches():
-            # Not in the record yet (issue 21, point 5): the kernel's output of the chunk just decided.
-            predictive = p.cluster.predictive(p.cluster.last)
-            rows.extend({**r, "predictive": pr} for r, pr in zip(batch.to_pylist(), predictive))
+            rows.extend(batch.to_pylist())
         rejected.extend(p.outcome.rejected)
     return rows, rejected
 

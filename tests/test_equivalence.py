@@ -22,7 +22,7 @@ CLOSEST_TYPE = ("array<struct<broker_id:bigint,log_dir:string,available_bytes:bi
                 "top_partitions:array<struct<topic:string,partition:int,size_bytes:bigint>>,reason:string>>")
 COMPARED = ("cluster_id", "observed_at", "throttle_factor", "source", "valid_until", "violations",
             "active_log_dirs", "active_brokers", "missing_brokers", "min_available_ratio", "worst_volume",
-            "throttled_since", "closest_volumes")
+            "throttled_since", "closest_volumes", "predictive")
 
 
 def python_frame(spark, snaps, s):
@@ -38,12 +38,15 @@ def python_frame(spark, snaps, s):
                      [(c.broker_id, c.log_dir, c.available_bytes, c.total_bytes, c.available_ratio, c.headroom_bytes,
                        c.fill_rate_bytes_per_second, c.eta_seconds,
                        [(p.topic, p.partition, p.size_bytes) for p in c.top_partitions], c.reason)
-                      for c in sm.closest_volumes]))
+                      for c in sm.closest_volumes],
+                     None if sm.predictive is None else (sm.predictive.broker_id, sm.predictive.log_dir,
+                                                         sm.predictive.eta_seconds, sm.predictive.horizon_seconds)))
     schema = ("cluster_id string, observed_at timestamp, throttle_factor double, source string, "
               "valid_until timestamp, violations long, active_log_dirs long, active_brokers long, "
               "missing_brokers array<long>, min_available_ratio double, worst_volume struct<broker_id: long, "
               "log_dir: string, available_bytes: long, available_ratio: double>, throttled_since timestamp, "
-              "closest_volumes " + CLOSEST_TYPE)
+              "closest_volumes " + CLOSEST_TYPE + ", predictive struct<broker_id: long, log_dir: string, "
+              "eta_seconds: double, horizon_seconds: double>")
     return spark.createDataFrame(rows, schema)
 
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 import datetime as dt
 import json
 import time
+
+import pytest
 from dataclasses import replace
 
 from builders import GB, failed, ok, settings, vol
@@ -74,3 +76,40 @@ def test_a_500_broker_record_is_well_under_64_kb_and_valid():
     assert resources.errors("throttle_decision", json.loads(text)) == []
     assert ThrottleDecision.from_json(json.loads(text)) == record
     assert len(record.closest_volumes) == 5 and record.closest_volumes[0].eta_seconds is not None
+
+
+def _filling(horizon_s: float = 1800):
+    """A log dir losing 50 MB/s from 300 GB free (hard limit 100 GB): within the horizon from about 3,600 s on."""
+    s = settings(hard_bytes=100 * GB, eta=(horizon_s, 600))
+    snaps = [ok(t, vol(2, int(300 * GB - 50 * MB * t), total=1000 * GB, log_dir="/data/x"),
+                vol(1, 500 * GB, total=1000 * GB)) for t in range(0, 3900, 10)]
+    return s, list(decide_all(snaps, s))
+
+
+def test_the_record_says_which_log_dir_throttles_ahead_its_eta_and_the_horizon():
+    s, decided = _filling()
+    (first, d0), (last, d) = decided[0], decided[-1]
+    record = build_record(last, d, s, SYSTEM.now())
+    raw = record.to_json()
+    eta = (300 * GB - 50 * MB * 3890 - 100 * GB) / (50 * MB)
+    assert raw["predictive"] == {"broker_id": 2, "log_dir": "/data/x", "eta_seconds": pytest.approx(eta),
+                                 "horizon_seconds": 1800.0}
+    assert raw["throttle_factor"] == pytest.approx(eta / 1800) and raw["throttle_factor"] < 1.0
+    assert resources.errors("throttle_decision", json.loads(json.dumps(raw))) == []
+    assert ThrottleDecision.from_json(json.loads(json.dumps(raw))) == record
+    # Unthrottled: the field is there, null.
+    calm = build_record(first, d0, s, SYSTEM.now()).to_json()
+    assert calm["predictive"] is None and resources.errors("throttle_decision", calm) == []
+
+
+def test_records_without_the_predictive_field_or_with_a_bad_one_are_still_read():
+    s, decided = _filling()
+    raw = build_record(*decided[-1], s, SYSTEM.now()).to_json()
+    older = {k: v for k, v in raw.items() if k != "predictive"}
+    assert resources.errors("throttle_decision", older) == []
+    assert ThrottleDecision.from_json(older).predictive is None
+    for bad in ("soon", {"broker_id": 2}, {"broker_id": "2", "log_dir": "/x", "eta_seconds": 1, "horizon_seconds": 2},
+                {"broker_id": 2, "log_dir": 7, "eta_seconds": 1, "horizon_seconds": 2}):
+        read = ThrottleDecision.from_json({**raw, "predictive": bad})
+        assert read.predictive is None and read.throttle_factor == raw["throttle_factor"]
+        assert resources.errors("throttle_decision", {**raw, "predictive": bad}) != []

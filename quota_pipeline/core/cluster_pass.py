@@ -15,7 +15,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from quota_pipeline.core import cache, kernel
-from quota_pipeline.core.model import PredictiveThrottle, parse_time, epoch_micros
+from quota_pipeline.core.model import parse_time, epoch_micros
 from quota_pipeline.core.settings import Settings
 from quota_pipeline.journal import rules
 
@@ -30,6 +30,8 @@ CLOSEST = pa.struct([
 ])
 WORST = pa.struct([("broker_id", pa.int64()), ("log_dir", pa.string()), ("available_bytes", pa.int64()),
                    ("available_ratio", pa.float64())])
+PREDICTIVE = pa.struct([("broker_id", pa.int64()), ("log_dir", pa.string()), ("eta_seconds", pa.float64()),
+                        ("horizon_seconds", pa.float64())])
 UTC_US = pa.timestamp("us", tz="UTC")
 # What a task returns per snapshot; job.py adds the constant columns (schema version, decided_at, limits).
 RECORD = pa.schema([
@@ -37,7 +39,7 @@ RECORD = pa.schema([
     ("valid_until", UTC_US), ("status", pa.string()), ("active_brokers", pa.int32()),
     ("active_log_dirs", pa.int64()), ("missing_brokers", pa.list_(pa.int64())), ("violations", pa.int32()),
     ("worst_volume", WORST), ("min_available_ratio", pa.float64()), ("throttled_since", UTC_US),
-    ("closest_volumes", pa.list_(CLOSEST)),
+    ("closest_volumes", pa.list_(CLOSEST)), ("predictive", PREDICTIVE),
 ])
 COLUMNS = ("cluster_id", "observed_at", "observed_us", "status", "brokers", "fenced_brokers", "broker_id", "log_dir",
            "total_bytes", "available_bytes", "error", "top_partitions")
@@ -326,14 +328,6 @@ class ClusterPass:
             self.partitions = r.read_all().column("p").combine_chunks()
         return self
 
-    def predictive(self, o: kernel.Out) -> list[PredictiveThrottle | None]:
-        """Per snapshot of the last chunk (`o`, under the base settings): the predictive throttle in force, as
-        SnapshotSummary.predictive says it (call before the next chunk renumbers the log dirs)."""
-        horizon = self.params[0].eta_horizon_s
-        return [None if k == kernel.NONE else PredictiveThrottle(int(self.keys[0][k]), str(self.keys[1][k]),
-                                                                 float(eta), horizon)
-                for k, eta in zip(o.pred_key, o.pred_eta)]
-
     def _carry(self, key_broker_id, key_name, broker_ids, parts_all) -> None:
         """What the next chunk needs to renumber the state: log dirs, brokers, cached readings' partitions."""
         self.keys = (key_broker_id, key_name)
@@ -370,7 +364,18 @@ class ClusterPass:
             pa.array(o.active_brokers.astype(np.int32)), pa.array(o.active_log_dirs), missing,
             pa.array(o.violations.astype(np.int32)), worst,
             pa.array(o.min_ratio, pa.float64(), mask=np.isnan(o.min_ratio)), since, closest,
+            self._predictive(o, key_broker_id, key_name),
         ], schema=RECORD)
+
+    def _predictive(self, o: kernel.Out, key_broker_id: np.ndarray, key_name: np.ndarray) -> pa.Array:
+        """The record's `predictive` (SnapshotSummary.predictive): null where none is in force."""
+        none = o.pred_key == kernel.NONE
+        k = np.where(none, len(key_broker_id), o.pred_key)  # none: a masked row, read from a padding slot
+        return pa.StructArray.from_arrays(
+            [pa.array(np.append(key_broker_id, 0)[k], pa.int64()), pa.array(np.append(key_name, "")[k], pa.string()),
+             pa.array(np.where(none, 0.0, o.pred_eta), pa.float64()),
+             pa.array(np.full(len(k), self.params[0].eta_horizon_s), pa.float64())],
+            fields=list(PREDICTIVE), mask=pa.array(none))
 
     @staticmethod
     def _closest(o: kernel.Out, key_broker_id, key_name, parts_all: pa.Array) -> pa.Array:

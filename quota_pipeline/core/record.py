@@ -1,7 +1,7 @@
 """The published record: one ThrottleDecision per snapshot, and how step 4's result becomes one.
 
-Version 2 adds fields only (`throttled_since`, `closest_volumes`); readers take versions 1 and 2 and ignore
-fields they do not know.
+Version 2 adds fields only (`throttled_since`, `closest_volumes`, later `predictive`); readers take versions 1 and
+2 and ignore fields they do not know.
 """
 from __future__ import annotations
 
@@ -40,8 +40,8 @@ class ThrottleDecision:
     throttled_since: dt.datetime | None = None
     closest_volumes: tuple[ClosestVolume, ...] = ()
     schema_version: int = field(default=SCHEMA_VERSION)
-    # Why a predictive throttle is in force (SnapshotSummary.predictive); not yet part of the published JSON (issue
-    # 21, point 5), so to_json leaves it out and the schema is unchanged.
+    # Why a predictive throttle is in force (SnapshotSummary.predictive): the log dir, its ETA and the horizon;
+    # None when none is, and in records written before the field (a later version-2 field).
     predictive: PredictiveThrottle | None = None
 
     def to_json(self) -> dict[str, Any]:
@@ -63,6 +63,7 @@ class ThrottleDecision:
             "min_available_ratio": self.min_available_ratio,
             "throttled_since": format_time(self.throttled_since),
             "closest_volumes": [v.to_json() for v in self.closest_volumes],
+            "predictive": None if self.predictive is None else self.predictive.to_json(),
         }
 
     @classmethod
@@ -89,6 +90,7 @@ class ThrottleDecision:
                 min_available_ratio=raw.get("min_available_ratio"),
                 throttled_since=None if raw.get("throttled_since") is None else parse_time(raw["throttled_since"]),
                 closest_volumes=_closest_volumes(raw.get("closest_volumes")),
+                predictive=predictive_of(raw.get("predictive")),
                 schema_version=int(raw["schema_version"]),
             )
         except (KeyError, TypeError, ValueError) as exc:
@@ -128,6 +130,21 @@ def _closest_volumes(raw: Any) -> tuple[ClosestVolume, ...]:
         return tuple(_closest(v) for v in raw or ())
     except (KeyError, TypeError, ValueError):
         return ()
+
+
+def predictive_of(raw: Any) -> PredictiveThrottle | None:
+    """The record's `predictive`, diagnostics like closest_volumes: absent (an older record), null or malformed
+    reads as none."""
+    if raw is None:
+        return None
+    try:
+        eta, horizon = raw["eta_seconds"], raw["horizon_seconds"]
+        if not all(type(v) in (int, float) for v in (raw["broker_id"], eta, horizon)) \
+                or not isinstance(raw["log_dir"], str):
+            return None
+        return PredictiveThrottle(int(raw["broker_id"]), raw["log_dir"], float(eta), float(horizon))
+    except (KeyError, TypeError, ValueError, OverflowError):
+        return None
 
 
 def _closest(raw: dict[str, Any]) -> ClosestVolume:

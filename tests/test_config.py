@@ -136,3 +136,15 @@ def test_readme_configuration_tables_come_from_the_property_table():
     readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
     assert markdown(True) in readme, "README's Strimzi table is stale: python3 -m quota_pipeline.core.properties"
     assert markdown(False) in readme, "README's extension table is stale: python3 -m quota_pipeline.core.properties"
+
+
+def test_output_settings_without_a_bootstrap_tune_the_observed_clusters_client(tmp_path):
+    """The stall warning advises quota.pipeline.output.kafka.request.timeout.ms: set alone, it must not leave the
+    publisher without a cluster (it did: "cannot reach the output cluster None")."""
+    ssl = "client.quota.callback.static.kafka.admin.security.protocol=SSL\n"
+    tuned = cfg.load(write(tmp_path, BOOT + HARD + ssl + "quota.pipeline.output.kafka.request.timeout.ms=8000\n"))
+    assert tuned.output_settings == {"bootstrap.servers": "k1:9092,k2:9092", "security.protocol": "SSL",
+                                     "request.timeout.ms": "8000"}
+    assert not tuned.separate_output
+    other = cfg.load(write(tmp_path, BOOT + HARD + ssl + "quota.pipeline.output.kafka.bootstrap.servers=o:9092\n"))
+    assert other.output_settings == {"bootstrap.servers": "o:9092"} and other.separate_output

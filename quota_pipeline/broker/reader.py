@@ -99,7 +99,7 @@ class Reader(Background):
         self._clock = clock
         self._poll_seconds = poll_seconds
         raw = dict(consumer_settings if consumer_settings is not None else config.output_settings)
-        where = OUTPUT_SETTINGS if consumer_settings is not None or config.output_kafka else ADMIN_SETTINGS
+        where = OUTPUT_SETTINGS if consumer_settings is not None or config.separate_output else ADMIN_SETTINGS
         self._refusal = RefusalWatch(raw, where, log)  # output settings default to the admin ones
         settings, parsed = to_librdkafka(raw)
         for key in parsed.ignored:

@@ -69,7 +69,7 @@ def principals(args: argparse.Namespace, conf: cfg.Config) -> Principals:
     """Who gets which binding: flags first, else the SASL user names in CONF; bad input exits 2."""
     try:
         pipeline = args.pipeline_principal or sasl_principal(conf.output_settings)
-        where = OUTPUT_KAFKA_PREFIX if conf.output_kafka else ADMIN_PREFIX
+        where = OUTPUT_KAFKA_PREFIX if conf.separate_output else ADMIN_PREFIX
         if pipeline is None:
             fail(f"cannot tell the pipeline's principal on the output cluster: {where}* has no SASL PLAIN or SCRAM "
                  "login; give --pipeline-principal PRINCIPAL (for a TLS certificate, the name the brokers' "
@@ -117,10 +117,10 @@ def connections(args: argparse.Namespace, conf: cfg.Config) -> dict[str, Connect
         if admin is None:
             return Connection(dict(settings), prefix, None)
         return Connection({**settings, **admin} if "bootstrap.servers" not in admin else admin, f"{path}: ", path)
-    if not conf.output_kafka:
+    if not conf.separate_output:
         if args.output_command_config:
             fail("--output-command-config: the decision topic is on the observed cluster (no "
-                 f"{OUTPUT_KAFKA_PREFIX}* settings); use --command-config")
+                 f"{OUTPUT_KAFKA_PREFIX}bootstrap.servers); use --command-config")
         return {BOTH: one(conf.admin, ADMIN_PREFIX, args.command_config, "--command-config")}
     return {OBSERVED: one(conf.admin, ADMIN_PREFIX, args.command_config, "--command-config"),
             OUTPUT: one(conf.output_kafka, OUTPUT_KAFKA_PREFIX, args.output_command_config,

@@ -154,9 +154,16 @@ class Config:
         return self.admin.get("bootstrap.servers")
 
     @property
+    def separate_output(self) -> bool:
+        """The decision topic is on a cluster of its own: the output settings name its bootstrap servers."""
+        return "bootstrap.servers" in self.output_kafka
+
+    @property
     def output_settings(self) -> dict[str, str]:
-        """Producer settings for the output cluster: the admin settings unless overridden."""
-        return dict(self.output_kafka) if self.output_kafka else dict(self.admin)
+        """Client settings for the output cluster: the output settings alone when they name a cluster, else laid
+        over the admin settings (without a bootstrap of their own they tune the observed cluster's client, which
+        then holds the decision topic: the stall warning advises such a setting). The Java callback does the same."""
+        return dict(self.output_kafka) if self.separate_output else {**self.admin, **self.output_kafka}
 
     @property
     def effective_journal_path(self) -> str:

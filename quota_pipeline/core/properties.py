@@ -257,7 +257,9 @@ KNOWN = tuple(BY_NAME)
 
 # Prefixes whose keys are passed to a Kafka client as they are (documented beside the table).
 PREFIX_DOCS = ((OUTPUT_KAFKA_PREFIX + "*", "the admin settings",
-                "client settings for the output cluster (the publisher, readers): Java client property names"),)
+                "client settings for the output cluster (the publisher, readers): Java client property names; "
+                "without `bootstrap.servers` they are laid over the admin settings (the decision topic on the "
+                "observed cluster, its clients tuned)"),)
 
 
 def markdown(strimzi: bool) -> str:

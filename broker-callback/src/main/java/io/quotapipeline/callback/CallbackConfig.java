@@ -138,16 +138,29 @@ final class CallbackConfig {
         return new CallbackConfig(values, consumer, windowNum(props), windowSizeSeconds(props));
     }
 
-    /** quota.pipeline.output.kafka.* when any is set, else client.quota.callback.static.kafka.admin.*, as Python. */
-    private static Map<String, Object> consumerSettings(Map<String, String> props, List<String> problems) {
-        String prefix = props.keySet().stream().anyMatch(k -> k.startsWith(OUTPUT_KAFKA_PREFIX))
-                ? OUTPUT_KAFKA_PREFIX : ADMIN_PREFIX;
-        Map<String, Object> settings = new HashMap<>();
+    private static Map<String, Object> withPrefix(Map<String, String> props, String prefix) {
+        Map<String, Object> out = new HashMap<>();
         props.forEach((k, v) -> {
             if (k.startsWith(prefix)) {
-                settings.put(k.substring(prefix.length()), v);
+                out.put(k.substring(prefix.length()), v);
             }
         });
+        return out;
+    }
+
+    /**
+     * quota.pipeline.output.kafka.* alone when they name a cluster (bootstrap.servers), else laid over
+     * client.quota.callback.static.kafka.admin.*: without a bootstrap of their own they tune the client of the observed
+     * cluster, which then holds the decision topic (the job's stall warning advises such a setting). As Python.
+     */
+    private static Map<String, Object> consumerSettings(Map<String, String> props, List<String> problems) {
+        Map<String, Object> output = withPrefix(props, OUTPUT_KAFKA_PREFIX);
+        boolean separate = output.containsKey(ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG);
+        String prefix = separate ? OUTPUT_KAFKA_PREFIX : ADMIN_PREFIX;
+        Map<String, Object> settings = separate ? output : withPrefix(props, ADMIN_PREFIX);
+        if (!separate) {
+            settings.putAll(output);
+        }
         String bootstrap = (String) settings.get(ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG);
         if (bootstrap == null) {
             problems.add(missing(OUTPUT_KAFKA_PREFIX + ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG,

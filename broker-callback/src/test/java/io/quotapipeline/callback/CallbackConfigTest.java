@@ -119,7 +119,20 @@ class CallbackConfigTest {
     }
 
     @Test
-    void anyOutputSettingSelectsTheOutputSettingsAlone() {
+    void outputSettingsWithoutABootstrapTuneTheAdminSettingsLikeThePythonSide() {
+        Map<String, Object> props = minimal();
+        props.remove("quota.pipeline.output.kafka.bootstrap.servers");
+        props.put("client.quota.callback.static.kafka.admin.bootstrap.servers", "observed:9092");
+        props.put("client.quota.callback.static.kafka.admin.security.protocol", "SSL");
+        props.put("quota.pipeline.output.kafka.request.timeout.ms", "8000");
+        Map<String, Object> consumer = CallbackConfig.parse(props).consumerSettings(1);
+        assertEquals("observed:9092", consumer.get("bootstrap.servers"));
+        assertEquals("SSL", consumer.get("security.protocol"));
+        assertEquals("8000", consumer.get("request.timeout.ms"));
+    }
+
+    @Test
+    void anOutputBootstrapSelectsTheOutputSettingsAlone() {
         Map<String, Object> props = minimal();
         props.put("client.quota.callback.static.kafka.admin.bootstrap.servers", "observed:9092");
         props.put("client.quota.callback.static.kafka.admin.security.protocol", "SSL");

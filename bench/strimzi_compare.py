@@ -255,8 +255,8 @@ def start_clients(kind: str, n: int, cluster: Any, home: Path, classes: Path | N
 
 
 def run_scenario(system: str, setting: str, jar: Path, kind: str, clients_n: int, scenario: str, stop_s: float,
-                 home: Path, work: Path, classes: Path | None = None) -> Outcome:
-    overrides = common_overrides()
+                 home: Path, work: Path, classes: Path | None = None, window_num: int = 11) -> Outcome:
+    overrides = {**common_overrides(), "quota.window.num": str(window_num)}
     if system == "strimzi":
         overrides.update({"client.quota.callback.class": STRIMZI_CLASS, P + "storage.check-interval": setting})
     else:
@@ -657,6 +657,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                         "above)")
     parser.add_argument("--stop-seconds", type=float, default=180.0,
                         help="how long node 1 stays full, from the fill to the free (180)")
+    parser.add_argument("--quota-window-num", type=int, default=11,
+                        help="the brokers' quota.window.num (Kafka's 11): this project's shortest max mute is "
+                        "(num - 1) + 2 x num seconds, so --mutes PT15S needs 5 or less")
     parser.add_argument("--systems", default="strimzi,quota-pipeline")
     parser.add_argument("--json", type=Path, help="write the outcomes here")
     parser.add_argument("--chart", type=Path, help="write the chart (PNG) here")
@@ -720,7 +723,8 @@ def main(argv: list[str] | None = None) -> int:
         for kind, n in args.client_sets:
             for system, setting, jar in runs:
                 started = time.time()
-                o = run_scenario(system, setting, jar, kind, n, scenario, args.stop_seconds, home, work, classes)
+                o = run_scenario(system, setting, jar, kind, n, scenario, args.stop_seconds, home, work, classes,
+                                 args.quota_window_num)
                 outcomes.append(o)
                 print(json.dumps(asdict(o)), f"({time.time() - started:.0f} s, load {os.getloadavg()[0]:.1f})",
                       flush=True)

@@ -414,3 +414,39 @@ def test_a_checkpoint_from_before_the_predictive_step_loads_and_starts_its_bucke
         value.pop("decided_at")
     assert got == reference
     assert reference[19]["throttle_factor"] == 1.0 and reference[-1]["throttle_factor"] < 1.0
+
+
+PREDICTIVE = {"broker_id": 2, "log_dir": "/data/x", "eta_seconds": 840.0, "horizon_seconds": 1800.0}
+
+
+def test_metrics_export_the_predictive_throttle_while_it_is_in_force():
+    m = Metrics()
+    m.record([row(throttle_factor=0.47, value=json.dumps({"closest_volumes": [], "predictive": PREDICTIVE}))])
+    labels = dict(cluster="c", broker_id="2", log_dir="/data/x")
+    assert sample(m, "quota_pipeline_predictive_eta_seconds", **labels) == 840.0
+    assert sample(m, "quota_pipeline_predictive_horizon_seconds", **labels) == 1800.0
+    moved = {**PREDICTIVE, "broker_id": 3, "eta_seconds": 600.0}
+    m.record([row(throttle_factor=0.33, value=json.dumps({"predictive": moved}))])  # another log dir now
+    assert sample(m, "quota_pipeline_predictive_eta_seconds", **labels) is None
+    assert sample(m, "quota_pipeline_predictive_eta_seconds", **{**labels, "broker_id": "3"}) == 600.0
+    for value in ({"predictive": None}, {"closest_volumes": []}):  # released; a record from before the field
+        m.record([row(throttle_factor=0.33, value=json.dumps({"predictive": moved}))])
+        m.record([row(value=json.dumps(value))])
+        assert sample(m, "quota_pipeline_predictive_eta_seconds", **{**labels, "broker_id": "3"}) is None
+        assert sample(m, "quota_pipeline_predictive_horizon_seconds", **{**labels, "broker_id": "3"}) is None
+
+
+def test_the_factor_change_log_line_names_the_predictive_cause(caplog, tmp_path):
+    from quota_pipeline.streaming.query import StreamJob
+
+    job = StreamJob([cfg.parse(props("c", tmp_path))], summary_every=1e9)  # no Spark until start()
+    caplog.set_level("INFO", logger="quota_pipeline")
+    job._log([row(value=json.dumps({"predictive": None})),
+              row(throttle_factor=0.4667, value=json.dumps({"predictive": PREDICTIVE})),
+              row(throttle_factor=0.4, value=json.dumps({"predictive": {**PREDICTIVE, "log_dir": "/d\x1b[2J"}}))])
+    lines = [r.getMessage() for r in caplog.records]
+    assert "predictive" not in lines[0]
+    assert lines[1].startswith("c: throttle factor 1.000 -> 0.467 (OBSERVATION)")
+    assert lines[1].endswith("; predictive: broker 2 /data/x reaches the hard limit in 14 min at the current fill "
+                             "(horizon 30 min)")
+    assert "/d\\x1b[2J reaches" in lines[2]  # outside text: its control characters escaped

@@ -4,6 +4,9 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
+from quota_pipeline.core.display import visible
+from quota_pipeline.core.model import PredictiveThrottle
+
 _UNITS = ("B", "KiB", "MiB", "GiB", "TiB", "PiB")
 
 
@@ -43,6 +46,14 @@ def duration(seconds: float | None) -> str:
             rest = (s % size_) // sub
             return f"{s // size_} {name}" + (f" {rest} {sub_name}" if rest else "")
     return f"{s} s"
+
+
+def predictive(p: PredictiveThrottle) -> str:
+    """Why a predictive throttle is in force, in one line (the job's log, `tail`, the page's terminal view):
+    "broker 2 /data/x reaches the hard limit in 14 min at the current fill (horizon 30 min)"; the log dir is outside
+    text, its control characters shown escaped."""
+    return (f"broker {p.broker_id} {visible(p.log_dir)} reaches the hard limit in {duration(p.eta_seconds)} at the "
+            f"current fill (horizon {duration(p.horizon_seconds)})")
 
 
 def clock_time(t: dt.datetime | None) -> str:

@@ -12,7 +12,8 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, Proc
 from prometheus_client.core import GaugeMetricFamily
 
 from quota_pipeline.core.clock import SYSTEM, Clock
-from quota_pipeline.core.model import parse_time
+from quota_pipeline.core.model import PredictiveThrottle, parse_time
+from quota_pipeline.core.record import predictive_of
 
 SOURCES = ("OBSERVATION", "RETAINED", "FALLBACK")
 
@@ -55,6 +56,14 @@ class Metrics:
                                        registry=r, buckets=(0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60))
         self.eta = Gauge("quota_pipeline_volume_eta_seconds", "Seconds until a log dir among the closest to the hard "
                          "limit reaches it at its fill rate; absent when not filling", v, registry=r)
+        self.predictive_eta = Gauge(
+            "quota_pipeline_predictive_eta_seconds", "While a predictive throttle is in force (the record's "
+            "predictive): its log dir's time to the hard limit at the fill rate of its lower envelope; absent "
+            "otherwise", v, registry=r)
+        self.predictive_horizon = Gauge(
+            "quota_pipeline_predictive_horizon_seconds", "While a predictive throttle is in force: the horizon "
+            "(storage.per.volume.eta.horizon) it is measured against; the factor it gives is ETA / horizon", v,
+            registry=r)
         self.check_interval = Gauge("quota_pipeline_check_interval_seconds", "Configured check interval", c,
                                     registry=r)
         self.last_decision = Gauge("quota_pipeline_last_decision_timestamp_seconds",
@@ -71,6 +80,7 @@ class Metrics:
         self.acknowledged_at: dict[str, float] = {}  # cluster key -> wall time of its last acknowledged record
         self._volumes: dict[str, set[tuple[str, str]]] = {}
         self._etas: dict[str, set[tuple[str, str]]] = {}
+        self._predictive: dict[str, tuple[str, str]] = {}  # cluster key -> labels of its predictive series
         self._source: dict[str, str] = {}
 
     def serve(self, host: str, port: int) -> Any:
@@ -106,6 +116,8 @@ class Metrics:
             if record.get("decided_at"):
                 self.last_decision.labels(key).set(parse_time(record["decided_at"]).timestamp())
             self._set_etas(key, record.get("closest_volumes") or [])
+            if record:
+                self._set_predictive(key, predictive_of(record.get("predictive")))
 
     def awaiting(self, keys: Iterable[str]) -> None:
         """Decisions of these clusters are being published: one never acknowledged counts from the job's start."""
@@ -135,6 +147,18 @@ class Metrics:
         for gone in self._etas.get(key, set()) - seen:  # no longer filling or no longer among the closest
             _remove(self.eta, (key, *gone))
         self._etas[key] = seen
+
+    def _set_predictive(self, key: str, cause: PredictiveThrottle | None) -> None:
+        labels = None if cause is None else (str(cause.broker_id), cause.log_dir)
+        gone = self._predictive.pop(key, None)
+        if gone is not None and gone != labels:
+            for g in (self.predictive_eta, self.predictive_horizon):
+                _remove(g, (key, *gone))
+        if cause is None or labels is None:
+            return
+        self.predictive_eta.labels(key, *labels).set(cause.eta_seconds)
+        self.predictive_horizon.labels(key, *labels).set(cause.horizon_seconds)
+        self._predictive[key] = labels
 
     def _set_volumes(self, key: str, volumes: list[list]) -> None:
         seen = set()

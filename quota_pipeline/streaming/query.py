@@ -6,6 +6,7 @@ so nothing is lost or reordered). SIGTERM/SIGINT let the running batch finish be
 """
 from __future__ import annotations
 
+import json
 import logging
 import os
 import threading
@@ -16,6 +17,8 @@ from typing import Any, Callable
 from quota_pipeline.core import config as cfg
 from quota_pipeline.core import names as path_names
 from quota_pipeline.core.clock import SYSTEM, Clock
+from quota_pipeline.core.record import predictive_of
+from quota_pipeline.dashboard.text import predictive as predictive_text
 from quota_pipeline.core.settings import Settings
 from quota_pipeline.streaming.metrics import Metrics
 from quota_pipeline.streaming.fleet import fleet_change
@@ -147,9 +150,9 @@ class StreamJob:
             now = (r.throttle_factor, r.decision_source)
             if last != now:
                 log.info("%s: throttle factor %s -> %.3f (%s) at %s: status %s, %d violating log dir(s), "
-                         "%d/%d log dirs in force", r.key, "none" if last is None else f"{last[0]:.3f}",
+                         "%d/%d log dirs in force%s", r.key, "none" if last is None else f"{last[0]:.3f}",
                          r.throttle_factor, r.decision_source, r.observed_at.isoformat(), r.status, r.violations,
-                         r.active_log_dirs, r.cached_volumes)
+                         r.active_log_dirs, r.cached_volumes, predictive_cause(r))
                 self._last[r.key] = now
         if self.clock.monotonic() - self._last_summary >= self.summary_every:
             self._last_summary = self.clock.monotonic()
@@ -315,3 +318,11 @@ def describe_batch(rows: list[Any], stages: list[StageTime], collect_s: float, p
 def _first_line(error: object) -> str:
     text = str(error).strip()
     return text.splitlines()[0] if text else type(error).__name__
+
+
+def predictive_cause(row: Any) -> str:
+    """What the factor-change log line adds when the row's record says a predictive throttle is the reason for its
+    factor ('; predictive: broker 2 /data/x reaches the hard limit in 14 min ...'), else nothing."""
+    value = getattr(row, "value", None)
+    cause = predictive_of(json.loads(value).get("predictive")) if value else None
+    return "" if cause is None else f"; predictive: {predictive_text(cause)}"

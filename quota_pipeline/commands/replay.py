@@ -35,9 +35,12 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="what-if: also decide every snapshot under each value of one property, over the same read "
                         "of the journal, and print per value the time throttled, throttle episodes, longest "
                         "episode, time in fallback and the least available ratio while unthrottled (also written "
-                        "to OUT.sweep.json). KEY: storage.per.volume.limit.min.available.ratio|bytes, "
-                        "storage.per.volume.soft.limit.min.available.ratio|bytes, throttle.factor.validity.duration "
-                        "or throttle.factor.fallback (the client.quota.callback.static. prefix may be left out); "
+                        "to OUT.sweep.json), with the time stopped (factor 0), the least headroom above the hard "
+                        "limit read and the bytes deferred (sum of (1 - factor) x the bytes the log dirs grew by). "
+                        "KEY: storage.per.volume.limit.min.available.ratio|bytes, "
+                        "storage.per.volume.soft.limit.min.available.ratio|bytes, throttle.factor.validity.duration, "
+                        "throttle.factor.fallback, storage.per.volume.eta.horizon or storage.per.volume.eta.window "
+                        "(the client.quota.callback.static. prefix may be left out); "
                         "a limit value replaces the configured limit of the same rank. OUT still holds the "
                         "decisions of CONF's own settings")
     p.add_argument("--report", metavar="FILE.html",
@@ -176,13 +179,20 @@ def sweep_table(rows, path: str | None):
 
     key = rows[0].key.removeprefix("client.quota.callback.static.") if rows else "setting"
     table = Table(title=shown(f"what-if sweep of {key} (also in {path})"))
-    for col in ("cluster", "value", "throttled", "episodes", "longest episode", "fallback", "least avail. unthrottled"):
+    for col in ("cluster", "value", "throttled", "stopped", "episodes", "longest episode", "fallback",
+                "least avail. unthrottled", "least headroom", "deferred"):
         table.add_column(col, no_wrap=True, min_width=len(col), justify="left" if col == "cluster" else "right")
     for r in rows:
-        table.add_row(shown(r.cluster_id), shown(r.value), _duration(r.throttled_s), str(r.episodes),
-                      _duration(r.longest_episode_s), _duration(r.fallback_s),
-                      "-" if r.min_ratio_unthrottled is None else f"{r.min_ratio_unthrottled:.2%}")
+        table.add_row(shown(r.cluster_id), shown(r.value), _duration(r.throttled_s), _duration(r.stopped_s),
+                      str(r.episodes), _duration(r.longest_episode_s), _duration(r.fallback_s),
+                      "-" if r.min_ratio_unthrottled is None else f"{r.min_ratio_unthrottled:.2%}",
+                      gib(r.least_headroom_bytes), gib(r.deferred_bytes))
     return table
+
+
+def gib(n: float | None) -> str:
+    """Bytes as GiB with one decimal (a sweep's headroom and deferred bytes); "-" for none."""
+    return "-" if n is None else f"{n / 1024 ** 3:,.1f} GiB"
 
 
 def say(line: str) -> None:

@@ -71,17 +71,23 @@ class Outcome:
     snapshots: int = 0
     t: list[np.ndarray] = field(default_factory=list)        # per chunk: observed_at µs
     failed: list[np.ndarray] = field(default_factory=list)   # per chunk: the poll failed
+    filled: list[np.ndarray] = field(default_factory=list)   # per chunk: bytes written since the last snapshot
     decided: list[list[tuple[np.ndarray, ...]]] = field(default_factory=list)  # per setting, per chunk
 
     def series(self, setting: int) -> tuple[np.ndarray, ...]:
-        """(t, failed, factor, fallback, violations, least available ratio) of one setting, whole."""
+        """(t, failed, factor, fallback, violations, least available ratio, least headroom) of one setting, whole."""
         def cat(parts: list[np.ndarray], dtype) -> np.ndarray:
             return np.concatenate(parts) if parts else np.zeros(0, dtype)
 
         per_chunk = self.decided[setting] if setting < len(self.decided) else []
-        columns = list(zip(*per_chunk)) or [[]] * 4
+        columns = list(zip(*per_chunk)) or [[]] * 5
         return (cat(self.t, np.int64), cat(self.failed, bool), cat(list(columns[0]), float),
-                cat(list(columns[1]), bool), cat(list(columns[2]), np.int64), cat(list(columns[3]), float))
+                cat(list(columns[1]), bool), cat(list(columns[2]), np.int64), cat(list(columns[3]), float),
+                cat(list(columns[4]), float))
+
+    def written(self) -> np.ndarray:
+        """Per snapshot, the bytes its log dirs grew by since their previous readings (filled_bytes), whole."""
+        return np.concatenate(self.filled) if self.filled else np.zeros(0)
 
 
 BAD_TIME = np.iinfo(np.int64).min  # an observed_at that is not a timestamp (every int64 is a valid µs time)
@@ -144,6 +150,7 @@ class ClusterPass:
         self.keys = (np.zeros(0, np.int64), np.zeros(0, object))   # carried log dirs: broker ids, names
         self.brokers = np.zeros(0, np.int64)                       # carried broker ids
         self.partitions = pa.array([], pa.list_(PARTITION))        # top partitions of carried readings
+        self.used = np.zeros(0)                                    # per carried log dir: last used bytes read, NaN
 
     def mine(self, table: pa.Table) -> np.ndarray:
         """Per row: it belongs to this cluster (None: no cluster id, or an empty one)."""
@@ -258,8 +265,11 @@ class ClusterPass:
         self.outcome.snapshots += n_snaps
         self.outcome.t.append(chunk.t)
         self.outcome.failed.append(~chunk.ok)
-        for decided, o in zip(self.outcome.decided, outs):
-            decided.append((o.factor, o.source == kernel.FALLBACK, o.violations, o.min_ratio))
+        filled, self.used = filled_bytes(chunk, self.used, carried_key_of, len(key_broker_id))
+        self.outcome.filled.append(filled)
+        for decided, o, p in zip(self.outcome.decided, outs, self.params):
+            decided.append((o.factor, o.source == kernel.FALLBACK, o.violations, o.min_ratio,
+                            least_headroom(chunk, p)))
         batch = self._records(outs[0], chunk, status, key_broker_id, key_name, broker_ids, parts_all)
         self._carry(key_broker_id, key_name, broker_ids, parts_all)
         return batch
@@ -324,6 +334,7 @@ class ClusterPass:
         self.states[0].pinned = self.states[0].pinned.astype(np.int8)  # bool in checkpoints before fenced pins
         self.keys = (z["key_broker"], z["key_name"].astype(object))
         self.brokers = z["brokers"]
+        self.used = np.full(len(self.keys[0]), np.nan)  # replay's filled_bytes only: not kept in the state
         with pa.ipc.open_stream(pa.py_buffer(z["partitions"].tobytes())) as r:
             self.partitions = r.read_all().column("p").combine_chunks()
         return self
@@ -499,6 +510,48 @@ def _kernel_chunk(table: pa.Table, vrows: np.ndarray, t: np.ndarray, ok: np.ndar
         total=tot.fill_null(0).to_numpy(zero_copy_only=False).astype(np.int64),
         available=av.fill_null(0).to_numpy(zero_copy_only=False).astype(np.int64), offline=offline,
         row=np.arange(carried, carried + len(vrows), dtype=np.int64), key_broker=key_broker.astype(np.int64))
+
+
+def filled_bytes(chunk: kernel.Chunk, used: np.ndarray, carried_key_of: np.ndarray,
+                 keys: int) -> tuple[np.ndarray, np.ndarray]:
+    """Per snapshot of `chunk`, the bytes written to its log dirs since their previous readings: the sum over log
+    dirs read of the growth of used bytes (total - available) since the dir's last reading, where it grew. An
+    interval holding a retention pass counts only its net growth, so this is a lower bound of what was written.
+    `used`: the carried log dirs' last used bytes (NaN: none), renumbered by `carried_key_of`; returned for the
+    next chunk, numbered as this chunk's log dirs."""
+    last = np.full(keys, np.nan)
+    last[carried_key_of] = used
+    online = np.flatnonzero(~chunk.offline)
+    snap = np.searchsorted(chunk.rows_at, online, side="right") - 1
+    order = np.argsort(chunk.key[online], kind="stable")  # rows stay in time order within a log dir
+    k = chunk.key[online][order]
+    u = (chunk.total[online] - chunk.available[online]).astype(float)[order]
+    prev = np.empty_like(u)
+    prev[1:] = u[:-1]
+    first = np.ones(len(k), bool)
+    first[1:] = k[1:] != k[:-1]
+    prev[first] = last[k[first]]
+    grew = np.nan_to_num(np.maximum(u - prev, 0.0))  # NaN (no earlier reading) counts nothing
+    out = np.bincount(snap[order], weights=grew, minlength=len(chunk.t))
+    final = np.ones(len(k), bool)  # the last reading of each log dir
+    final[:-1] = k[1:] != k[:-1]
+    last[k[final]] = u[final]
+    return out, last
+
+
+def least_headroom(chunk: kernel.Chunk, p: kernel.Params) -> np.ndarray:
+    """Per snapshot of `chunk`, the least bytes any log dir it read had above `p`'s hard limit (negative: past it);
+    NaN when it read none."""
+    online = np.flatnonzero(~chunk.offline)
+    out = np.full(len(chunk.t), np.nan)
+    if not len(online):
+        return out
+    total = chunk.total[online].astype(float)
+    hard = np.full(len(online), p.hard_value) if p.hard_kind == kernel.BYTES else total * p.hard_value
+    head = chunk.available[online] - hard
+    snap = np.searchsorted(chunk.rows_at, online, side="right") - 1
+    np.fmin.at(out, snap, head)
+    return out
 
 
 def _reasons(available: np.ndarray, fill: np.ndarray) -> pa.Array:

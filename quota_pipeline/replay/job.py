@@ -195,11 +195,12 @@ def _cluster_tasks(tasks: list[str], settings: Settings, swept: list[Settings], 
                     for decided in p.batches():
                         writer.write_batch(complete(decided, settings, cluster_name, decided_at, schema))
                 o = p.outcome
-                t, failed, factor, fallback, violations, _ = o.series(0)
+                t, failed, factor, fallback, violations, _, _ = o.series(0)
+                written = o.written()
                 sweep = []
                 for i in range(1, len(swept) + 1):
-                    _, _, factor_i, fallback_i, _, ratio_i = o.series(i)
-                    sweep.append(sweeps.episode_metrics(t, factor_i, fallback_i, ratio_i))
+                    _, _, factor_i, fallback_i, _, ratio_i, headroom_i = o.series(i)
+                    sweep.append(sweeps.episode_metrics(t, factor_i, fallback_i, ratio_i, headroom_i, written))
                 (Path(side) / f"{n:06d}.json").write_text(json.dumps({
                     "cluster_id": p.task.cluster_id, "snapshots": o.snapshots, "rejected": o.rejected,
                     "sweep": sweep, "summary": sweeps.cluster_summary(t, factor, fallback, violations, failed)}))

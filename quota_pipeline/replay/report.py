@@ -140,50 +140,81 @@ def heat_chart(h: pd.DataFrame, bucket_s: float, cluster: str) -> bytes:
 
 
 def sweep_chart(rows: Sequence[SweepRow]) -> bytes:
-    """Per setting, summed over clusters: hours throttled, in fallback, of the longest episode; and episodes."""
+    """Per setting, summed over clusters: hours throttled, stopped (factor 0), in fallback, of the longest episode;
+    episodes; GiB of production deferred; and the least headroom above the hard limit (of any cluster)."""
     import matplotlib.pyplot as plt
 
     values = list(dict.fromkeys(r.value for r in rows))
     total = {v: [r for r in rows if r.value == v] for v in values}
     hours = {
         "throttled": [sum(r.throttled_s for r in total[v]) / 3600 for v in values],
+        "stopped (factor 0)": [sum(r.stopped_s for r in total[v]) / 3600 for v in values],
         "in fallback": [sum(r.fallback_s for r in total[v]) / 3600 for v in values],
         "longest episode": [max(r.longest_episode_s for r in total[v]) / 3600 for v in values],
     }
     count = [sum(r.episodes for r in total[v]) for v in values]
-    fig, (ax, ax2) = plt.subplots(1, 2, figsize=(11, 3.4), dpi=96, gridspec_kw={"width_ratios": [3, 2]})
+    deferred = [sum(r.deferred_bytes for r in total[v]) / GIB for v in values]
+    heads = [[r.least_headroom_bytes for r in total[v] if r.least_headroom_bytes is not None] for v in values]
+    headroom = [min(h) / GIB if h else np.nan for h in heads]
+    fig, axes = plt.subplots(2, 2, figsize=(11, 6.4), dpi=96, gridspec_kw={"width_ratios": [3, 2]})
+    (ax, ax2), (ax3, ax4) = axes
     x = np.arange(len(values))
+    width = 0.8 / len(hours)
+    colors = (THROTTLED, "#111111", FALLBACK, "#8c564b")
     for k, (name, ys) in enumerate(hours.items()):
-        bars = ax.bar(x + (k - 1) * 0.27, ys, 0.27, label=name, color=(THROTTLED, FALLBACK, "#8c564b")[k])
+        bars = ax.bar(x + (k - (len(hours) - 1) / 2) * width, ys, width, label=name, color=colors[k])
         ax.bar_label(bars, fmt="%.2g", fontsize=7)
-    ax.set_xticks(x, values)
-    ax.set_xlabel(_short(rows[0].key))
     ax.set_ylabel("hours")
     ax.set_ylim(0, max(0.1, max(max(ys) for ys in hours.values())) * 1.18)  # room for the bar labels
-    ax.legend(fontsize=8, ncols=3, loc="lower left", bbox_to_anchor=(0.0, 1.0), frameon=False)
-    bars = ax2.bar(x, count, 0.5, color="#1f77b4")
-    ax2.bar_label(bars, fontsize=8)
-    ax2.set_xticks(x, values)
-    ax2.set_xlabel(_short(rows[0].key))
-    ax2.set_ylabel("throttle episodes")
-    ax2.set_ylim(0, max(1, max(count)) * 1.18)
-    ax2.set_title("throttle episodes", loc="left", fontsize=11)
+    ax.legend(fontsize=8, ncols=4, loc="lower left", bbox_to_anchor=(0.0, 1.0), frameon=False)
+    _bars(ax2, x, count, "#1f77b4", "throttle episodes", "%d")
+    _bars(ax3, x, deferred, "#2ca02c", "production deferred (GiB)", "%.3g")
+    _bars(ax4, x, headroom, "#ff7f0e", "least headroom above the hard limit (GiB)", "%.3g")
+    for a in (ax, ax2, ax3, ax4):
+        a.set_xticks(x, values)
+        a.set_xlabel(_short(rows[0].key))
     clusters = len({r.cluster_id for r in rows})
     if clusters > 1:
-        ax2.text(1.0, -0.3, f"summed over {clusters} clusters (longest episode: of any)", transform=ax2.transAxes,
-                 fontsize=8, ha="right", color="#555")
+        ax4.text(1.0, -0.3, f"summed over {clusters} clusters (longest episode, least headroom: of any)",
+                 transform=ax4.transAxes, fontsize=8, ha="right", color="#555")
     return _png(fig)
 
 
+def _bars(ax, x: np.ndarray, ys: list, color: str, title: str, fmt: str) -> None:
+    """One small bar chart of the sweep, labelled, with its title as the y label's place."""
+    ys = [0.0 if y is None or y != y else y for y in ys]
+    bars = ax.bar(x, ys, 0.5, color=color)
+    ax.bar_label(bars, fmt=fmt, fontsize=8)
+    low, high = min(0.0, min(ys)), max(0.0, max(ys))
+    pad = max(high - low, 1e-9) * 0.18
+    ax.set_ylim(low - (pad if low < 0 else 0), high + pad if high > 0 else pad)
+    ax.set_title(title, loc="left", fontsize=11)
+
+
 def _sweep_table(rows: Sequence[SweepRow]) -> str:
-    head = ("cluster", _short(rows[0].key), "time throttled", "episodes", "longest episode", "time in fallback",
-            "least available while unthrottled")
+    head = ("cluster", _short(rows[0].key), "time throttled", "time stopped (factor 0)", "episodes",
+            "longest episode", "time in fallback", "least available while unthrottled", "least headroom",
+            "production deferred")
     body = "".join(
         "<tr>" + "".join(f"<td>{html.escape(str(c))}</td>" for c in (
-            r.cluster_id, r.value, _duration(r.throttled_s), r.episodes, _duration(r.longest_episode_s),
-            _duration(r.fallback_s), "-" if r.min_ratio_unthrottled is None else f"{r.min_ratio_unthrottled:.2%}"))
+            r.cluster_id, r.value, _duration(r.throttled_s), _duration(r.stopped_s), r.episodes,
+            _duration(r.longest_episode_s), _duration(r.fallback_s),
+            "-" if r.min_ratio_unthrottled is None else f"{r.min_ratio_unthrottled:.2%}",
+            _gib(r.least_headroom_bytes), _gib(r.deferred_bytes)))
         + "</tr>" for r in rows)
-    return "<table><tr>" + "".join(f"<th>{h}</th>" for h in head) + f"</tr>{body}</table>"
+    return "<table><tr>" + "".join(f"<th>{h}</th>" for h in head) + f"</tr>{body}</table>" + SWEEP_NOTE
+
+
+# What the predictive columns can and cannot show on a recorded journal (docs/design.md, the predictive step).
+SWEEP_NOTE = ("<p class='note'>A journal records disks that did not react to the swept setting: least headroom is "
+              "what the journal read, and a hard stop recorded stays a stop under any horizon. Production deferred "
+              "is the sum over decisions of (1 - factor) times the bytes the log dirs grew by until the next "
+              "snapshot (replicas included; a retention pass in the interval counts only its net growth): what "
+              "the setting would have held back of the production the journal recorded.</p>")
+
+
+def _gib(n: float | None) -> str:
+    return "-" if n is None else f"{n / GIB:,.1f} GiB"
 
 
 def _clusters_by_throttling(d: pd.DataFrame) -> list:

@@ -14,7 +14,8 @@ from quota_pipeline.core import config as cfg
 from quota_pipeline.core.properties import BY_NAME, P, Invalid
 from quota_pipeline.core.settings import Settings
 
-SWEEPABLE = (cfg.HARD_RATIO, cfg.HARD_BYTES, cfg.SOFT_RATIO, cfg.SOFT_BYTES, cfg.VALIDITY, cfg.FALLBACK)
+SWEEPABLE = (cfg.HARD_RATIO, cfg.HARD_BYTES, cfg.SOFT_RATIO, cfg.SOFT_BYTES, cfg.VALIDITY, cfg.FALLBACK,
+             cfg.ETA_HORIZON, cfg.ETA_WINDOW)
 # A sweep value replaces the configured limit of the same rank, whatever its kind (bytes or ratio).
 _SAME_RANK = {cfg.HARD_RATIO: cfg.HARD_BYTES, cfg.HARD_BYTES: cfg.HARD_RATIO,
               cfg.SOFT_RATIO: cfg.SOFT_BYTES, cfg.SOFT_BYTES: cfg.SOFT_RATIO}
@@ -47,6 +48,10 @@ class SweepRow:
     longest_episode_s: float
     fallback_s: float             # source FALLBACK, whatever its factor: nobody was watching the disks
     min_ratio_unthrottled: float | None  # the least available ratio while the factor was 1
+    # The predictive policy's proof on history (issue 21):
+    stopped_s: float = 0.0        # factor 0 from observations (retained included): production stopped
+    least_headroom_bytes: float | None = None  # the least bytes any log dir read had above the hard limit
+    deferred_bytes: float = 0.0   # sum of (1 - factor in force) x the bytes the log dirs grew by meanwhile
 
     def to_json(self) -> dict:
         return dataclasses.asdict(self)
@@ -66,7 +71,7 @@ def parse(spec: str, conf: cfg.Config) -> Sweep:
     values = tuple(v.strip() for v in raw.split(",")) if sep else ()
     if not values or any(not v for v in values):
         raise SweepError(f"--sweep: {key}: give comma-separated values, e.g. --sweep {key}="
-                         f"{'PT1M,PT5M' if key == cfg.VALIDITY else '0.03,0.05'}")
+                         f"{'PT1M,PT5M' if key in (cfg.VALIDITY, cfg.ETA_HORIZON, cfg.ETA_WINDOW) else '0.03,0.05'}")
     if len(set(values)) != len(values) or len(values) > MAX_VALUES:
         raise SweepError(f"--sweep: {key}: give at most {MAX_VALUES} distinct values (got {raw})")
     settings = []
@@ -84,10 +89,17 @@ def parse(spec: str, conf: cfg.Config) -> Sweep:
     return Sweep(key, values, tuple(settings))
 
 
-def episode_metrics(t_us: np.ndarray, factor: np.ndarray, fallback: np.ndarray, ratio: np.ndarray) -> dict:
+def episode_metrics(t_us: np.ndarray, factor: np.ndarray, fallback: np.ndarray, ratio: np.ndarray,
+                    headroom: np.ndarray | None = None, written: np.ndarray | None = None) -> dict:
     """Time throttled, episodes, longest episode, time in fallback and least ratio while unthrottled, with each
-    decision in force until the next one (the last holds for no time), as replay.summary_table counts them."""
+    decision in force until the next one (the last holds for no time), as replay.summary_table counts them; and
+    time stopped (factor 0, the fallback's aside), the least headroom read (`headroom` per snapshot, NaN: none
+    read) and the bytes deferred: each decision's (1 - factor) times `written[i + 1]`, the bytes the log dirs grew
+    by until the next snapshot (cluster_pass.filled_bytes). Deferred bytes are relative to the journal: where the
+    recorded cluster was already stopped its disks did not grow, so nothing more is deferred there."""
     span = np.diff(t_us, append=t_us[-1:]).astype(float) / 1e6 if len(t_us) else np.zeros(0)
+    head = headroom[~np.isnan(headroom)] if headroom is not None else np.zeros(0)
+    after = written[1:] if written is not None and len(written) else np.zeros(0)
     throttled = factor < 1.0
     starts = throttled & ~np.concatenate([[False], throttled[:-1]])
     episode = np.cumsum(starts)  # the number of the episode a throttled decision belongs to
@@ -99,6 +111,9 @@ def episode_metrics(t_us: np.ndarray, factor: np.ndarray, fallback: np.ndarray, 
         "longest_episode_s": float(lengths.max()),
         "fallback_s": float(span[fallback].sum()),
         "min_ratio_unthrottled": float(free.min()) if len(free) else None,
+        "stopped_s": float(span[(factor <= 0.0) & ~fallback].sum()),
+        "least_headroom_bytes": float(head.min()) if len(head) else None,
+        "deferred_bytes": float(((1.0 - factor[:-1]) * after).sum()) if len(after) else 0.0,
     }
 
 

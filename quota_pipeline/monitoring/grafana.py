@@ -36,7 +36,7 @@ def dashboard() -> Dashboard:
     sections = {
         "Decision": [panels.throttle_factor(), panels.factor_source(), panels.decision_age(),
                      panels.violating_log_dirs()],
-        "Log dirs": [panels.available_ratio(), panels.eta()],
+        "Log dirs": [panels.available_ratio(), panels.eta(), panels.predictive()],
         "Pipeline": [panels.snapshots_by_status(), panels.micro_batch_duration(), panels.fallback_transitions(),
                      panels.cache_evictions()],
     }

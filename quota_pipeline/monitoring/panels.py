@@ -102,6 +102,20 @@ def eta() -> table.Panel:
             .span(12).height(10))
 
 
+def predictive() -> timeseries.Panel:
+    return (timeseries.Panel().title("Predictive throttle: time to the hard limit vs the horizon")
+            .datasource(DATASOURCE)
+            .description("While a predictive throttle is in force (storage.per.volume.eta.horizon; the record's "
+                         "`predictive`): the throttling log dir's time to the hard limit at the fill rate of its "
+                         "lowest readings, and the horizon it is measured against; the factor is their ratio. No "
+                         "line: no predictive throttle. QuotaPipelinePredictiveThrottle fires while one lasts.")
+            .with_target(query(f"quota_pipeline_predictive_eta_seconds{{{CLUSTER}}}",
+                               "{{cluster}} broker {{broker_id}} {{log_dir}} ETA", "A"))
+            .with_target(query(f"quota_pipeline_predictive_horizon_seconds{{{CLUSTER}}}",
+                               "{{cluster}} horizon", "B"))
+            .unit("s").min(0).line_interpolation(LineInterpolation.STEP_AFTER).span(12).height(8))
+
+
 def _keep_volume_columns() -> DataTransformerConfig:
     return DataTransformerConfig(id_val="organize", options={
         "excludeByName": {"Time": True, "__name__": True, "job": True, "instance": True},

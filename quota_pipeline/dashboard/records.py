@@ -7,8 +7,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from quota_pipeline.broker.rules import parse_decision
-from quota_pipeline.core.model import OFFLINE, OFFLINE_FILLING, parse_time
-from quota_pipeline.core.record import ThrottleDecision
+from quota_pipeline.core.model import OFFLINE, OFFLINE_FILLING, PredictiveThrottle, parse_time
+from quota_pipeline.core.record import ThrottleDecision, predictive_of
 
 
 @dataclass(frozen=True)
@@ -73,6 +73,7 @@ class DecisionView:
     volumes: tuple[VolumeView, ...]
     volumes_listed: bool  # True: v2's closest_volumes; False: v1's worst volume only
     note: str | None = None
+    predictive: PredictiveThrottle | None = None  # why a predictive throttle is in force (a later v2 field)
 
 
 def read_decision(value: bytes) -> ThrottleDecision:
@@ -92,6 +93,9 @@ def view_of(decision: ThrottleDecision, value: bytes) -> DecisionView:
     volumes, note = _v2_volumes(raw)
     since, since_note = _optional_time(raw, "throttled_since")
     listed = volumes is not None
+    predictive = predictive_of(raw.get("predictive"))
+    if predictive is None and raw.get("predictive") is not None:
+        note = note or f"predictive could not be read ({raw.get('predictive')!r:.120})"
     if volumes is None and decision.worst_volume is not None:
         w = decision.worst_volume
         volumes = (VolumeView(w.broker_id, w.log_dir, w.available_bytes, w.available_ratio),)
@@ -101,7 +105,7 @@ def view_of(decision: ThrottleDecision, value: bytes) -> DecisionView:
         valid_until=decision.valid_until, status=decision.status.value, active_brokers=decision.active_brokers,
         missing_brokers=decision.missing_brokers, limit=decision.limit, violations=decision.violations,
         min_available_ratio=_number(decision.min_available_ratio), throttled_since=since,
-        volumes=volumes or (), volumes_listed=listed, note=note or since_note)
+        volumes=volumes or (), volumes_listed=listed, note=note or since_note, predictive=predictive)
 
 
 def parse_record(value: bytes) -> DecisionView:

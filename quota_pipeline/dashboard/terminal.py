@@ -125,6 +125,8 @@ def _state(s: ClusterSummary) -> Text:
         out.append(" STALE", style="bold yellow")
     if s.basis == "fallback":
         out.append(" FALLBACK", style="bold yellow")
+    if s.latest is not None and s.latest.predictive is not None and s.basis == "record":
+        out.append(" PREDICTIVE", style="bold yellow")  # throttled ahead of the hard limit: the reason says why
     return out
 
 

@@ -129,6 +129,8 @@ def _why(d: DecisionView) -> str:
     where = "" if closest is None else f"broker {closest.broker_id} {closest.log_dir}: {volume_state(closest, d.limit)}"
     if d.violations > 0:
         head = f"{d.violations} log dir(s) at or below the hard limit"
+    elif d.predictive is not None and d.throttle_factor < 1.0:
+        head = f"predictive throttle: {text.predictive(d.predictive)}"
     elif d.throttle_factor < 1.0:
         head = "log dirs between the soft and the hard limit"
     else:
@@ -229,6 +231,7 @@ def summary_json(s: ClusterSummary, all_volumes: bool = True) -> dict[str, Any]:
             "limit": d.limit, "limit_text": text.limits(d.limit), "violations": d.violations,
             "active_brokers": d.active_brokers, "missing_brokers": list(d.missing_brokers),
             "volumes_listed": d.volumes_listed, "note": d.note,
+            "predictive": None if d.predictive is None else d.predictive.to_json(),
             "closest": _volume_json(d.volumes[0], d.limit) if d.volumes else None,
             **({"volumes": [_volume_json(v, d.limit) for v in d.volumes]} if all_volumes else {})}
 

@@ -46,6 +46,11 @@ function fmtEta(c) {
   if (c.eta_seconds === null || c.eta_seconds === undefined) return c.volumes_listed ? "not filling" : "-";
   return c.eta_seconds <= 0 ? "at the limit now" : "in " + fmtDur(c.eta_seconds);
 }
+function fmtPredictive(p) {  // as text.predictive
+  return `broker ${p.broker_id} ${p.log_dir} reaches the hard limit in ${fmtDur(p.eta_seconds)} at the current fill ` +
+    `(horizon ${fmtDur(p.horizon_seconds)})`;
+}
+function predictive(c) { return c.basis === "record" && c.predictive ? c.predictive : null; }  // in force now
 function serverNow() { return Date.now() / 1000 + S.offset; }
 function age(c) { return c.decided_at === undefined ? null : serverNow() - c.decided_at; }
 function isStale(c) { return c.stale || (age(c) !== null && age(c) > S.page.stale_after_seconds); }
@@ -105,7 +110,8 @@ function clusters() {  // every cluster riskiest first, sorted again only after 
   return S.sorted;
 }
 function matches(c, words) {
-  const text = `${c.key} ${c.state}${isStale(c) ? " STALE" : ""}${c.basis === "fallback" ? " FALLBACK" : ""}`.toLowerCase();
+  const text = (`${c.key} ${c.state}${isStale(c) ? " STALE" : ""}${c.basis === "fallback" ? " FALLBACK" : ""}` +
+    `${predictive(c) ? " PREDICTIVE" : ""}`).toLowerCase();
   return words.every((w) => text.includes(w));
 }
 
@@ -125,6 +131,7 @@ function renderOverview() {
     const state = cell(tr, null), badges = [badge(c.state)];
     if (isStale(c) && c.state !== "NO DECISION") badges.push(badge("STALE", "amber"));
     if (c.basis === "fallback") badges.push(badge("FALLBACK", "amber"));
+    if (predictive(c)) badges.push(Object.assign(badge("PREDICTIVE", "amber"), { title: "predictive throttle: " + fmtPredictive(c.predictive) }));
     badges.forEach((b, i) => state.append(...(i ? [" ", b] : [b])));
     cell(tr, c.factor_text, factorClass(c.factor) + " num");
     cell(tr, c.throttled_since ? `${c.since_approx ? "at least " : ""}${fmtTime(c.throttled_since)} (${fmtDur(serverNow() - c.throttled_since)})` : "-");
@@ -164,6 +171,9 @@ function renderDetail() {
   if (c.missing_brokers && c.missing_brokers.length)
     warn(`Broker(s) ${c.missing_brokers.join(", ")} registered but without a log dir reading in force: a release needs every broker.`);
   if (c.unreadable) warn(`${c.unreadable} record(s) of this cluster could not be read (last: ${c.last_error}).`);
+  if (predictive(c))
+    warn(`Predictive throttle in force: ${fmtPredictive(c.predictive)}. Producers are slowed by ETA / horizon ` +
+         `(factor ${fmtFactor(c.predictive.eta_seconds / c.predictive.horizon_seconds)}) before the hard limit stops them.`);
   if (c.note) warn(c.note);
   $("detail-warnings").replaceChildren(...warnings);
   renderFacts(c);
@@ -178,6 +188,7 @@ function renderFacts(c) {
     ["decided", c.decided_at !== undefined ? `${fmtTime(c.decided_at)} (${fmtDur(age(c))} ago)` : "-"],
     ["valid until", c.valid_until ? fmtTime(c.valid_until) : c.source ? "no expiry (fallback)" : "-"],
     ["throttled since", c.throttled_since ? `${c.since_approx ? "at least " : ""}${fmtTime(c.throttled_since)} (${fmtDur(serverNow() - c.throttled_since)})` : c.factor === null ? "-" : "not throttled"],
+    ["predictive throttle", predictive(c) ? fmtPredictive(c.predictive) : c.source ? "none" : "-"],
     ["limits", c.limit_text || "-"],
     ["minimum available", fmtPct(c.min_available_ratio)],
     ["log dirs at the hard limit", c.violations ?? "-"],

@@ -149,6 +149,7 @@ def from_decision_state(columns: ClusterPass, state: DecisionState) -> ClusterPa
     columns.keys = (np.array([b for b, _ in keys], np.int64), np.array([ld for _, ld in keys], dtype=object))
     columns.brokers = brokers
     columns.partitions = pa.array(partitions, pa.list_(PARTITION))
+    columns.used = np.full(len(keys), np.nan)  # replay's filled_bytes only, as ClusterPass.restore leaves it
     return columns
 
 

@@ -273,7 +273,7 @@ def run_scenario(system: str, setting: str, jar: Path, kind: str, clients_n: int
     try:
         create_topic(cluster)
         if system != "strimzi":
-            job, watcher = start_pipeline(cluster, setting, work)
+            job, watcher = start_pipeline(cluster, setting, work, window_num)
         clients = start_clients(kind, clients_n, cluster, home, classes, int(stop_s) + 400)
         deadline = time.time() + 120
         while time.time() < deadline and not all(c.acked and c.acked[-1] > 2_000_000 for c in clients):
@@ -399,7 +399,7 @@ def take_offline(cluster: Any, directory: Path, deadline: float) -> float | None
     return None
 
 
-def start_pipeline(cluster, setting: str, work: Path):
+def start_pipeline(cluster, setting: str, work: Path, window_num: int = 11):
     """`quota-pipeline run` at PT1S observing the cluster and publishing to it; waits for its first 1.0."""
     from tests.realkafka_props import write_properties
     from tests.stream_job import TopicWatcher, start_job
@@ -408,6 +408,7 @@ def start_pipeline(cluster, setting: str, work: Path):
              P + "throttle.factor.validity.duration": "PT20S", P + "throttle.factor.fallback": "1.0",
              P + "produce": str(PRODUCE), "quota.pipeline.cluster.name": "bench",
              "quota.pipeline.throttle.max.mute": setting, "quota.pipeline.output.kafka.request.timeout.ms": "8000",
+             "quota.window.num": str(window_num),  # the brokers' own: the job checks the max mute against it
              "quota.pipeline.checkpoint.path": str(work / f"checkpoint-{setting}-{time.time_ns()}")}
     conf = write_properties(work / f"bench-{setting}.properties", props)
     from quota_pipeline.core.properties import DEFAULT_OUTPUT_TOPIC  # the callbacks follow it too

@@ -8,7 +8,8 @@
    under its own policy, the hard limit alone (horizon PT0S): bench/out/eta-month/journal.jsonl.gz.
 2. Runs `quota-pipeline replay --sweep storage.per.volume.eta.horizon=PT0S,PT10M,PT30M,PT1H --report` over it
    (a subprocess) and prints the sweep. The journal's disks did not react to the swept horizons: a hard stop it
-   recorded stays a stop whatever the horizon, and its least headroom is the same for all.
+   recorded stays a stop whatever the horizon, and its least headroom is the same for all. The report's sweep chart
+   is also written to bench/eta_sweep_replay.png.
 3. The closed-loop model (a model, not history): the same month run once per horizon through the reference
    decision functions (core/decision.py), the factor each snapshot decided slowing what producers write until the
    next one. Prints per horizon the time stopped and throttled, the least headroom, the production deferred
@@ -95,6 +96,14 @@ def replay_sweep(conf_path: Path, journal: Path) -> list[dict]:
         print(f"| {r['value']} | {_duration(r['stopped_s'])} | {_duration(r['throttled_s'])} | {r['episodes']} | "
               f"{r['least_headroom_bytes'] / GIB:.1f} GiB | {r['deferred_bytes'] / GIB:.1f} GiB |")
     print(flush=True)
+    from quota_pipeline.replay import report
+    from quota_pipeline.replay.sweep import SweepRow
+
+    import matplotlib
+
+    matplotlib.use("Agg")
+    (ROOT / "bench" / "eta_sweep_replay.png").write_bytes(report.sweep_chart([SweepRow(**r) for r in rows]))
+    print(f"chart: {ROOT / 'bench' / 'eta_sweep_replay.png'} (the report's sweep comparison)")
     return rows
 
 

@@ -152,19 +152,21 @@ def test_more_than_the_stop_limit_admitted_at_factor_0_is_a_violation():
     assert props(bad) == ["admitted"] and "10000 B/s acknowledged at factor 0" in bad.violations[0].what
 
 
+def backlog_at(burst_at: float) -> list[cc.ProducerSample]:
+    """Two clients at 500 B/s whose 1 MB backlog each goes through at `burst_at` seconds."""
+    return [cc.ProducerSample(T0 + t / 4, c, int(500 * t / 4) + (1_000_000 if t / 4 >= burst_at else 0), 0)
+            for c in ("a", "b") for t in range(0, 400)]
+
+
 def test_a_stop_ending_by_expiry_is_judged_until_one_interval_before_it():
     """The output cluster stops at 39 s: the last record (observed 37.5 s) expires at 47.5 s. A broker that missed
     it falls back at 45.5 s, and the clients' backlog (1 MB) goes through then: not the stop's. The same backlog
     through at 43 s is."""
     pub = published(every(0, 40, safe_factor))
     stop = [cc.Fault("output_stop", "output", T0 + 39, T0 + 70, {})]
-
-    def samples(burst_at: float) -> list[cc.ProducerSample]:
-        return [cc.ProducerSample(T0 + t / 4, c, int(500 * t / 4) + (1_000_000 if t / 4 >= burst_at else 0), 0)
-                for c in ("a", "b") for t in range(0, 400)]
-    late = cc.check(history(pub, disks(20, 50), stop, producers=samples(46.0)), "c")
+    late = cc.check(history(pub, disks(20, 50), stop, producers=backlog_at(46.0)), "c")
     assert "admitted" not in props(late)
-    early = cc.check(history(pub, disks(20, 50), stop, producers=samples(43.0)), "c")
+    early = cc.check(history(pub, disks(20, 50), stop, producers=backlog_at(43.0)), "c")
     assert "admitted" in props(early)
 
 
@@ -174,13 +176,9 @@ def test_a_broker_stopped_during_an_outage_falls_back_when_its_own_last_record_e
     clients' backlog through at 38 s is not the stop's; the same backlog through at 34 s is."""
     pub = published(every(0, 40, safe_factor))
     faults = [cc.Fault("output_stop", "output", T0 + 39, T0 + 70, {}), cc.Fault("stop", "node1", T0 + 30, T0 + 60, {})]
-
-    def samples(burst_at: float) -> list[cc.ProducerSample]:
-        return [cc.ProducerSample(T0 + t / 4, c, int(500 * t / 4) + (1_000_000 if t / 4 >= burst_at else 0), 0)
-                for c in ("a", "b") for t in range(0, 400)]
-    late = cc.check(history(pub, disks(20, 50), faults, producers=samples(38.0)), "c")
+    late = cc.check(history(pub, disks(20, 50), faults, producers=backlog_at(38.0)), "c")
     assert "admitted" not in props(late)
-    early = cc.check(history(pub, disks(20, 50), faults, producers=samples(34.0)), "c")
+    early = cc.check(history(pub, disks(20, 50), faults, producers=backlog_at(34.0)), "c")
     assert "admitted" in props(early)
 
 

@@ -95,9 +95,14 @@ def test_episode_metrics_count_runs_and_spans():
     factor = np.array([1.0, 0.0, 0.5, 1.0, 0.0, 1.0, 1.0])
     fallback = np.array([False, False, True, False, False, False, False])
     ratio = np.array([0.3, 0.01, np.nan, 0.2, 0.04, 0.15, np.nan])
-    m = sweeps.episode_metrics(t, factor, fallback, ratio)
+    headroom = np.array([5.0, -3.0, np.nan, 2.0, 1.0, 4.0, np.nan])
+    written = np.array([0.0, 100, 100, 100, 100, 100, 100])
+    m = sweeps.episode_metrics(t, factor, fallback, ratio, headroom, written)
+    # Stopped: factor 0 outside the fallback (10 s twice); deferred: (1 - factor) x the growth until the next snapshot
+    # (100 + 50 + 100), the fallback's factor included: the brokers apply it.
     assert m == {"throttled_s": 20.0, "episodes": 2, "longest_episode_s": 20.0, "fallback_s": 10.0,
-                 "min_ratio_unthrottled": 0.15}
+                 "min_ratio_unthrottled": 0.15, "stopped_s": 20.0, "least_headroom_bytes": -3.0,
+                 "deferred_bytes": 250.0}
 
 
 @pytest.mark.parametrize("spec,problem", [

@@ -58,6 +58,18 @@ if not (dist / "quota_pipeline.zip").exists():
 print(dist)
 PY
 )"
+# A checkpoint on s3a:// needs Hadoop's S3A connector, which Spark fetches from Maven Central and ships to the
+# executors (quota_pipeline/streaming/s3a.py): added to --packages (the operator's own, if any).
+if [ "$job" = "$here/jobs/throttle_stream.py" ]; then
+  s3a="$(PYTHONPATH="$here${PYTHONPATH:+:$PYTHONPATH}" "$python" -m quota_pipeline.streaming.s3a "$@" 2>/dev/null || true)"
+  if [ -n "$s3a" ]; then
+    merged=false
+    for i in "${!spark_opts[@]}"; do
+      if [ "${spark_opts[$i]}" = "--packages" ]; then spark_opts[$((i + 1))]+=",$s3a"; merged=true; fi
+    done
+    $merged || spark_opts+=(--packages "$s3a")
+  fi
+fi
 export PYSPARK_PYTHON="$python" PYSPARK_DRIVER_PYTHON="$python"
 # The driver's own Python workers (planning the kafka_volumes source, the stateful processor's set-up) inherit the
 # JVM's environment, not --py-files: without this they cannot import the package unless it is installed.

@@ -167,7 +167,11 @@ class Config:
 
     @property
     def effective_journal_path(self) -> str:
-        return self.journal_path or str(Path(self.checkpoint_path) / "journal")
+        if self.journal_path:
+            return self.journal_path
+        if self.checkpoint_path.startswith("s3a://"):  # the same bucket, through the journal's s3:// client
+            return "s3://" + self.checkpoint_path[len("s3a://"):].rstrip("/") + "/journal"
+        return str(Path(self.checkpoint_path) / "journal")
 
     def effective(self) -> dict[str, str]:
         """Every property with its effective value (defaults filled in), secrets masked, for `validate`."""

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from quota_pipeline.core import names
+from quota_pipeline.core.config import CHECKPOINT_PATH
 from quota_pipeline.core.display import visible
 from quota_pipeline.kafka.client_quotas import Quotas, quotas_from_json, quotas_to_json
 
@@ -111,6 +112,9 @@ def baseline_file(explicit: str | None, checkpoint_path: str, cluster: str) -> B
     checked (names.UnsafePath) and the file confined to <checkpoint>/enforce."""
     if explicit:
         return BaselineFile(explicit)
+    if "://" in checkpoint_path:  # the job's checkpoint on an object store: enforce keeps its baseline locally
+        raise names.UnsafePath(f"{CHECKPOINT_PATH} is {checkpoint_path}, not a local directory, so it cannot hold "
+                               f"enforce's baseline file; pass --baseline PATH")
     names.checked(cluster, "the cluster to enforce (--cluster, quota.pipeline.cluster.name or the cluster id) "
                            "names the baseline file")
     root = Path(checkpoint_path) / "enforce"

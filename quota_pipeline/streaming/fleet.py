@@ -3,7 +3,8 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from pathlib import Path
+
+from quota_pipeline.streaming import checkpoint_files
 
 
 @dataclass(frozen=True)
@@ -13,17 +14,15 @@ class FleetChange:
 
 
 def last_offsets(query_checkpoint: str) -> dict[str, int] | None:
-    """The source's offsets (config name -> tick) of the last planned micro-batch; None without a local checkpoint.
+    """The source's offsets (config name -> tick) of the last planned micro-batch; None without a checkpoint.
 
     Spark writes `<checkpoint>/offsets/<batch id>`: a version line, the batch metadata, then one line per source.
     """
-    offsets = Path(query_checkpoint) / "offsets"
-    if not offsets.is_dir():
-        return None
-    batches = sorted((int(p.name), p) for p in offsets.iterdir() if p.name.isdigit())
+    offsets = checkpoint_files.join(query_checkpoint, "offsets")
+    batches = sorted(int(name) for name in checkpoint_files.names(offsets) if name.isdigit())
     if not batches:
         return None
-    lines = batches[-1][1].read_text().splitlines()
+    lines = (checkpoint_files.read_text(offsets, str(batches[-1])) or "").splitlines()
     try:
         value = json.loads(lines[2])
     except (IndexError, ValueError):

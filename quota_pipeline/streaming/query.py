@@ -21,6 +21,7 @@ from quota_pipeline.core.record import predictive_of
 from quota_pipeline.dashboard.text import predictive as predictive_text
 from quota_pipeline.core.settings import Settings
 from quota_pipeline.streaming.metrics import Metrics
+from quota_pipeline.streaming import checkpoint_files, s3a
 from quota_pipeline.streaming.fleet import fleet_change
 from quota_pipeline.streaming.processor import OUTPUT_SCHEMA, REMOVED, DecisionProcessor
 from quota_pipeline.kafka.publisher import Publisher, ensure_topic
@@ -94,13 +95,21 @@ class StreamJob:
         # Under spark-submit (a gateway is already up) its --master decides; a default here would override it.
         submitted = bool(os.environ.get("PYSPARK_GATEWAY_PORT"))
         master = self.master or (None if submitted else f"local[{cores},4]")
-        return get_session("quota-pipeline-stream", master=master, conf={
+        conf = {
             # State partitions are fixed at the checkpoint's creation; one per core is plenty for
             # hundreds of clusters and keeps the per-batch task count (and latency) low.
             "spark.sql.shuffle.partitions": str(max(1, min(cores, len(self.configs)))),
             "spark.sql.streaming.pollingDelay": "100ms",
             "spark.ui.showConsoleProgress": "false",  # a progress bar per micro-batch drowns the log
-        })
+        }
+        on_s3a = s3a.is_s3a(self.first.checkpoint_path)
+        package = s3a.connector_package() if on_s3a and not submitted else None
+        if package:  # under spark-submit, spark-submit.sh passed it to --packages: the JVM is up by now
+            conf["spark.jars.packages"] = package
+        spark = get_session("quota-pipeline-stream", master=master, conf=conf)
+        if on_s3a:
+            log.info("checkpoint on %s: S3A to %s", self.first.checkpoint_path, s3a.describe(s3a.configure(spark)))
+        return spark
 
     def start(self) -> Any:
         spark = self._spark()
@@ -114,7 +123,7 @@ class StreamJob:
         self._publisher = self._publisher or Publisher(self.first.output_settings, self.first.output_topic,
                                                        on_acknowledged=self.metrics.acknowledged, clock=self.clock)
         self._query = (decisions.writeStream.queryName("quota-pipeline")
-                       .option("checkpointLocation", os.path.join(self.first.checkpoint_path, "query"))
+                       .option("checkpointLocation", checkpoint_files.join(self.first.checkpoint_path, "query"))
                        .foreachBatch(self._batch).start())
         return self._query
 
@@ -166,8 +175,8 @@ class StreamJob:
 
     def resuming(self) -> bool:
         """Whether the checkpoint holds a committed micro-batch: this job ran against its output cluster before."""
-        commits = os.path.join(self.first.checkpoint_path, "query", "commits")
-        return os.path.isdir(commits) and any(name.isdigit() for name in os.listdir(commits))
+        commits = checkpoint_files.join(self.first.checkpoint_path, "query", "commits")
+        return any(name.isdigit() for name in checkpoint_files.names(commits))
 
     def start_output(self) -> str | None:
         """The output topic, made ready before the query starts (None: stopped while waiting for it)."""
@@ -195,7 +204,7 @@ class StreamJob:
             maintenance.stop()
 
     def _log_fleet_change(self) -> None:
-        change = fleet_change(os.path.join(self.first.checkpoint_path, "query"), list(self.settings))
+        change = fleet_change(checkpoint_files.join(self.first.checkpoint_path, "query"), list(self.settings))
         if change is None:
             return
         for name in change.added:

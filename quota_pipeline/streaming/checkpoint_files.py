@@ -1,0 +1,34 @@
+"""The few checkpoint files the driver reads before Spark starts (commits, offsets), on a local disk or on s3a://."""
+from __future__ import annotations
+
+import os
+
+from quota_pipeline.streaming.s3a import is_s3a, object_uri
+
+
+def join(directory: str, *names: str) -> str:
+    """A path under the checkpoint: os.path.join would be right for a URI too, but says what it means here."""
+    return "/".join([directory.rstrip("/"), *names]) if is_s3a(directory) else os.path.join(directory, *names)
+
+
+def names(directory: str) -> list[str]:
+    """The names directly under `directory` (none when it does not exist)."""
+    if is_s3a(directory):
+        from quota_pipeline.journal.objstore import store_for
+
+        return sorted({o.rel.split("/", 1)[0] for o in store_for(object_uri(directory)).list("")})
+    return sorted(os.listdir(directory)) if os.path.isdir(directory) else []
+
+
+def read_text(directory: str, name: str) -> str | None:
+    """The file's text, or None when there is none."""
+    if is_s3a(directory):
+        from quota_pipeline.journal.objstore import store_for
+
+        got = store_for(object_uri(directory)).get(name)
+        return None if got is None else got.data.decode("utf-8", errors="replace")
+    try:
+        with open(os.path.join(directory, name), encoding="utf-8", errors="replace") as f:
+            return f.read()
+    except FileNotFoundError:
+        return None

@@ -3,6 +3,7 @@ API over a filesystem backend), fetched by Maven into build/s3proxy/lib once, st
 loopback port with its data in a temporary directory. Skipped, with the reason, without Java or Maven."""
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import hashlib
 import os
@@ -12,6 +13,7 @@ import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Iterator
 
 import pytest
 
@@ -82,14 +84,9 @@ ENV = {"AWS_ACCESS_KEY_ID": IDENTITY, "AWS_SECRET_ACCESS_KEY": CREDENTIAL, "AWS_
        "AWS_EC2_METADATA_DISABLED": "true"}
 
 
-@pytest.fixture(scope="session")
-def s3proxy(tmp_path_factory):
-    """S3Proxy on loopback with one bucket; the process's AWS_* variables point the code under test at it."""
-    missing = [tool for tool in ("java", "mvn") if shutil.which(tool) is None]
-    if missing:
-        pytest.skip(f"the object-store tests start S3Proxy, which needs {' and '.join(missing)} on PATH")
-    lib = s3proxy_classpath()
-    base = tmp_path_factory.mktemp("s3proxy")
+@contextlib.contextmanager
+def serve(base: Path, lib: Path) -> Iterator[S3Server]:
+    """S3Proxy on a free loopback port with its data under `base` and one bucket; stopped on exit."""
     port = free_port()
     conf = base / "s3proxy.properties"
     conf.write_text("\n".join([
@@ -102,19 +99,32 @@ def s3proxy(tmp_path_factory):
         proc = subprocess.Popen(["java", "-Xmx256m", f"-Dlogback.configurationFile={POM.parent / 'logback.xml'}",
                                  "-cp", f"{lib}/*", "org.gaul.s3proxy.Main", "--properties", str(conf)],
                                 stdout=out, stderr=subprocess.STDOUT)
-    saved = {k: os.environ.get(k) for k in (*ENV, "AWS_ENDPOINT_URL")}
     try:
         _wait_ready(proc, port, log)
         server = S3Server(f"http://127.0.0.1:{port}", BUCKET, base / "data")
         server.client().create_bucket(Bucket=BUCKET)
-        os.environ.update({**ENV, "AWS_ENDPOINT_URL": server.endpoint})
         yield server
     finally:
-        for k, v in saved.items():
-            os.environ.pop(k, None) if v is None else os.environ.__setitem__(k, v)
         proc.terminate()
         try:
             proc.wait(10)
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+
+
+@pytest.fixture(scope="session")
+def s3proxy(tmp_path_factory):
+    """S3Proxy on loopback with one bucket; the process's AWS_* variables point the code under test at it."""
+    missing = [tool for tool in ("java", "mvn") if shutil.which(tool) is None]
+    if missing:
+        pytest.skip(f"the object-store tests start S3Proxy, which needs {' and '.join(missing)} on PATH")
+    lib = s3proxy_classpath()
+    saved = {k: os.environ.get(k) for k in (*ENV, "AWS_ENDPOINT_URL")}
+    try:
+        with serve(tmp_path_factory.mktemp("s3proxy"), lib) as server:
+            os.environ.update({**ENV, "AWS_ENDPOINT_URL": server.endpoint})
+            yield server
+    finally:
+        for k, v in saved.items():
+            os.environ.pop(k, None) if v is None else os.environ.__setitem__(k, v)

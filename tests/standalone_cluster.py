@@ -33,6 +33,9 @@ class StandaloneCluster:
     cores: int = 1
     memory: str = "1g"
     daemon_memory: str = "256m"
+    # Each worker's scratch space (SPARK_LOCAL_DIRS: shuffle files, RocksDB's working copies; TMPDIR) under its own
+    # work dir, as on hosts of their own; by default /tmp, which the driver uses too.
+    own_dirs: bool = False
     master_port: int = field(default_factory=free_port)
     master_ui_port: int = field(default_factory=free_port)
     processes: list[subprocess.Popen] = field(default_factory=list)
@@ -50,10 +53,11 @@ class StandaloneCluster:
                 "SPARK_DAEMON_MEMORY": self.daemon_memory, "SPARK_LOG_DIR": str(self.work / "logs"),
                 "SPARK_WORKER_MEMORY": self.memory, "SPARK_WORKER_CORES": str(self.cores)}
 
-    def _spawn(self, name: str, *args: str) -> subprocess.Popen:
+    def _spawn(self, name: str, *args: str, env: dict[str, str] | None = None) -> subprocess.Popen:
         log = (self.work / f"{name}.log").open("ab")
         # A session of its own: stop() signals the JVM's process group, whatever spark-class forked.
-        proc = subprocess.Popen([str(spark_home() / "bin" / "spark-class"), *args], env=self._env(),
+        proc = subprocess.Popen([str(spark_home() / "bin" / "spark-class"), *args],
+                                env={**self._env(), **(env or {})},
                                 stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                 start_new_session=True)
         self.processes.append(proc)
@@ -68,9 +72,15 @@ class StandaloneCluster:
                         "--port", str(self.master_port), "--webui-port", str(self.master_ui_port))
             for i in range(self.workers):
                 self.worker_dir(i).mkdir(exist_ok=True)
+                own = {}
+                if self.own_dirs:
+                    own = {"SPARK_LOCAL_DIRS": str(self.worker_dir(i) / "local"),
+                           "TMPDIR": str(self.worker_dir(i) / "tmp")}
+                    for d in own.values():
+                        Path(d).mkdir(exist_ok=True)
                 self._spawn(f"worker-{i}", "org.apache.spark.deploy.worker.Worker", self.master_url,
                             "--host", "127.0.0.1", "--cores", str(self.cores), "--memory", self.memory,
-                            "--work-dir", str(self.worker_dir(i)), "--webui-port", str(free_port()))
+                            "--work-dir", str(self.worker_dir(i)), "--webui-port", str(free_port()), env=own)
             if wait:
                 self.wait_for_workers(timeout)
         except BaseException:

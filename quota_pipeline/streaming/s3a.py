@@ -37,6 +37,10 @@ def object_uri(path: str) -> str:
 
 
 def spark_jars() -> Path:
+    """The jars of the Spark that runs the job: $SPARK_HOME's (an image's /opt/spark), else the pyspark package's."""
+    home = os.environ.get("SPARK_HOME")
+    if home and (Path(home) / "jars").is_dir():
+        return Path(home) / "jars"
     import pyspark
 
     return Path(pyspark.__file__).resolve().parent / "jars"

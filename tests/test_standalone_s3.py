@@ -1,0 +1,163 @@
+"""The job across hosts: a Spark standalone master and two workers, each with a working and scratch directory of its own,
+and nothing the driver and the executors share but the object store (S3Proxy): the journal on s3://, the checkpoint
+on s3a:// (Hadoop's S3A connector, fetched by Spark from Maven Central). The job is killed (SIGKILL to its process
+group, driver and spark-submit alike) while a simulated cluster's disk is past the hard limit, and restarted from the
+object-store checkpoint: that cluster is never released, and its decision state carries over (throttled_since).
+
+Run alone with `python3 -m pytest -q -m standalone tests/test_standalone_s3.py`.
+"""
+from __future__ import annotations
+
+import datetime as dt
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+from quota_pipeline.core import config as cfg
+from quota_pipeline.demo.local_broker import LocalBroker
+from quota_pipeline.simulator import Simulator
+from standalone_cluster import StandaloneCluster
+from tests.ports import free_port
+from tests.realkafka import ready_timeout
+from tests.s3proxy_fixtures import CREDENTIAL, s3proxy  # noqa: F401 - the session's S3Proxy
+from tests.stream_job import TopicWatcher, stop_job
+
+pytestmark = pytest.mark.standalone
+
+ROOT = Path(__file__).resolve().parent.parent
+TOTAL = 10 ** 12
+TOPIC = "__quota_throttle_factors"
+
+
+def write_config(path: Path, sim: Simulator, broker: LocalBroker, checkpoint: str, journal: str) -> None:
+    path.write_text("\n".join([
+        f"{cfg.HARD_RATIO}=0.1", f"{cfg.CHECK_INTERVAL_SECONDS}=1", f"{cfg.VALIDITY}=PT1M",
+        f"{cfg.BOOTSTRAP}={sim.bootstrap_servers}", f"{cfg.CLUSTER_NAME}={path.stem}",
+        f"{cfg.OUTPUT_KAFKA_PREFIX}bootstrap.servers={broker.bootstrap_servers}",
+        f"{cfg.CHECKPOINT_PATH}={checkpoint}", f"{cfg.JOURNAL_PATH}={journal}",
+        f"{cfg.METRICS_PORT}={free_port()}"]) + "\n")
+
+
+def submit(spark: StandaloneCluster, driver: Path, log: Path) -> subprocess.Popen:
+    """./spark-submit.sh in the driver's directory; the AWS_* variables S3Proxy's fixture set are its credentials."""
+    env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "SPARK_LOCAL_IP": "127.0.0.1",
+           "TMPDIR": str(driver / "tmp")}
+    return subprocess.Popen(
+        [str(ROOT / "spark-submit.sh"), "--master", spark.master_url, "--executor-memory", "512m",
+         "--driver-memory", "1g", "--conf", "spark.executor.cores=1", "--conf", f"spark.local.dir={driver / 'local'}",
+         "--clusters-dir", str(driver / "clusters")],
+        cwd=driver, stdout=log.open("ab"), stderr=subprocess.STDOUT, env=env, start_new_session=True)
+
+
+def batch_ids(s3, prefix: str, kind: str) -> list[int]:
+    pages = s3.client().get_paginator("list_objects_v2").paginate(Bucket=s3.bucket, Prefix=f"{prefix}/query/{kind}/")
+    return sorted(int(o["Key"].rsplit("/", 1)[1]) for p in pages for o in p.get("Contents", [])
+                  if o["Key"].rsplit("/", 1)[1].isdigit())
+
+
+def keys(s3, prefix: str) -> list[str]:
+    pages = s3.client().get_paginator("list_objects_v2").paginate(Bucket=s3.bucket, Prefix=prefix + "/")
+    return [o["Key"][len(prefix) + 1:] for p in pages for o in p.get("Contents", [])]
+
+
+def wait_until(condition, timeout: float, what: str) -> None:
+    deadline = time.time() + timeout
+    while not condition():
+        if time.time() > deadline:
+            raise AssertionError(f"{what} within {timeout:.0f} s")
+        time.sleep(0.5)
+
+
+def decided_after(moment: float):
+    return lambda r: r["cluster_id"] == "west" and dt.datetime.fromisoformat(r["decided_at"]).timestamp() > moment
+
+
+def test_killed_and_restarted_from_an_object_store_checkpoint_the_job_never_releases_a_full_disk(tmp_path,
+                                                                                                 s3proxy):  # noqa: F811
+    prefix = f"multihost-{uuid.uuid4().hex[:12]}"
+    checkpoint = f"s3a://{s3proxy.bucket}/{prefix}/checkpoint"
+    driver = tmp_path / "driver"
+    for d in ("clusters", "tmp", "local"):
+        (driver / d).mkdir(parents=True)
+    sims = [Simulator({"cluster_id": name, "brokers": 2, "log_dirs": 1,
+                       "defaults": {"total_bytes": TOTAL, "used_ratio": 0.5}}, port=0) for name in ("east", "west")]
+    broker = job = watcher = None
+    logs = [driver / "job-1.log", driver / "job-2.log"]
+    # Started after S3Proxy's fixture set AWS_*: the workers, and so their executors, find the store where the driver
+    # does, as hosts given the same environment would.
+    spark = StandaloneCluster(tmp_path / "spark", workers=2, cores=1, memory="1g", own_dirs=True)
+    spark.start(wait=False)
+    try:
+        for sim in sims:
+            sim.start()
+        sims[1].state.set_available(2, 0, TOTAL * 0.05)  # west: a disk past the hard limit, all along
+        broker = LocalBroker(log_path=tmp_path / "tansu.log").start()
+        for name, sim in zip(("east", "west"), sims):
+            write_config(driver / "clusters" / f"{name}.properties", sim, broker, checkpoint,
+                         s3proxy.uri(f"{prefix}/journal"))
+        job = submit(spark, driver, logs[0])
+        spark.wait_for_workers(60)
+        deadline = time.time() + ready_timeout(120)  # the first start also resolves the S3A connector (Ivy)
+        while watcher is None and time.time() < deadline and job.poll() is None:
+            time.sleep(0.3)
+            if b"output topic" in logs[0].read_bytes():
+                watcher = TopicWatcher(broker.bootstrap_servers, TOPIC)
+        assert watcher, f"the job did not start: {logs[0].read_text()[-3000:]}"
+        _, before = watcher.wait_for(lambda r: r["cluster_id"] == "west" and r["throttle_factor"] == 0.0,
+                                     ready_timeout(180))
+        wait_until(lambda: len(batch_ids(s3proxy, f"{prefix}/checkpoint", "commits")) >= 2, ready_timeout(60),
+                   "two micro-batches committed to the s3a:// checkpoint")
+
+        os.killpg(job.pid, signal.SIGKILL)  # the driver and spark-submit, mid-stream; the master then ends its executors
+        job.wait(10)
+        killed_at = time.time()
+        committed = batch_ids(s3proxy, f"{prefix}/checkpoint", "commits")
+
+        job = submit(spark, driver, logs[1])
+        _, after = watcher.wait_for(decided_after(killed_at), ready_timeout(150))
+        wait_until(lambda: batch_ids(s3proxy, f"{prefix}/checkpoint", "commits")[-1] > committed[-1] + 1,
+                   ready_timeout(30), "the restarted job committing micro-batches")
+        time.sleep(2)  # a few more decisions of the restarted job
+        apps = spark.state()["activeapps"]
+    finally:
+        stop_job(job)
+        if watcher:
+            watcher.close()
+        if broker:
+            broker.stop()
+        for sim in sims:
+            sim.stop()
+        spark.stop()
+        for jar in spark.work.rglob("*.jar"):  # the S3A connector's copies in each executor (0.7 GB each)
+            jar.unlink()
+    texts = [log.read_text(errors="replace") for log in logs]
+    west = [r for _, r in watcher.records if r["cluster_id"] == "west"]
+    restarted = [r for r in west if decided_after(killed_at)(r)]
+    # No release while the disk is full: every decision, before the kill and after the restart, is factor 0 ...
+    assert west and all(r["throttle_factor"] == 0.0 and r["violations"] == 1 for r in west), west[:3]
+    assert len(restarted) >= 2, restarted
+    # ... and the restarted job carried on from the checkpoint's state: the throttle began when it first did.
+    assert after["throttled_since"] == before["throttled_since"] is not None, (before, after)
+    # The micro-batch ids carry on in the object store too (a fresh checkpoint would start again at 0).
+    commits = batch_ids(s3proxy, f"{prefix}/checkpoint", "commits")
+    assert commits == list(range(commits[0], commits[-1] + 1)) and commits[-1] > committed[-1], (committed, commits)
+    assert [a["name"] for a in apps] == ["quota-pipeline-stream"] and apps[0]["cores"] == 2, apps
+    for text in texts:
+        assert f"checkpoint on {checkpoint}: S3A to {s3proxy.endpoint}" in text, text[-3000:]
+        assert CREDENTIAL not in text  # the credentials stay with the provider chain
+    # The state store (RocksDB) and the journal were written to the object store, by the executors of both workers;
+    # none of it is on a local path of the driver or of a worker.
+    stored = keys(s3proxy, prefix)
+    partitions = {k.split("/")[4] for k in stored if k.startswith("checkpoint/query/state/0/")}
+    assert {"0", "1"} <= partitions, stored[:20]  # both state partitions' RocksDB files
+    assert {k.split("/")[1] for k in stored if k.startswith("journal/")} == {"east", "west"}, stored[:20]
+    assert len(list(spark.work.glob("worker-*/app-*/*/quota_pipeline.zip"))) >= 2
+    local = [p for p in tmp_path.rglob("*") if p.name in ("commits", "offsets")
+             or (p.suffix == ".json" and p.parent.name[:2] == "20")]  # <journal>/<cluster>/<YYYY-MM-DD>/<tick>.json
+    assert not local, local[:5]

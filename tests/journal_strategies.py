@@ -1,7 +1,8 @@
 """Random journals of a few clusters (hypothesis): brokers that come, go and are fenced, offline and empty
-volumes, failed polls, readings with top partitions, and log dirs that fill, hold steady or free at a steady rate
-and then go offline for a while (the offline-after-filling rule); shared by the replay equivalence tests. A journal
-is written in one of LAYOUTS: as the journal writes it, or as another tool might export the same rows (exported)."""
+volumes, failed polls, readings with top partitions, and log dirs that fill, hold steady or free at a steady rate,
+some cleaned up once (a jump up: the predictive step's restart), and then go offline for a while (the
+offline-after-filling rule); shared by the replay equivalence tests. A journal is written in one of LAYOUTS: as
+the journal writes it, or as another tool might export the same rows (exported)."""
 from __future__ import annotations
 
 from dataclasses import replace
@@ -22,19 +23,23 @@ DRIFT_RATES = (200_000_000, 20_000_000, 0, -50_000_000)
 @st.composite
 def drift(draw):
     """A log dir that moves at a steady rate from a start level, then is reported offline over a span of polls
-    (as Kafka takes a dir offline at ENOSPC or on a failed disk): (start free, rate, total, offline from, to)."""
+    (as Kafka takes a dir offline at ENOSPC or on a failed disk), perhaps cleaned up at a poll (bytes freed at once,
+    as an operator deleting a topic): (start free, rate, total, offline from, to, (clean-up poll, bytes) or None)."""
     start = draw(st.integers(2, 40)) * GB // 2
     rate = draw(st.sampled_from(DRIFT_RATES))
     total = draw(st.sampled_from([100 * GB, 7 * GB + 3]))
     offline_from = draw(st.integers(1, 12))
-    return start, rate, total, offline_from, offline_from + draw(st.integers(1, 30))
+    clean_up = draw(st.one_of(st.none(),
+                              st.tuples(st.integers(1, 25), st.integers(1, 60).map(lambda g: g * GB // 2))))
+    return start, rate, total, offline_from, offline_from + draw(st.integers(1, 30)), clean_up
 
 
 def drifting(d, t: float, poll: int, b: int, log_dir: str) -> Volume:
-    start, rate, total, offline_from, offline_to = d
+    start, rate, total, offline_from, offline_to, clean_up = d
     if offline_from <= poll < offline_to:
         return vol(b, None, total=total, log_dir=log_dir)
-    free = min(max(start - int(rate * t), 0), total)
+    freed = clean_up[1] if clean_up is not None and poll >= clean_up[0] else 0
+    free = min(max(start - int(rate * t) + freed, 0), total)
     # What fills it: an offline dir that filled up keeps its last reading's partitions in the record.
     return replace(vol(b, free, total=total, log_dir=log_dir), top_partitions=(PartitionSize("fill", b, poll),))
 

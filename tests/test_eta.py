@@ -105,23 +105,23 @@ def test_buckets_are_aligned_to_the_epoch_so_two_jobs_started_apart_agree():
         return b
     early, late = run(readings), run(readings[len(readings) // 3:])
     assert early == late and len(early) == trend.ETA_BUCKETS
-    assert all(t // bucket == late[-1][0] // bucket - 5 + i for i, (t, _) in enumerate(late))
-    # Each keeps its bucket's least reading (the earlier of equal ones).
+    assert all(t // bucket == late[-1][0] // bucket - 5 + i for i, (t, _, _) in enumerate(late))
+    # Each keeps its bucket's least reading (the earlier of equal ones) and its most available bytes.
     first_bucket = [x for x in readings if x[0] // bucket == late[0][0] // bucket]
-    assert late[0] == min(first_bucket, key=lambda x: (x[1], x[0]))
+    assert late[0] == (*min(first_bucket, key=lambda x: (x[1], x[0])), max(a for _, a in first_bucket))
 
 
 def test_fewer_than_three_buckets_give_no_rate():
     bucket = 60 * 10 ** 6
     b = trend.add_reading((), 0, 100, bucket)
     b = trend.add_reading(b, 30 * 10 ** 6, 90, bucket)   # the same bucket: its minimum falls
-    assert b == ((30 * 10 ** 6, 90),)
+    assert b == ((30 * 10 ** 6, 90, 100),)
     b = trend.add_reading(b, 70 * 10 ** 6, 10, bucket)   # a steep fall, but only two buckets
     assert len(b) == 2 and trend.envelope_rate(b) is None
     b = trend.add_reading(b, 130 * 10 ** 6, 5, bucket)
     assert trend.envelope_rate(b) == pytest.approx(15 / 19)   # LSQ over the minima at 30, 70, 130 s
     # A reading six buckets later leaves only itself.
-    assert trend.add_reading(b, 130 * 10 ** 6 + 6 * bucket, 5, bucket) == ((490 * 10 ** 6, 5),)
+    assert trend.add_reading(b, 130 * 10 ** 6 + 6 * bucket, 5, bucket) == ((490 * 10 ** 6, 5, 5),)
 
 
 def test_a_dir_with_two_buckets_of_a_fast_fill_is_not_throttled_yet():
@@ -131,6 +131,60 @@ def test_a_dir_with_two_buckets_of_a_fast_fill_is_not_throttled_yet():
     assert {d.factor for _, d in decided} == {1.0}
     more = decide(readings + [(1200, int(200 * GB - 50e6 * 1200))], horizon_s=3600)   # a third bucket
     assert more[-1][1].factor == pytest.approx((140 * GB - HARD) / 50e6 / 3600)
+
+
+def test_a_clean_up_releases_the_predictive_throttle_at_the_next_reading():
+    # 100 MB/s from 400 GB available: the hard limit (100 GB) at 3000 s. At 2410 s, 40 % of the disk is freed at
+    # once (an operator deletes a topic) while the producer goes on.
+    fill = [(t, int(400 * GB - 100e6 * t)) for t in range(0, 2410, STEP)]
+    freed = [(t, int(400 * GB - 100e6 * t + 400 * GB)) for t in range(2410, 9000, STEP)]
+    decided = decide(fill + freed, horizon_s=3600)
+    factor = {sm.observed_at: d.factor for sm, d in decided}
+    assert factor[at(2400)] < 0.2 and decided[len(fill) - 1][0].predictive is not None
+    # The lowest reading of the window (60 GB above the limit) no longer holds the factor: 1.0 at once.
+    assert factor[at(2410)] == 1.0 and decided[len(fill)][0].predictive is None
+    # The history restarted there: the fill that goes on is flagged again about one horizon before the limit.
+    limit_at = next(t for t, a in freed if a <= HARD)
+    first = next(t for t, _ in freed if factor[at(t)] < 1.0)
+    assert 0.75 * 3600 <= limit_at - first <= 1.25 * 3600, (limit_at, first)
+
+
+def test_a_sawtooth_during_a_real_fill_never_passes_for_a_clean_up():
+    # Retention's passes lift a filling disk less each time: no top of the fill exceeds the window's, so the
+    # history is never restarted and the fill is flagged as early as without clean-ups (the test above).
+    bucket = trend.bucket_micros(dt.timedelta(hours=1))
+    readings = sawtooth(8 * 3600, extra=(7200, 8 * 3600, 5e6))
+    b, restarts = (), []
+    for t, a in readings:
+        kept = trend.in_window(b, t * 10 ** 6, bucket)
+        if trend.cleaned_up(kept, a):
+            restarts.append(t)
+        b = trend.add_reading(b, t * 10 ** 6, a, bucket)
+    assert restarts == []
+    # A steady sawtooth with a quiet hour (half the writes: passes free more than was written since) restarts,
+    # and is still never throttled.
+    quiet = [(t, a + (int(10e6 * (t - 3600)) if 3600 <= t < 7200 else int(10e6 * 3600) if t >= 7200 else 0))
+             for t, a in sawtooth(4 * 3600)]
+    assert any(trend.cleaned_up(trend.in_window(run_buckets(quiet[:i], bucket), t * 10 ** 6, bucket), a)
+               for i, (t, a) in enumerate(quiet))
+    assert {d.factor for _, d in decide(quiet, horizon_s=3600)} == {1.0}
+
+
+def run_buckets(readings, bucket: int) -> tuple:
+    b = ()
+    for t, a in readings:
+        b = trend.add_reading(b, t * 10 ** 6, a, bucket)
+    return b
+
+
+def test_a_bucket_of_unknown_top_never_passes_for_a_clean_up():
+    # A state saved before tops were kept: its buckets load with UNKNOWN_TOP and hold until they leave the window.
+    bucket = 60 * 10 ** 6
+    old = ((0, 50, trend.UNKNOWN_TOP), (60 * 10 ** 6, 40, trend.UNKNOWN_TOP))
+    b = trend.add_reading(old, 120 * 10 ** 6, 10 ** 15, bucket)
+    assert b == old + ((120 * 10 ** 6, 10 ** 15, 10 ** 15),)
+    # Once they left the window (the bucket of 120 s and those after it remain), a reading above every top restarts.
+    assert trend.add_reading(b, 420 * 10 ** 6, 10 ** 16, bucket) == ((420 * 10 ** 6, 10 ** 16, 10 ** 16),)
 
 
 def test_a_fenced_brokers_pinned_reading_keeps_its_predictive_factor():

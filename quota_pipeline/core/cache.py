@@ -57,9 +57,10 @@ class CacheState:
     # The last few (observed_at µs, available bytes) readings per key, for fill rates; kept apart from the
     # entries because a reading that expired still tells how fast its log dir was filling.
     history: dict[Key, tuple[tuple[int, int], ...]] = field(default_factory=dict)
-    # Per key the (observed_at µs, available bytes) least reading of each ETA-window bucket, oldest first, within the
-    # window (trend.add_reading); kept like `history`, and only with the predictive policy on.
-    buckets: dict[Key, tuple[tuple[int, int], ...]] = field(default_factory=dict)
+    # Per key, each ETA-window bucket's least reading (observed_at µs, available bytes) and its most available bytes,
+    # oldest first, within the window and since the last clean-up (trend.add_reading); kept like `history`, and only
+    # with the predictive policy on.
+    buckets: dict[Key, tuple[tuple[int, int, int], ...]] = field(default_factory=dict)
 
 
 def apply_snapshot(state: CacheState, snap: VolumeSnapshot, settings: Settings) -> tuple[CacheState, SnapshotSummary]:

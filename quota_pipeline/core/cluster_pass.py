@@ -20,7 +20,7 @@ from quota_pipeline.core.settings import Settings
 from quota_pipeline.journal import rules
 
 STATE_FIELDS = ("has", "pinned", "observed", "total", "available", "offline", "fill", "row", "hist_t", "hist_a",
-                "hist_n", "registered", "decision", "eta", "env_t", "env_a", "env_n")
+                "hist_n", "registered", "decision", "eta", "env_t", "env_a", "env_n", "env_m")
 PARTITION = pa.struct([("topic", pa.string()), ("partition", pa.int32()), ("size_bytes", pa.int64())])
 CLOSEST = pa.struct([
     ("broker_id", pa.int64()), ("log_dir", pa.string()), ("available_bytes", pa.int64()),
@@ -329,7 +329,8 @@ class ClusterPass:
     def restore(self, data: bytes) -> "ClusterPass":
         """The state to_bytes wrote, carried on from here."""
         z = np.load(io.BytesIO(data), allow_pickle=False)
-        # A checkpoint from before the predictive step lacks its fields: State starts them empty.
+        # A checkpoint from before the predictive step lacks its fields: State starts them empty (and one from
+        # before the buckets' tops, env_m, with tops unknown: they never pass for a clean-up).
         self.states = [kernel.State(**{f: z[f] for f in STATE_FIELDS if f in z.files})]
         self.states[0].pinned = self.states[0].pinned.astype(np.int8)  # bool in checkpoints before fenced pins
         self.keys = (z["key_broker"], z["key_name"].astype(object))

@@ -17,7 +17,7 @@ import numpy as np
 from quota_pipeline.core.config import Limit
 from quota_pipeline.core.model import DecisionSource, micros
 from quota_pipeline.core.settings import Settings
-from quota_pipeline.core.trend import ETA_BUCKETS, ETA_MIN_BUCKETS, FILL_READINGS, bucket_micros
+from quota_pipeline.core.trend import ETA_BUCKETS, ETA_MIN_BUCKETS, FILL_READINGS, UNKNOWN_TOP, bucket_micros
 
 OFFLINE_POLICIES = ("violate", "pin", "last-known")
 SOURCES = (DecisionSource.OBSERVATION.value, DecisionSource.RETAINED.value, DecisionSource.FALLBACK.value)
@@ -83,6 +83,7 @@ class State:
     env_t: np.ndarray = None  # int64[K, ETA_BUCKETS]: each bucket's least reading, oldest first
     env_a: np.ndarray = None  # int64[K, ETA_BUCKETS]
     env_n: np.ndarray = None  # int64[K]
+    env_m: np.ndarray = None  # int64[K, ETA_BUCKETS]: each bucket's most available bytes (UNKNOWN_TOP: not known)
 
     def __post_init__(self) -> None:
         # A state saved before the predictive step (a checkpoint) has none of it: no rate, no buckets.
@@ -93,6 +94,9 @@ class State:
             self.env_t = np.zeros((keys, ETA_BUCKETS), np.int64)
             self.env_a = np.zeros((keys, ETA_BUCKETS), np.int64)
             self.env_n = np.zeros(keys, np.int64)
+        if self.env_m is None:
+            # Saved before tops were kept: the buckets it has are of unknown top, which never passes for a clean-up.
+            self.env_m = np.full((keys, ETA_BUCKETS), UNKNOWN_TOP, np.int64)
 
     @classmethod
     def empty(cls, keys: int, brokers: int) -> "State":
@@ -105,7 +109,7 @@ class State:
         """The same state numbered for a new chunk: old key i becomes key_of[i], old broker j broker_of[j]."""
         out = State.empty(keys, brokers)
         for name in ("has", "pinned", "observed", "total", "available", "offline", "fill", "row", "hist_t",
-                     "hist_a", "hist_n", "eta", "env_t", "env_a", "env_n"):
+                     "hist_a", "hist_n", "eta", "env_t", "env_a", "env_n", "env_m"):
             getattr(out, name)[key_of] = getattr(self, name)
         out.registered[broker_of] = self.registered
         out.decision = self.decision.copy()
@@ -180,7 +184,7 @@ def run(state: State, chunk: Chunk, params: Params) -> Out:
         np.zeros(s, np.int64), np.zeros(s, np.int64), np.full(s, NONE, np.int64), np.full(s, np.nan))
     _run(state.has, state.pinned, state.observed, state.total, state.available, state.offline, state.fill, state.row,
          state.hist_t, state.hist_a, state.hist_n, state.registered, state.decision,
-         (state.env_t, state.env_a, state.env_n, state.eta),
+         (state.env_t, state.env_a, state.env_n, state.eta, state.env_m),
          chunk.t, chunk.ok, chunk.brokers_at, chunk.brokers, chunk.fenced_at, chunk.fenced, chunk.rows_at,
          chunk.key, chunk.total, chunk.available, chunk.offline, chunk.row, chunk.key_broker,
          *params.tuple(),
@@ -263,8 +267,8 @@ def _reached(available, total, rate, elapsed_us, hard_kind, hard_value):
 
 
 @numba.njit(cache=True, inline="always")
-def _envelope(k, now, avail, total, bucket_us, hard_kind, hard_value, env_t, env_a, env_n):
-    """trend.add_reading, then trend.envelope_eta (NaN for None), for log dir k's bucket minima."""
+def _envelope(k, now, avail, total, bucket_us, hard_kind, hard_value, env_t, env_a, env_n, env_m):
+    """trend.add_reading, then trend.envelope_eta (NaN for None), for log dir k's buckets."""
     b = now // bucket_us
     first = b - ETA_BUCKETS + 1
     n = env_n[k]
@@ -274,19 +278,31 @@ def _envelope(k, now, avail, total, bucket_us, hard_kind, hard_value, env_t, env
     for j in range(lo, n):
         env_t[k, j - lo] = env_t[k, j]
         env_a[k, j - lo] = env_a[k, j]
+        env_m[k, j - lo] = env_m[k, j]
     n -= lo
+    if n > 0:  # trend.cleaned_up: more available than every reading of the window restarts the history
+        top = env_m[k, 0]
+        for j in range(1, n):
+            if env_m[k, j] > top:
+                top = env_m[k, j]
+        if avail > top:
+            n = 0
     if n > 0 and env_t[k, n - 1] // bucket_us == b:
         if avail < env_a[k, n - 1]:
             env_t[k, n - 1] = now
             env_a[k, n - 1] = avail
+        if avail > env_m[k, n - 1]:
+            env_m[k, n - 1] = avail
     else:
         if n == ETA_BUCKETS:  # only after the window changed (trend.add_reading): the oldest goes
             for j in range(n - 1):
                 env_t[k, j] = env_t[k, j + 1]
                 env_a[k, j] = env_a[k, j + 1]
+                env_m[k, j] = env_m[k, j + 1]
             n -= 1
         env_t[k, n] = now
         env_a[k, n] = avail
+        env_m[k, n] = avail
         n += 1
     env_n[k] = n
     if n < ETA_MIN_BUCKETS:
@@ -405,7 +421,7 @@ def _upsert_snapshot(i, now, listed, fenced_now, rows_at, key, r_total, r_availa
     dropped) and cached unpinned with its fill rate over the history within validity (and, with `bucket_us` > 0,
     into its ETA-window buckets, with its envelope rate); its offline reports; the fenced brokers' pins. (The
     per-row step is written out here: a call per row, even inlined, costs more.)"""
-    env_t, env_a, env_n, eta = env
+    env_t, env_a, env_n, eta, env_m = env
     for b in range(registered.shape[0]):
         registered[b] = listed[b] or fenced_now[b]
     depth = hist_t.shape[1]
@@ -437,7 +453,7 @@ def _upsert_snapshot(i, now, listed, fenced_now, rows_at, key, r_total, r_availa
         fill[k] = _fill_rate(hist_t[k], hist_a[k], lo, m)
         row[k] = r_row[r]
         eta[k] = _envelope(k, now, r_available[r], r_total[r], bucket_us, hard_kind, hard_value, env_t, env_a,
-                           env_n) if bucket_us > 0 else np.nan
+                           env_n, env_m) if bucket_us > 0 else np.nan
     if fenced_pin:
         _pin_fenced(listed, fenced_now, key_broker, has, pinned)
 

@@ -63,6 +63,9 @@ def eta_seconds(headroom_bytes: float | None, rate: float | None) -> float | Non
 # the deletion period holds the bottom of a tooth, and the bottoms follow the real trend.
 ETA_BUCKETS = 6
 ETA_MIN_BUCKETS = 3  # fewer minima give no rate: two points fit any line
+# A bucket's top when it is not known (a state saved before tops were kept): no reading exceeds it, so such a bucket
+# never restarts the history (an unknown top must not pass for a clean-up).
+UNKNOWN_TOP = 2 ** 63 - 1
 
 
 def bucket_micros(window: dt.timedelta) -> int:
@@ -70,39 +73,54 @@ def bucket_micros(window: dt.timedelta) -> int:
     return max(1, (window.days * 86_400_000_000 + window.seconds * 1_000_000 + window.microseconds) // ETA_BUCKETS)
 
 
-def in_window(buckets: Sequence[tuple[int, int]], t_us: int, bucket_us: int) -> tuple[tuple[int, int], ...]:
-    """The (µs, least available bytes) bucket minima within the window at `t_us`: the bucket holding t_us and the
-    ETA_BUCKETS - 1 before it."""
+def in_window(buckets: Sequence[tuple[int, int, int]], t_us: int, bucket_us: int) -> tuple[tuple[int, int, int], ...]:
+    """The (µs, least available bytes, most available bytes) buckets within the window at `t_us`: the bucket
+    holding t_us and the ETA_BUCKETS - 1 before it."""
     first = t_us // bucket_us - ETA_BUCKETS + 1
     return tuple(b for b in buckets if b[0] // bucket_us >= first)
 
 
-def add_reading(buckets: Sequence[tuple[int, int]], t_us: int, available: int,
-                bucket_us: int) -> tuple[tuple[int, int], ...]:
-    """The key's bucket minima after a reading at `t_us` (readings come in time order): the reading lowers its
-    bucket's minimum (an equal one keeps the earlier time) or opens a new bucket; buckets out of the window go."""
+def cleaned_up(buckets: Sequence[tuple[int, int, int]], available: int) -> bool:
+    """A clean-up (an operator deleting data, retention raised, a big compaction): a reading with more available
+    bytes than every reading of the window, the largest top of `buckets` (within the window). While a disk fills,
+    retention's passes lift it less each time (the sawtooth's tops fall), so a fill never passes for one."""
+    return len(buckets) > 0 and available > max(b[2] for b in buckets)
+
+
+def add_reading(buckets: Sequence[tuple[int, int, int]], t_us: int, available: int,
+                bucket_us: int) -> tuple[tuple[int, int, int], ...]:
+    """The key's buckets after a reading at `t_us` (readings come in time order): a clean-up (`cleaned_up`) drops
+    the window's buckets, so the history restarts from this reading; else the reading lowers its bucket's minimum
+    (an equal one keeps the earlier time) and raises its top, or opens a new bucket; buckets out of the window go.
+    Each bucket is (time of its least reading, its least available bytes, its most available bytes)."""
     kept = in_window(buckets, t_us, bucket_us)
+    if cleaned_up(kept, available):
+        kept = ()
     if kept and kept[-1][0] // bucket_us == t_us // bucket_us:
-        return kept[:-1] + ((t_us, available),) if available < kept[-1][1] else kept
+        t, least, top = kept[-1]
+        if available < least:
+            t, least = t_us, available
+        return kept[:-1] + ((t, least, available if available > top else top),)
     # At most ETA_BUCKETS: more only when the window changed since the older minima were kept (a restart).
-    return (kept + ((t_us, available),))[-ETA_BUCKETS:]
+    return (kept + ((t_us, available, available),))[-ETA_BUCKETS:]
 
 
-def envelope_rate(buckets: Sequence[tuple[int, int]]) -> float | None:
+def envelope_rate(buckets: Sequence[tuple[int, int, int]]) -> float | None:
     """Bytes/s the log dir loses by its lower envelope: fill_rate over the bucket minima (each at its own time);
     None with fewer than ETA_MIN_BUCKETS buckets or unless filling."""
-    return fill_rate(buckets) if len(buckets) >= ETA_MIN_BUCKETS else None
+    return fill_rate([(t, least) for t, least, _ in buckets]) if len(buckets) >= ETA_MIN_BUCKETS else None
 
 
-def envelope_eta(buckets: Sequence[tuple[int, int]], hard_bytes: float) -> float | None:
+def envelope_eta(buckets: Sequence[tuple[int, int, int]], hard_bytes: float) -> float | None:
     """Seconds until the envelope reaches the hard limit (`hard_bytes` for the reading's total): from the least of
     the minima (the bottom of the last tooth, or the reading itself while it falls below them) at the envelope
     rate; 0 once at or past it; None without a rate. A reading just after a retention pass, one tooth above the
-    bottoms, would put the limit a tooth's worth of time further than the disk's next low point."""
+    bottoms, would put the limit a tooth's worth of time further than the disk's next low point. (After a clean-up
+    the buckets restart from it, so the least of them is never a bottom from before the space was freed.)"""
     rate = envelope_rate(buckets)
     if rate is None:
         return None
-    headroom = min(a for _, a in buckets) - hard_bytes
+    headroom = min(least for _, least, _ in buckets) - hard_bytes
     return 0.0 if headroom <= 0 else headroom / rate
 
 

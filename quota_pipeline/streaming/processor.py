@@ -23,7 +23,7 @@ from pyspark.sql.types import StringType, StructField, StructType
 
 from quota_pipeline.core.cache import CacheState, Entry
 from quota_pipeline.core.clock import SYSTEM, Clock
-from quota_pipeline.core import kernel
+from quota_pipeline.core import kernel, trend
 from quota_pipeline.core.config import Limit, Limits
 from quota_pipeline.core.decision import DecisionState
 from quota_pipeline.core.record import SCHEMA_VERSION, ThrottleDecision
@@ -73,7 +73,8 @@ def decode_state(text: str | None) -> DecisionState:
                                  tuple(PartitionSize(*p) for p in parts), fenced_pin=pinned == kernel.FENCED_PIN,
                                  eta_seconds=eta)
     history = {(b, ld): tuple(tuple(h) for h in hist) for b, ld, hist in raw.get("history", [])}
-    buckets = {(b, ld): tuple(tuple(m) for m in mins) for b, ld, mins in raw.get("buckets", [])}
+    # A bucket saved before tops were kept ([t, least]) has an unknown top: it never passes for a clean-up.
+    buckets = {(b, ld): tuple((*m, trend.UNKNOWN_TOP)[:3] for m in mins) for b, ld, mins in raw.get("buckets", [])}
     d = raw["decision"]
     decision = None if d is None else Decision(
         d[0], DecisionSource(d[1]), from_epoch_micros(d[2]),
@@ -138,8 +139,8 @@ def from_decision_state(columns: ClusterPass, state: DecisionState) -> ClusterPa
             st.hist_t[k, j], st.hist_a[k, j] = t, a
         mins = cache.buckets.get(key, ())[-kernel.ETA_BUCKETS:]
         st.env_n[k] = len(mins)
-        for j, (t, a) in enumerate(mins):
-            st.env_t[k, j], st.env_a[k, j] = t, a
+        for j, (t, a, top) in enumerate(mins):
+            st.env_t[k, j], st.env_a[k, j], st.env_m[k, j] = t, a, top
     st.registered[:] = np.isin(brokers, sorted(cache.registered))
     d = state.decision
     if d is not None:

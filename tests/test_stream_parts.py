@@ -416,6 +416,57 @@ def test_a_checkpoint_from_before_the_predictive_step_loads_and_starts_its_bucke
     assert reference[19]["throttle_factor"] == 1.0 and reference[-1]["throttle_factor"] < 1.0
 
 
+def test_a_checkpoint_from_before_the_buckets_tops_loads_and_holds_a_clean_up_for_one_window():
+    """A state saved with the ETA buckets but without their tops (env_m, before clean-ups restarted the history)
+    carries on: its buckets' tops are unknown, so a clean-up while they are in the window does not restart the
+    history (the factor stays as before the restart); once they have left it, the job decides as the reference."""
+    import base64
+    import io
+
+    import numpy as np
+
+    from quota_pipeline.core.record import build_record
+    from quota_pipeline.streaming.processor import DecisionProcessor
+
+    s = settings(hard_bytes=5 * GB, eta=(1800, 60))   # buckets of 10 s: two snapshots each, six in the window
+    fill = [ok(5 * i, vol(1, 40 * GB - i * 150_000_000), vol(2, 50 * GB)) for i in range(23)]
+    # 20 GB freed at snapshot 23, the second of its bucket: the first (22) is that bucket's least reading.
+    freed = [ok(5 * i, vol(1, 60 * GB - i * 150_000_000), vol(2, 50 * GB)) for i in range(23, 40)]
+    snaps = fill + freed
+    reference, state = [], DecisionState()
+    for snap in snaps:
+        summary, decision = step(state, snap, s)
+        reference.append(build_record(summary, decision, s, dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc),
+                                      "out").to_json())
+    handle = _Handle()
+    got = []
+    for i, part in ((0, snaps[:20]), (20, snaps[20:])):
+        processor = DecisionProcessor({"a": s}, {"a": "out"})
+        processor.init(handle)
+        frame = _rows(r for tick, snap in enumerate(part, start=i) for r in source.snapshot_rows("a", tick, snap))
+        for out in processor.handleInputRows(("c1",), iter([frame]), None):
+            got.extend(json.loads(v) for v in out["value"])
+        if i == 0:  # the state as the version before tops saved it
+            saved = json.loads(handle.states["cluster"].value[0])
+            z = np.load(io.BytesIO(base64.b64decode(saved["columns"])))
+            assert "env_m" in z.files
+            old = io.BytesIO()
+            np.savez(old, **{f: z[f] for f in z.files if f != "env_m"})
+            saved["columns"] = base64.b64encode(old.getvalue()).decode("ascii")
+            handle.states["cluster"].update((json.dumps(saved),))
+    for value in got + reference:
+        value.pop("decided_at")
+    factors = [r["throttle_factor"] for r in reference]
+    assert factors[22] < 1.0 and factors[23] == 1.0 and reference[23]["predictive"] is None   # released at once
+    # Loaded with tops unknown: the buckets of snapshots 12-19 still in the window at 23 hold the throttle.
+    assert got[23]["throttle_factor"] < 1.0 and got[23]["predictive"]["log_dir"] == "/d0"
+    # They have left the window at 30 (buckets of 20..31); once the bucket of 22-23 has too (at 34), the buckets
+    # are the reference's: the same factors and reasons (the episode began later: the old buckets' rate was lost).
+    assert got[:23] == reference[:23]
+    assert [(r["throttle_factor"], r["predictive"]) for r in got[34:]] == \
+        [(r["throttle_factor"], r["predictive"]) for r in reference[34:]]
+
+
 PREDICTIVE = {"broker_id": 2, "log_dir": "/data/x", "eta_seconds": 840.0, "horizon_seconds": 1800.0}
 
 

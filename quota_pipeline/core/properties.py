@@ -212,8 +212,9 @@ TABLE: tuple[Property, ...] = (
              "them expire (Strimzi)"),
     Property(P + "storage.per.volume.eta.horizon", "duration", _PT(0), duration,
              "predictive throttling: a log dir whose time to the hard limit (from its lowest reading in the ETA "
-             "window, at that window's fill rate) is below this gets the factor ETA / horizon, 0 at the limit; PT0S "
-             "turns it off", "PT0S"),
+             "window, at that window's fill rate; a reading above every reading of the window, a clean-up, restarts "
+             "that history, so freeing space lifts the throttle at once) is below this gets the factor ETA / horizon, "
+             "0 at the limit; PT0S turns it off", "PT0S"),
     Property(P + "storage.per.volume.eta.window", "duration", DEFAULT_ETA_WINDOW, positive_duration,
              "the ETA's fill rate: the least-squares slope of the least available bytes in each sixth of this "
              "window (with a horizon set, a sixth must be at least the check interval), so that retention's "

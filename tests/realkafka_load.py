@@ -17,7 +17,7 @@ class PacedProducer:
         from confluent_kafka import Producer
         self.topic, self.rate, self.partition = topic, rate, partition  # -1: librdkafka's partitioner
         self.acked: list[tuple[float, int]] = []  # (monotonic time, cumulative bytes acknowledged)
-        self.throttles: list[tuple[float, float]] = []  # (monotonic time, throttle time in ms) the broker reported
+        self.throttles: list[tuple[float, float]] = []  # (monotonic time, throttle time in s) the broker reported
         self._producer = Producer({**conf, "client.id": client_id, "linger.ms": 5, "throttle_cb": lambda event:
                                    self.throttles.append((time.monotonic(), event.throttle_time))})
         self._stop = threading.Event()

@@ -108,7 +108,7 @@ class Producer:
 
     def __init__(self, bootstrap: str, client_id: str) -> None:
         from confluent_kafka import Producer as Client
-        self.throttles: list[int] = []
+        self.throttles: list[float] = []  # seconds (confluent_kafka's ThrottleEvent.throttle_time)
         self.errors: list[Any] = []
         self.delivered = 0
         self._client = Client({"bootstrap.servers": bootstrap, "client.id": client_id, "linger.ms": 0,
@@ -176,7 +176,7 @@ def test_a_published_decision_throttles_clients_but_not_the_publisher_and_a_rele
 
     publisher = Producer(cluster.bootstrap(), PUBLISHER)
     publisher.send("orders", count=3, size=32 * 1024)
-    assert not publisher.throttled, f"the publisher's client id must be exempt; throttled {publisher.throttles} ms"
+    assert not publisher.throttled, f"the publisher's client id must be exempt; throttled {publisher.throttles} s"
 
     released = decision(CLUSTER, 1.0, observed + dt.timedelta(seconds=1))
     publish(real_kafka.bootstrap(), decision_topic, [(CLUSTER.encode(), encode(released))])
@@ -284,7 +284,7 @@ def end_to_end(callback_jar: Path, real_kafka: RealKafka, tmp_path_factory) -> I
             released_at = time.monotonic() - (time.time() - released_wall)
             events["recovered_after"] = _first_at_least(app, released_at, released_at + E2E_MAX_MUTE_S + 3,
                                                         0.5 * events["pre"][0])
-            events["max_throttle_ms"] = max((ms for _, ms in app.throttles), default=0.0)
+            events["max_throttle_s"] = max((s for _, s in app.throttles), default=0.0)
 
             admin_decisions = AdminClient(real_kafka.client_config())
             admin_decisions.delete_topics([topic])[topic].result(30)
@@ -295,7 +295,7 @@ def end_to_end(callback_jar: Path, real_kafka: RealKafka, tmp_path_factory) -> I
             print(f"callback end to end: before {events['pre'][0]:.0f} B/s, below 5 % {events['throttled_after']} s "
                   f"after the fill, {events['during'][0]:.0f} B/s throttled, excluded principal "
                   f"{events['during'][1]:.0f} B/s, back at half {events['recovered_after']} s after the release "
-                  f"record, largest throttle {events['max_throttle_ms']:.0f} ms")
+                  f"record, largest throttle {events['max_throttle_s']:.1f} s")
             yield events
         finally:
             for producer in (app, excluded):
@@ -341,7 +341,7 @@ def test_end_to_end_the_producer_is_back_at_half_its_rate_within_the_max_mute_pl
     recovered = end_to_end["recovered_after"]
     assert recovered is not None and recovered <= E2E_MAX_MUTE_S + 2, (
         f"not at half its former rate within {E2E_MAX_MUTE_S + 2} s of the release record; largest throttle time "
-        f"{end_to_end['max_throttle_ms']:.0f} ms")
+        f"{end_to_end['max_throttle_s']:.1f} s")
 
 
 def test_end_to_end_the_broker_keeps_serving_when_the_decision_topic_is_deleted(end_to_end):

@@ -37,6 +37,7 @@ RATE = 2_000_000  # bytes/s each paced producer offers
 DROP_WITHIN_S, DROP_GOAL = 10.0, 0.05  # throughput down by more than 95 % within 10 s of the 0.0
 MAX_MUTE_S = 32  # quota.pipeline.throttle.max.mute, the shortest: a producer is back within it after the release
 RECOVERY_GOAL_S, RECOVERY_SHARE = MAX_MUTE_S + 2.0, 0.5  # half its former rate: reported (bench/throttle_metrics.py)
+RESTORE_WITHIN_S = 10.0  # the enforcer polls every second here; the rest is a loaded machine's slack
 BACK_SHARE = 0.1  # back: a 1-s window at 10 % of the former rate, far above what a stop admits
 FLOOR = stop_floor(StopLimit(max_mute_seconds=MAX_MUTE_S))  # bytes/s per client at factor 0: 1.2 % of RATE
 OPERATOR = {Entity.of("ops-alice"): {PRODUCER_BYTE_RATE: 5_000_000.0},
@@ -96,8 +97,11 @@ def story(real_kafka: RealKafka, tmp_path_factory) -> Iterator[dict[str, Any]]:
             publish_decisions(real_kafka, decisions, [(CLUSTER, 1.0, observed + dt.timedelta(seconds=30))])
             expected = {**events["before"], EDIT: {PRODUCER_BYTE_RATE: EDIT_RATE}}
             events["after"] = _quotas_shown(admin, expected, "the quotas are restored")
+            # The enforcer's own delay and Kafka's mute are judged apart: a loaded CI machine once took long
+            # enough over the first that the sum left no room for the second.
+            events["restored_after"] = time.monotonic() - released_at
             wait_for(lambda: not events["baseline_file"].exists(), 15, "the baseline file is deleted")
-            deadline = released_at + RECOVERY_GOAL_S + 1
+            deadline = released_at + events["restored_after"] + RECOVERY_GOAL_S + 1
             while time.monotonic() < deadline and load.rate_between(time.monotonic() - 1, time.monotonic()) < \
                     RECOVERY_SHARE * events["pre"][0]:
                 time.sleep(0.25)
@@ -108,12 +112,14 @@ def story(real_kafka: RealKafka, tmp_path_factory) -> Iterator[dict[str, Any]]:
             # 10 % is 25 times what the stop admits here (0.4 %), so a client still throttled cannot pass.
             events["recovery"] = first_window(released_at, time.monotonic(), lambda a, b: load.rate_between(a, b)
                                               >= BACK_SHARE * events["pre"][0])
-            events["max_throttle_ms"] = max((ms for _, ms in load.throttles), default=0.0)
+            events["max_throttle_s"] = max((s for _, s in load.throttles), default=0.0)
+            events["last_throttle"] = max(((round(t - released_at, 2), s) for t, s in load.throttles), default=None)
             events["publisher_throttles"] = [(round(t - throttled_at, 2), ms) for t, ms in publisher.throttles]
             events["released_after"] = released_at - throttled_at
             print(f"enforce on real Kafka: before {events['pre'][0]:.0f} B/s, below 5 % after {events['drop']} s, "
                   f"{events['throttled'][0]:.0f} B/s throttled (publisher's id {events['throttled'][1]:.0f} B/s), "
-                  f"back after {events['recovery']} s, at half after {events['half_rate']} s, largest throttle {events['max_throttle_ms']:.0f} ms")
+                  f"quotas restored {events['restored_after']:.1f} s after the 1.0, back after {events['recovery']} s, at half after "
+                  f"{events['half_rate']} s, largest throttle {events['max_throttle_s']:.1f} s")
             yield events
         finally:
             stop.set()
@@ -150,7 +156,13 @@ def test_the_release_restores_the_quotas_exactly_with_the_operators_edit_adopted
     assert not story["baseline_file"].exists()
 
 
-def test_producers_recover_within_the_max_mute_plus_2_s_of_the_release(story):
-    assert story["recovery"] is not None and story["recovery"] <= RECOVERY_GOAL_S, (
-        f"no 1-s window at >= {BACK_SHARE:.0%} of the former rate within {RECOVERY_GOAL_S + 1:.0f} s of the release (half the former rate after "
-        f"{story['half_rate']} s); largest throttle time reported {story['max_throttle_ms']:.0f} ms")
+def test_the_enforcer_restores_the_quotas_within_10_s_of_the_release_decision(story):
+    assert story["restored_after"] <= RESTORE_WITHIN_S, story["restored_after"]
+
+
+def test_producers_recover_within_the_max_mute_plus_2_s_of_the_restored_quotas(story):
+    back = None if story["recovery"] is None else story["recovery"] - story["restored_after"]
+    assert back is not None and back <= RECOVERY_GOAL_S, (
+        f"no 1-s window at >= {BACK_SHARE:.0%} of the former rate within {RECOVERY_GOAL_S + 1:.0f} s of the quotas "
+        f"restored {story['restored_after']:.1f} s after the 1.0 (half the former rate after {story['half_rate']} s); "
+        f"largest throttle reported {story['max_throttle_s']:.1f} s, the last (s from the 1.0, s) {story['last_throttle']}")

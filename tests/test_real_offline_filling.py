@@ -116,10 +116,11 @@ def test_a_dir_that_filled_to_enospc_between_polls_throttles_and_one_that_failed
     assert volume(snapshots[3], tmpfs_dir).error == "KAFKA_STORAGE_ERROR", readings   # then full: offline
     steady = [volume(s, steady_dir) for s in snapshots]
     assert not steady[1].offline and steady[2].offline and steady[3].offline, steady
-    # The steady dir is on the machine's own disk, which other processes write to (a busy CI machine moved it
-    # by 1.2 MB in one interval): steady here means nowhere near the limit at the rate it was seen moving.
+    # The steady dir is on the machine's own disk, which other processes write to (a CI machine shipping a
+    # 0.7 GB jar bundle beside this test moved it by 1.4 GB in one interval): steady here means that at the rate
+    # it was seen moving it stays above the limit for ten intervals, five times the two it is extrapolated over.
     moved = abs(steady[1].available_bytes - steady[0].available_bytes)
-    assert steady[1].available_bytes - HARD > 1000 * max(moved, MiB), steady
+    assert steady[1].available_bytes - HARD > 10 * max(moved, MiB), steady
 
     records = decide(snapshots, conf)
     assert [(r["throttle_factor"], r["source"]) for r in records] == [(1.0, "OBSERVATION")] * 3 + [

@@ -69,7 +69,10 @@ def test_adding_and_removing_a_cluster_keeps_every_other_clusters_state(tmp_path
         watcher = TopicWatcher(broker.bootstrap_servers, TOPIC)
         # Generous: the first micro-batch starts the JVM's Python workers, slow on a busy machine (about 20 s idle).
         watcher.wait_for(lambda r: r["cluster_id"] == "stays" and r["throttle_factor"] == 0.0, 300)
-        watcher.wait_for(lambda r: r["cluster_id"] == "goes", 10)
+        _, first = watcher.wait_for(lambda r: r["cluster_id"] == "goes", 10)
+        # A batch commits its state after publishing and the next one starts after that commit, so a later record
+        # of "goes" means its state is in the checkpoint (a kill before that once left no state to drop).
+        watcher.wait_for(lambda r: r["cluster_id"] == "goes" and r["observed_at"] > first["observed_at"], 30)
         os.killpg(job.pid, signal.SIGKILL)  # as a crash would; a committed batch's state is in the checkpoint
         job.wait(10)
 

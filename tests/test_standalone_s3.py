@@ -4,7 +4,8 @@ on s3a:// (Hadoop's S3A connector, fetched by Spark from Maven Central). The job
 group, driver and spark-submit alike) while a simulated cluster's disk is past the hard limit, and restarted from the
 object-store checkpoint: that cluster is never released, and its decision state carries over (throttled_since).
 
-Run alone with `python3 -m pytest -q -m standalone tests/test_standalone_s3.py`.
+It also holds what a standalone cluster must do on one host: both workers run an executor that fetches the package
+spark-submit.sh ships and runs tasks. Run alone with `python3 -m pytest -q -m standalone`.
 """
 from __future__ import annotations
 
@@ -113,6 +114,8 @@ def test_killed_and_restarted_from_an_object_store_checkpoint_the_job_never_rele
         assert watcher, f"the job did not start: {logs[0].read_text()[-3000:]}"
         _, before = watcher.wait_for(lambda r: r["cluster_id"] == "west" and r["throttle_factor"] == 0.0,
                                      ready_timeout(180))
+        watcher.wait_for(lambda r: r["cluster_id"] == "east" and r["throttle_factor"] == 1.0
+                         and r["source"] == "OBSERVATION", 30)  # the other cluster, with room, is not throttled
         wait_until(lambda: len(batch_ids(s3proxy, f"{prefix}/checkpoint", "commits")) >= 2, ready_timeout(60),
                    "two micro-batches committed to the s3a:// checkpoint")
 
@@ -138,6 +141,7 @@ def test_killed_and_restarted_from_an_object_store_checkpoint_the_job_never_rele
         for jar in spark.work.rglob("*.jar"):  # the S3A connector's copies in each executor (0.7 GB each)
             jar.unlink()
     texts = [log.read_text(errors="replace") for log in logs]
+    executor_logs = [p.read_text(errors="replace") for p in spark.executor_logs()]
     west = [r for _, r in watcher.records if r["cluster_id"] == "west"]
     restarted = [r for r in west if decided_after(killed_at)(r)]
     last_before = [r for r in west if not decided_after(killed_at)(r)][-1]
@@ -163,7 +167,9 @@ def test_killed_and_restarted_from_an_object_store_checkpoint_the_job_never_rele
     partitions = {k.split("/")[4] for k in stored if k.startswith("checkpoint/query/state/0/")}
     assert {"0", "1"} <= partitions, stored[:20]  # both state partitions' RocksDB files
     assert {k.split("/")[1] for k in stored if k.startswith("journal/")} == {"east", "west"}, stored[:20]
+    # Both workers ran an executor, which fetched the package spark-submit.sh ships, and tasks ran there.
     assert len(list(spark.work.glob("worker-*/app-*/*/quota_pipeline.zip"))) >= 2
+    assert any("Running task" in text for text in executor_logs), [t[-500:] for t in executor_logs]
     local = [p for p in tmp_path.rglob("*") if p.name in ("commits", "offsets")
              or (p.suffix == ".json" and p.parent.name[:2] == "20")]  # <journal>/<cluster>/<YYYY-MM-DD>/<tick>.json
     assert not local, local[:5]

@@ -54,6 +54,10 @@ def submit(spark: StandaloneCluster, driver: Path, log: Path) -> subprocess.Pope
     return subprocess.Popen(
         [str(ROOT / "spark-submit.sh"), "--master", spark.master_url, "--executor-memory", "512m",
          "--driver-memory", "1g", "--conf", "spark.executor.cores=1", "--conf", f"spark.local.dir={driver / 'local'}",
+         # The kernel runs interpreted in the executors: numba compiling it in each new executor took about a minute
+         # per restart on this 2-core machine, which is not what this test is about (the compiled form is held to
+         # the reference elsewhere; bench/RESULTS.md has the restart's time with it).
+         "--conf", "spark.executorEnv.NUMBA_DISABLE_JIT=1",
          "--clusters-dir", str(driver / "clusters")],
         cwd=driver, stdout=log.open("ab"), stderr=subprocess.STDOUT, env=env, start_new_session=True)
 

@@ -532,9 +532,13 @@ class Campaign:
         self._until(self.t0 + self.s.seconds)
         for thread in self.fault_threads:
             thread.join(max(1.0, self.t0 + self.s.seconds + 300 - time.time()))
-        # A calm tail after the last fault (a restart can end long after its start), so the release is judged.
+        # A calm tail after the last fault (a restart can end long after its start), so the release is judged: at
+        # least 3 intervals and 15 s, and until the job has published 3 decisions since (on a loaded machine its
+        # recovery from an output outage took a minute and more, which left too few decisions to judge).
         last = max((f.end for f in self.faults), default=self.t0)
-        self._until(min(last + 3 * self.s.interval_s + 15, time.time() + 120))
+        calm, deadline = last + 3 * self.s.interval_s + 15, time.time() + 180
+        while time.time() < deadline and (time.time() < calm or self.recorder.decisions_since(last) < 3):
+            time.sleep(0.5)
         self.t_end = time.time()
 
     def finish(self) -> Path:

@@ -36,18 +36,6 @@ def spark(tmp_path_factory):
 # its module fixtures (a streaming story, a broker) run once; each worker starts the session-scoped real-Kafka
 # clusters it needs. Most of the suite waits on processes and intervals, not on the CPU.
 
-# The files that take two minutes or more in a full run (fresh-clone durations, 2026-11-25), longest first. xdist
-# hands files to the workers in collection order, so these start at once and the short files fill in around them;
-# collected alphabetically, the longest (the multi-host test) started last and ran alone for ten minutes.
-LONG_FIRST = ("test_standalone_s3.py", "test_campaign_real.py", "test_fleet_change.py", "test_demo.py", "test_demo_submit.py",
-              "test_campaign_checker_real.py", "test_stream.py", "test_broker_callback_real.py", "test_install.py",
-              "test_replay_sweep.py", "test_journal_replay.py", "test_equivalence.py", "test_real_fleet_callback.py")
-
-
-def pytest_collection_modifyitems(config, items) -> None:
-    rank = {name: i for i, name in enumerate(LONG_FIRST)}
-    items.sort(key=lambda item: rank.get(item.path.name, len(LONG_FIRST)))  # stable: each file's order is kept
-
 
 # Real Apache Kafka clusters (KAFKA_HOME), started on first use: real_kafka, real_kafka3, real_kafka_tmpfs.
 from tests.realkafka_fixtures import real_kafka, real_kafka3, real_kafka_tmpfs  # noqa: E402,F401

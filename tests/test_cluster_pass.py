@@ -225,3 +225,12 @@ def test_the_compiled_pass_throttles_a_fill_on_a_sawtooth_as_the_reference(tmp_p
     want = streaming(snaps, s)
     assert got == want
     assert any(r["predictive"] is not None for r in want) and any(0.0 < r["throttle_factor"] < 1.0 for r in want)
+
+
+def test_a_time_an_offset_moves_out_of_datetimes_range_is_out_of_the_journals_range_not_an_error():
+    """Found by the Parquet fuzzer: year 1 at +01:00 is year 0 in UTC; replay rejects its row (out of range) and
+    goes on, where the parse raised RecordError through the whole replay."""
+    from quota_pipeline.core.cluster_pass import BAD_TIME, in_range, parsetimes
+    t = parsetimes(pa.array(["", "0001-01-01T00:00:00+01:00", "9999-12-31T23:59:59-01:00", "2026-03-02T00:00:00Z"]))
+    assert t[0] == BAD_TIME
+    assert list(in_range(t)) == [False, False, False, True]

@@ -15,7 +15,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from quota_pipeline.core import cache, kernel
-from quota_pipeline.core.model import parse_time, epoch_micros
+from quota_pipeline.core.model import RecordError, epoch_micros, parse_time
 from quota_pipeline.core.settings import Settings
 from quota_pipeline.journal import rules
 
@@ -122,7 +122,7 @@ def _parse_one(text: str | None) -> int:
         return BAD_TIME
     try:
         return epoch_micros(parse_time(text))
-    except OverflowError:  # year 1 or 9999 moved out of datetime's range by its offset: out of the journal's range
+    except RecordError:  # year 1 or 9999 moved out of datetime's range by its offset: out of the journal's range
         return rules.LATEST_US
 
 

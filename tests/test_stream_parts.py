@@ -376,42 +376,56 @@ def test_a_job_is_resuming_once_its_checkpoint_holds_a_committed_batch(tmp_path)
     assert StreamJob.resuming(job)
 
 
-def test_a_checkpoint_from_before_the_predictive_step_loads_and_starts_its_buckets_empty():
-    """A state saved without the ETA buckets (every checkpoint before issue 21) carries on with none: the job then
-    decides as the reference that ran without the predictive step until the restart and with it after."""
+def _reference_records(snaps: list, settings_at) -> list[dict]:
+    """The reference's records for `snaps`, snapshot i decided with settings_at(i), decided_at left out."""
+    from quota_pipeline.core.record import build_record
+    records, state = [], DecisionState()
+    for i, snap in enumerate(snaps):
+        s = settings_at(i)
+        summary, decision = step(state, snap, s)
+        record = build_record(summary, decision, s, dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc), "out").to_json()
+        record.pop("decided_at")
+        records.append(record)
+    return records
+
+
+def _restarted_with_older_state(snaps: list, at: int, before, after, dropped: tuple[str, ...]) -> list[dict]:
+    """The processor's records for `snaps`, restarted at snapshot `at` from its state with the state columns
+    `dropped` taken out (as an earlier version saved it), decided_at left out."""
     import base64
     import io
 
     import numpy as np
 
-    from quota_pipeline.core.record import build_record
     from quota_pipeline.streaming.processor import DecisionProcessor
-
-    before, after = settings(hard_bytes=5 * GB), settings(hard_bytes=5 * GB, eta=(1800, 60))
-    snaps = [ok(10 * i, vol(1, 40 * GB - i * 300_000_000), vol(2, 50 * GB)) for i in range(40)]
-    reference, state = [], DecisionState()
-    for i, snap in enumerate(snaps):
-        s = before if i < 20 else after
-        summary, decision = step(state, snap, s)
-        reference.append(build_record(summary, decision, s, dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc),
-                                      "out").to_json())
-    handle = _Handle()
-    got = []
-    for i, part in ((0, snaps[:20]), (20, snaps[20:])):
-        processor = DecisionProcessor({"a": before if i == 0 else after}, {"a": "out"})
+    handle, got = _Handle(), []
+    for i, part, s in ((0, snaps[:at], before), (at, snaps[at:], after)):
+        processor = DecisionProcessor({"a": s}, {"a": "out"})
         processor.init(handle)
         frame = _rows(r for tick, snap in enumerate(part, start=i) for r in source.snapshot_rows("a", tick, snap))
         for out in processor.handleInputRows(("c1",), iter([frame]), None):
             got.extend(json.loads(v) for v in out["value"])
-        if i == 0:  # the state as an earlier version saved it: without the predictive step's arrays
+        if i == 0:
             saved = json.loads(handle.states["cluster"].value[0])
             z = np.load(io.BytesIO(base64.b64decode(saved["columns"])))
+            assert set(dropped) <= set(z.files)
             old = io.BytesIO()
-            np.savez(old, **{f: z[f] for f in z.files if f not in ("eta", "env_t", "env_a", "env_n")})
+            np.savez(old, **{f: z[f] for f in z.files if f not in dropped})
             saved["columns"] = base64.b64encode(old.getvalue()).decode("ascii")
             handle.states["cluster"].update((json.dumps(saved),))
-    for value in got + reference:
-        value.pop("decided_at")
+    for record in got:
+        record.pop("decided_at")
+    return got
+
+
+def test_a_checkpoint_from_before_the_predictive_step_loads_and_starts_its_buckets_empty():
+    """A state saved without the ETA buckets (every checkpoint before issue 21) carries on with none: the job then
+    decides as the reference that ran without the predictive step until the restart and with it after."""
+    before, after = settings(hard_bytes=5 * GB), settings(hard_bytes=5 * GB, eta=(1800, 60))
+    snaps = [ok(10 * i, vol(1, 40 * GB - i * 300_000_000), vol(2, 50 * GB)) for i in range(40)]
+    reference = _reference_records(snaps, lambda i: before if i < 20 else after)
+    # The state as an earlier version saved it: without the predictive step's arrays.
+    got = _restarted_with_older_state(snaps, 20, before, after, ("eta", "env_t", "env_a", "env_n"))
     assert got == reference
     assert reference[19]["throttle_factor"] == 1.0 and reference[-1]["throttle_factor"] < 1.0
 
@@ -420,42 +434,13 @@ def test_a_checkpoint_from_before_the_buckets_tops_loads_and_holds_a_clean_up_fo
     """A state saved with the ETA buckets but without their tops (env_m, before clean-ups restarted the history)
     carries on: its buckets' tops are unknown, so a clean-up while they are in the window does not restart the
     history (the factor stays as before the restart); once they have left it, the job decides as the reference."""
-    import base64
-    import io
-
-    import numpy as np
-
-    from quota_pipeline.core.record import build_record
-    from quota_pipeline.streaming.processor import DecisionProcessor
-
     s = settings(hard_bytes=5 * GB, eta=(1800, 60))   # buckets of 10 s: two snapshots each, six in the window
     fill = [ok(5 * i, vol(1, 40 * GB - i * 150_000_000), vol(2, 50 * GB)) for i in range(23)]
     # 20 GB freed at snapshot 23, the second of its bucket: the first (22) is that bucket's least reading.
     freed = [ok(5 * i, vol(1, 60 * GB - i * 150_000_000), vol(2, 50 * GB)) for i in range(23, 40)]
     snaps = fill + freed
-    reference, state = [], DecisionState()
-    for snap in snaps:
-        summary, decision = step(state, snap, s)
-        reference.append(build_record(summary, decision, s, dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc),
-                                      "out").to_json())
-    handle = _Handle()
-    got = []
-    for i, part in ((0, snaps[:20]), (20, snaps[20:])):
-        processor = DecisionProcessor({"a": s}, {"a": "out"})
-        processor.init(handle)
-        frame = _rows(r for tick, snap in enumerate(part, start=i) for r in source.snapshot_rows("a", tick, snap))
-        for out in processor.handleInputRows(("c1",), iter([frame]), None):
-            got.extend(json.loads(v) for v in out["value"])
-        if i == 0:  # the state as the version before tops saved it
-            saved = json.loads(handle.states["cluster"].value[0])
-            z = np.load(io.BytesIO(base64.b64decode(saved["columns"])))
-            assert "env_m" in z.files
-            old = io.BytesIO()
-            np.savez(old, **{f: z[f] for f in z.files if f != "env_m"})
-            saved["columns"] = base64.b64encode(old.getvalue()).decode("ascii")
-            handle.states["cluster"].update((json.dumps(saved),))
-    for value in got + reference:
-        value.pop("decided_at")
+    reference = _reference_records(snaps, lambda i: s)
+    got = _restarted_with_older_state(snaps, 20, s, s, ("env_m",))  # the state as the version before tops saved it
     factors = [r["throttle_factor"] for r in reference]
     assert factors[22] < 1.0 and factors[23] == 1.0 and reference[23]["predictive"] is None   # released at once
     # Loaded with tops unknown: the buckets of snapshots 12-19 still in the window at 23 hold the throttle.

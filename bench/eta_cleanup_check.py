@@ -4,7 +4,9 @@ first falls, when the limit is reached, and how soon after each clean-up the fac
 
     PYTHONPATH=<a tree of quota-pipeline> python bench/eta_cleanup_check.py    # compare two commits' trees
 """
-import datetime as dt, json, sys
+import datetime as dt
+import json
+
 import numpy as np
 from quota_pipeline.core import trend
 from quota_pipeline.core.config import Limit, Limits
@@ -14,7 +16,7 @@ from quota_pipeline.core.model import Status, Volume, VolumeSnapshot
 from quota_pipeline.journal import month
 
 
-class study:  # issue 21's study journal (the sawtooth of /work/notes/issue21_eta_study.py)
+class study:  # issue 21's design study: a retention sawtooth with an optional incident on top
     @staticmethod
     def sawtooth(days=1, step=10, total=1000e9, used0=850e9, write=20e6, period=300, incident=None):
         t = np.arange(0, days * 86400, step, dtype=float)
@@ -59,7 +61,8 @@ def limit_settings(h):
     return Settings(Limits(Limit("ratio", 0.05)), dt.timedelta(minutes=5), 1.0, eta_horizon=dt.timedelta(seconds=h))
 ends = {"incident 1": month.INCIDENT_1[0] + month.INCIDENT_1[1], "incident 2": month.INCIDENT_2[0] + month.INCIDENT_2[1]}
 starts = {"incident 1": month.INCIDENT_1[0], "incident 2": month.INCIDENT_2[0]}
-runs = {h: month.closed_loop(limit_settings(h), days=22) for h in (0, 3600)}
+# PT0S keeps its snapshots: they are also the recorded journal decided again below.
+runs = {h: month.closed_loop(limit_settings(h), days=22, keep=h == 0) for h in (0, 3600)}
 for h, r in runs.items():
     for inc in ends:
         lo, hi = starts[inc] - 6 * 3600, ends[inc] + 6 * 3600
@@ -82,10 +85,9 @@ for h, r in runs.items():
 print(json.dumps(out, indent=1, default=float))
 
 # The recorded journal (the month under PT0S, 22 days) decided again per horizon (replay's sweep, by the reference).
-from quota_pipeline.core.decision import decide_all as _da
-rec = month.closed_loop(limit_settings(0), days=22, keep=True)
+rec = runs[0]
 for h in (3600,):
-    f = np.array([d.factor for _, d in _da(rec.snapshots, limit_settings(h))])
+    f = np.array([d.factor for _, d in decide_all(rec.snapshots, limit_settings(h))])
     eps = int(((f < 1)[1:] & ~(f < 1)[:-1]).sum() + (f[0] < 1))
     rel = {}
     for inc in ends:

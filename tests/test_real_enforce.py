@@ -114,7 +114,7 @@ def story(real_kafka: RealKafka, tmp_path_factory) -> Iterator[dict[str, Any]]:
                                               >= BACK_SHARE * events["pre"][0])
             events["max_throttle_s"] = max((s for _, s in load.throttles), default=0.0)
             events["last_throttle"] = max(((round(t - released_at, 2), s) for t, s in load.throttles), default=None)
-            events["publisher_throttles"] = [(round(t - throttled_at, 2), ms) for t, ms in publisher.throttles]
+            events["publisher_throttles"] = [(round(t - throttled_at, 2), s) for t, s in publisher.throttles]
             events["released_after"] = released_at - throttled_at
             print(f"enforce on real Kafka: before {events['pre'][0]:.0f} B/s, below 5 % after {events['drop']} s, "
                   f"{events['throttled'][0]:.0f} B/s throttled (publisher's id {events['throttled'][1]:.0f} B/s), "
@@ -141,7 +141,7 @@ def test_a_zero_decision_cuts_produce_throughput_by_more_than_95_percent_within_
 def test_the_publishers_client_id_keeps_its_rate_while_others_are_throttled(story):
     pre, during = story["pre"][1], story["throttled"][1]
     assert during > 0.8 * pre, f"publisher's client id: {during:.0f} B/s while throttled, {pre:.0f} before"
-    assert story["publisher_throttles"] == [], f"(s after the 0.0, throttle ms); released {story['released_after']}"
+    assert story["publisher_throttles"] == [], f"(s after the 0.0, throttle s); released {story['released_after']}"
     exemption = Entity.of(default_user=True, client_id=PUBLISHER_CLIENT_ID)
     assert story["quotas_throttled"][exemption] == {PRODUCER_BYTE_RATE: UNLIMITED}
     # The floor, on levels above the clients' own (a new quota window each); their own quotas stay as they were.

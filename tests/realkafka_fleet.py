@@ -136,6 +136,19 @@ def stop_admitted(client: Client, start: float, end: float, release: float) -> S
                         max((b[2] for b in bursts), default=0), rate, None if back is None else back - release)
 
 
+def stop_outcome(clients: list[Client], pre_rate: float, published: float, stopped: float, release: float,
+                 released: float, max_mute_s: float) -> dict:
+    """What a stop admitted, once every client is back (a record acknowledged after `released`) or the max mute + 6 s
+    since `release` (the 1.0 published) have passed: each client's `stop_admitted` from 0.5 s after `stopped` (a
+    response to a request taken just before the stop is not the stop's) and when the decisions were seen."""
+    from tests.realkafka_props import wait_for  # here: run as a script, this module is a producer without the package
+    wait_for(lambda: all(c.first_ack_after(released) for c in clients) or time.time() > release + max_mute_s + 6,
+             max_mute_s + 10, "every client is back")
+    return {"pre_rate": pre_rate, "stopped": stopped, "released": released,
+            "clients": [stop_admitted(c, stopped + 0.5, released, release) for c in clients],
+            "seen_after": stopped - published, "release_seen_after": released - release}
+
+
 def _librdkafka_main(bootstrap: str, topic: str, client_id: str, seconds: int, acks: str) -> None:
     """The librdkafka producer (default settings but a 16 MiB queue and `acks`), sending as fast as its queue
     allows."""

@@ -27,7 +27,7 @@ from quota_pipeline.kafka.client_quotas import PRODUCER_BYTE_RATE
 from quota_pipeline.kafka.publisher import ensure_topic
 from quota_pipeline.kafka.quota_admin import Change, QuotaAdmin
 from tests.realkafka import RealKafka, kafka_home
-from tests.realkafka_fleet import all_producing, compile_java, start_fleet, stop_admitted
+from tests.realkafka_fleet import all_producing, compile_java, start_fleet, stop_outcome
 from tests.realkafka_props import (
     client_properties, pipeline_properties, publish_decisions, restore_quotas, wait_for, write_properties,
 )
@@ -82,12 +82,7 @@ def fleet_stop(real_kafka: RealKafka, tmp_path_factory) -> Iterator[dict[str, An
             publish_decisions(real_kafka, decisions, [(CLUSTER, 1.0, dt.datetime.now(dt.timezone.utc))])
             wait_for(lambda: FRESH_DEFAULT not in admin.describe(), 20, "the enforcer lifts the stop", every=0.1)
             released = time.time()
-            wait_for(lambda: all(c.first_ack_after(released) for c in clients) or
-                     time.time() > release + MAX_MUTE_S + 6, MAX_MUTE_S + 10, "every client is back")
-            # From 0.5 s after Describe showed it: a response to a request taken just before is not the stop's.
-            outcome = [stop_admitted(c, stopped + 0.5, released, release) for c in clients]
-            result = {"pre_rate": pre_rate, "stopped": stopped, "released": released, "clients": outcome,
-                      "seen_after": stopped - published, "release_seen_after": released - release}
+            result = stop_outcome(clients, pre_rate, published, stopped, release, released, MAX_MUTE_S)
             _print(result)
             yield result
         finally:

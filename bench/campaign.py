@@ -58,6 +58,23 @@ FORGER = "campaign-forger"
 P = "client.quota.callback.static."
 BALLAST = "campaign-ballast"
 
+# LogManager's line when Kafka takes a log dir offline (a write failed there: ENOSPC or another I/O error).
+OFFLINE_LINE = re.compile(r"^\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d),(\d{3})\] \w+ Stopping serving logs in dir (\S+)")
+
+
+def offline_events(nodes: dict) -> list[dict]:
+    """Each log dir Kafka took offline, from every node's server.log and its hourly rolled files: the checker's
+    evidence, from Kafka and not from the pipeline (a dir filled to 0 bytes stays online unless a write failed)."""
+    out = []
+    for number, node in nodes.items():
+        for path in sorted(node.logs.glob("server.log*")):
+            for line in path.read_text(errors="replace").splitlines():
+                found = OFFLINE_LINE.match(line)
+                if found:  # Kafka logs local time, as time.mktime reads it
+                    t = time.mktime(time.strptime(found.group(1), "%Y-%m-%d %H:%M:%S")) + int(found.group(2)) / 1000
+                    out.append({"t": t, "node": number, "log_dir": found.group(3)})
+    return sorted(out, key=lambda e: e["t"])
+
 
 @dataclasses.dataclass(frozen=True)
 class Settings:
@@ -559,6 +576,7 @@ class Campaign:
         write_jsonl(self.history / "producers.jsonl", samples)
         write_jsonl(self.history / "faults.jsonl", [dataclasses.asdict(f) for f in self.faults])
         write_jsonl(self.history / "job_runs.jsonl", [dataclasses.asdict(r) for r in self.runs])
+        write_jsonl(self.history / "offline.jsonl", offline_events(self.observed.nodes))
         meta = cc.Meta(interval_s=s.interval_s, validity_s=s.validity_s, hard_limit_bytes=s.hard_mb * MiB,
                        fallback=s.fallback, stop_limit_bytes_per_s=stop_limit(s), producers=s.producers, brokers=3,
                        request_bytes=s.partitions * s.batch_bytes, output_on_observed=s.output_on_observed,

@@ -4,7 +4,8 @@
 
 It imports no quota_pipeline module. Its inputs are its own observations: the free bytes of every tmpfs log dir
 (statvfs, sampled by the campaign), the decision topic read with a raw consumer and parsed here as plain JSON, the
-producers' delivery counts, the faults the campaign injected and the job's log. Its model of a broker is the
+producers' delivery counts, the faults the campaign injected, the job's log and Kafka's own log lines for a log
+dir it took offline (`offline.jsonl`: a dir at 0 bytes that no failed write took offline stays online). Its model of a broker is the
 design's reader, written again here: the record with the latest `observed_at` wins, a record dated further ahead
 than the skew allowance is refused, and past `valid_until` the broker applies its fallback.
 
@@ -29,6 +30,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import math
+import os
 import re
 import sys
 from dataclasses import dataclass, field
@@ -143,6 +145,9 @@ class History:
     job_runs: Sequence[JobRun]
     job_log: Sequence[tuple[float, str]]
     replayed: Sequence[dict] | None = None  # `quota-pipeline replay` output, when the campaign ran it
+    # Kafka's own word that it took a log dir offline, (time, node, log dir) from the brokers' logs; None in a
+    # history recorded before the campaign kept it (then a dir at 0 bytes is taken for offline).
+    offline: Sequence[tuple[float, int, str]] | None = None
 
 
 @dataclass(frozen=True)
@@ -249,29 +254,47 @@ def factor_at(changes: Sequence[tuple[float, float]], t: float) -> float:
 # ---------------------------------------------------------------- disks and nodes
 
 
-def low_intervals(disks: Sequence[DiskSample], hard: int, end: float, faults: Iterable[Fault] | None = None
-                  ) -> list[tuple[int, str, float, float]]:
+def low_intervals(disks: Sequence[DiskSample], hard: int, end: float, faults: Iterable[Fault] | None = None,
+                  offline: Sequence[tuple[float, int, str]] | None = None) -> list[tuple[int, str, float, float]]:
     """(node, log dir, from, to) while the log dir's available bytes were at or below `hard` (by the samples). Given
-    the faults, a dir that ran out of space (0 bytes available: Kafka takes it offline at ENOSPC) is unusable until
-    its broker restarts (the end of the next restarting fault on its node), freed or not: it counts as low until
-    then, as the default offline policy (`pin`) holds its last reading."""
+    the faults, a dir that Kafka took offline (at ENOSPC) is unusable until its broker restarts (the end of the next
+    restarting fault on its node), freed or not: it counts as low until then, as the default offline policy (`pin`)
+    holds its last reading. Which dirs went offline is Kafka's word (`offline`, from the brokers' logs); without it
+    (an older history) a dir that touched 0 bytes is taken for offline, which Kafka does not always do: a dir filled
+    to 0 while no write of the broker's failed there stays online."""
     faults = None if faults is None else list(faults)
     out = []
     by_dir: dict[tuple[int, str], list[DiskSample]] = {}
     for s in sorted(disks, key=lambda s: s.t):
         by_dir.setdefault((s.node, s.log_dir), []).append(s)
     for (node, log_dir), samples in sorted(by_dir.items()):
+        spans = []
         since = back = None  # back: when a dir that ran out of space is usable again (its node's restart)
         for s in samples:
             if s.available <= hard and since is None:
                 since = s.t
-            if s.available <= 0 and since is not None and back is None and faults is not None:
+            if s.available <= 0 and since is not None and back is None and faults is not None and offline is None:
                 back = restarted(faults, node, s.t, end)
             if s.available > hard and since is not None and (back is None or s.t >= back):
-                out.append((node, log_dir, since, s.t))
+                spans.append((since, s.t))
                 since = back = None
         if since is not None:
-            out.append((node, log_dir, since, end))
+            spans.append((since, end))
+        if faults is not None and offline is not None:
+            spans += [(t, restarted(faults, node, t, end)) for t, n, d in offline
+                      if n == node and os.path.normpath(d) == os.path.normpath(log_dir)]
+        out += [(node, log_dir, a, b) for a, b in _merged(spans)]
+    return out
+
+
+def _merged(spans: Iterable[tuple[float, float]]) -> list[tuple[float, float]]:
+    """The union of `spans`, as disjoint spans in time order."""
+    out: list[tuple[float, float]] = []
+    for a, b in sorted(spans):
+        if out and a <= out[-1][1]:
+            out[-1] = (out[-1][0], max(out[-1][1], b))
+        else:
+            out.append((a, b))
     return out
 
 
@@ -353,7 +376,7 @@ def check_unsafe_release(h: History, decisions: Sequence[Decision], detection: f
             zero = since
         if zero is not None:
             delays.append(zero - since)
-    for node, log_dir, since, until in low_intervals(h.disks, meta.hard_limit_bytes, meta.end, h.faults):
+    for node, log_dir, since, until in low_intervals(h.disks, meta.hard_limit_bytes, meta.end, h.faults, h.offline):
         down = down_intervals(h.faults, node)
         deadline = up_time_reached(since, until, down, detection)
         if deadline is None:
@@ -382,7 +405,7 @@ def check_release(h: History, decisions: Sequence[Decision], bound: float) -> tu
     """Factor 1 within `bound` of every calm start (no low log dir, no fault) that followed a factor below 1."""
     meta = h.meta
     changes = factor_changes(decisions, meta, meta.end)
-    busy = [(since, until) for _, _, since, until in low_intervals(h.disks, meta.hard_limit_bytes, meta.end, h.faults)]
+    busy = [(since, until) for _, _, since, until in low_intervals(h.disks, meta.hard_limit_bytes, meta.end, h.faults, h.offline)]
     busy += [(f.start, f.end) for f in h.faults if not f.kind.startswith("forge")]
     calm_starts = sorted({b for _, b in busy if b < meta.end})
     out: list[Violation] = []
@@ -605,7 +628,9 @@ def load(directory: Path) -> tuple[History, str | None]:
         [Fault(**d) for d in _jsonl(directory / "faults.jsonl")],
         [ProducerSample(**d) for d in _jsonl(directory / "producers.jsonl")],
         [JobRun(**d) for d in _jsonl(directory / "job_runs.jsonl")],
-        job_log, replayed)
+        job_log, replayed,
+        [(d["t"], d["node"], d["log_dir"]) for d in _jsonl(directory / "offline.jsonl")]
+        if (directory / "offline.jsonl").exists() else None)
     return history, meta_raw.get("cluster")
 
 

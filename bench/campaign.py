@@ -47,7 +47,7 @@ from bench.campaign_faults import Planned, describe, schedule  # noqa: E402
 from tests import realkafka  # noqa: E402
 from tests import realkafka_config as rc  # noqa: E402
 from tests.realkafka import ClusterSpec, RealKafka, hold_ports, start_cluster  # noqa: E402
-from tests.realkafka_process import FAST_START_JVM  # noqa: E402
+from tests.realkafka_process import FAST_START_JVM, log_lines  # noqa: E402
 from tests.realkafka_stall import fill  # noqa: E402
 from tests.stream_job import start_job, stop_job  # noqa: E402
 
@@ -59,21 +59,15 @@ P = "client.quota.callback.static."
 BALLAST = "campaign-ballast"
 
 # LogManager's line when Kafka takes a log dir offline (a write failed there: ENOSPC or another I/O error).
-OFFLINE_LINE = re.compile(r"^\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d),(\d{3})\] \w+ Stopping serving logs in dir (\S+)")
+OFFLINE_LINE = re.compile(r"Stopping serving logs in dir (\S+)")
 
 
 def offline_events(nodes: dict) -> list[dict]:
     """Each log dir Kafka took offline, from every node's server.log and its hourly rolled files: the checker's
     evidence, from Kafka and not from the pipeline (a dir filled to 0 bytes stays online unless a write failed)."""
-    out = []
-    for number, node in nodes.items():
-        for path in sorted(node.logs.glob("server.log*")):
-            for line in path.read_text(errors="replace").splitlines():
-                found = OFFLINE_LINE.match(line)
-                if found:  # Kafka logs local time, as time.mktime reads it
-                    t = time.mktime(time.strptime(found.group(1), "%Y-%m-%d %H:%M:%S")) + int(found.group(2)) / 1000
-                    out.append({"t": t, "node": number, "log_dir": found.group(3)})
-    return sorted(out, key=lambda e: e["t"])
+    return sorted(({"t": t, "node": number, "log_dir": found.group(1)}
+                   for number, node in nodes.items() for t, found in log_lines(node.logs, OFFLINE_LINE)),
+                  key=lambda e: e["t"])
 
 
 @dataclasses.dataclass(frozen=True)

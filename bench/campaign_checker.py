@@ -5,9 +5,9 @@
 It imports no quota_pipeline module. Its inputs are its own observations: the free bytes of every tmpfs log dir
 (statvfs, sampled by the campaign), the decision topic read with a raw consumer and parsed here as plain JSON, the
 producers' delivery counts, the faults the campaign injected, the job's log and Kafka's own log lines for a log
-dir it took offline (`offline.jsonl`: a dir at 0 bytes that no failed write took offline stays online). Its model of a broker is the
-design's reader, written again here: the record with the latest `observed_at` wins, a record dated further ahead
-than the skew allowance is refused, and past `valid_until` the broker applies its fallback.
+dir it took offline (`offline.jsonl`: a dir at 0 bytes that no failed write took offline stays online). Its model of
+a broker is the design's reader, written again here: the record with the latest `observed_at` wins, a record dated
+further ahead than the skew allowance is refused, and past `valid_until` the broker applies its fallback.
 
 Properties (each violation is one line with its times and the faults in force):
 - unsafe release: while a log dir is at or below the hard limit, the factor in force at the brokers is above the
@@ -405,7 +405,8 @@ def check_release(h: History, decisions: Sequence[Decision], bound: float) -> tu
     """Factor 1 within `bound` of every calm start (no low log dir, no fault) that followed a factor below 1."""
     meta = h.meta
     changes = factor_changes(decisions, meta, meta.end)
-    busy = [(since, until) for _, _, since, until in low_intervals(h.disks, meta.hard_limit_bytes, meta.end, h.faults, h.offline)]
+    busy = [(since, until)
+            for _, _, since, until in low_intervals(h.disks, meta.hard_limit_bytes, meta.end, h.faults, h.offline)]
     busy += [(f.start, f.end) for f in h.faults if not f.kind.startswith("forge")]
     calm_starts = sorted({b for _, b in busy if b < meta.end})
     out: list[Violation] = []

@@ -419,7 +419,6 @@ def start_pipeline(cluster, setting: str, work: Path, window_num: int = 11):
 
 
 DECISION_LINE = re.compile(r"throttle factor of bench is now 0\.0 ")
-LOG_TIME = re.compile(r"^\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d),(\d{3})\]")
 
 
 # The factor each system's callback logs when it changes: Strimzi "Throttle Factor changed from ThrottleFactor{...}
@@ -428,28 +427,14 @@ FACTOR_LINE = re.compile(r"Throttle Factor changed from .* to ThrottleFactor\{th
                          r"|throttle factor of bench is now ([0-9.Ee-]+) ")
 
 
-def _log_lines(cluster: Any, node_id: int, pattern: re.Pattern, after: float):
-    """(wall time, match) of the node's server.log lines (the hourly rolled ones first) at or after `after` that
-    match `pattern`."""
-    logs = sorted((cluster.nodes[node_id].logs).glob("server.log*"), key=lambda p: p.stat().st_mtime)
-    for path in logs:
-        for line in path.read_text(errors="replace").splitlines():
-            stamp = LOG_TIME.match(line)
-            found = pattern.search(line) if stamp else None
-            if found:
-                t = time.mktime(time.strptime(stamp.group(1), "%Y-%m-%d %H:%M:%S")) + int(stamp.group(2)) / 1000
-                if t >= after:
-                    yield t, found
-
-
 def _log_time(cluster: Any, node_id: int, pattern: re.Pattern, after: float) -> float | None:
     """Wall time of the first line of the node's server.log at or after `after` that matches `pattern`."""
-    return next((t for t, _ in _log_lines(cluster, node_id, pattern, after)), None)
+    return next((t for t, _ in rp.log_lines(cluster.nodes[node_id].logs, pattern, after)), None)
 
 
 def factor_raised(cluster: Any, node_id: int, after: float) -> float | None:
     """When the node's callback (either system) first logged a factor above 0 at or after `after`."""
-    return next((t for t, m in _log_lines(cluster, node_id, FACTOR_LINE, after)
+    return next((t for t, m in rp.log_lines(cluster.nodes[node_id].logs, FACTOR_LINE, after)
                  if float(m.group(1) or m.group(2)) > 0), None)
 
 

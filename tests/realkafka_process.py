@@ -3,12 +3,13 @@ from __future__ import annotations
 
 import ctypes
 import os
+import re
 import signal
 import subprocess
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Iterator, Mapping
 
 from tests.realkafka_config import NodeLayout
 
@@ -56,6 +57,22 @@ def tail(path: Path, lines: int = 40) -> str:
         return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
     except OSError:
         return f"({path} not written)"
+
+# Kafka's log4j layout starts each server.log line with the local time: [2026-11-26 14:54:41,123].
+LOG_TIME = re.compile(r"^\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d),(\d{3})\]")
+
+
+def log_lines(logs: Path, pattern: re.Pattern, after: float = 0.0) -> Iterator[tuple[float, re.Match]]:
+    """(wall time, match) of the server.log lines in a node's `logs` directory (the hourly rolled ones first) at or
+    after `after` that match `pattern`."""
+    for path in sorted(logs.glob("server.log*"), key=lambda p: p.stat().st_mtime):
+        for line in path.read_text(errors="replace").splitlines():
+            stamp = LOG_TIME.match(line)
+            found = pattern.search(line) if stamp else None
+            if found:
+                t = time.mktime(time.strptime(stamp.group(1), "%Y-%m-%d %H:%M:%S")) + int(stamp.group(2)) / 1000
+                if t >= after:
+                    yield t, found
 
 
 @dataclass

@@ -114,7 +114,6 @@ def test_a_log_dir_that_ran_out_of_space_stays_low_until_its_broker_restarts():
     assert props(cc.check(history(published(sticky), enospc, restart), "c")) == ["release"]
 
 
-
 def test_a_dir_that_touched_0_bytes_is_offline_only_if_kafka_said_so():
     """A history that records Kafka's own offline events (the brokers' `Stopping serving logs in dir`): a dir filled
     to 0 bytes that Kafka kept online is usable again once freed (a release then is due, not unsafe); one Kafka took
@@ -130,6 +129,7 @@ def test_a_dir_that_touched_0_bytes_is_offline_only_if_kafka_said_so():
     assert props(cc.check(offline, "c")) == ["unsafe-release"]
     held = every(0, 100, lambda t: 0.0 if 22 <= t < 68 else 1.0)  # released 2 s after the restart
     assert cc.check(dataclasses.replace(history(published(held), enospc, restart), offline=went), "c").violations == []
+
 
 def test_a_gap_longer_than_the_validity_is_a_violation_unless_a_fault_stopped_publication():
     gappy = {t: f for t, f in every(0, 100, lambda t: 1.0).items() if not 30 < t < 50}

@@ -21,9 +21,10 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from quota_pipeline.broker.stop import StopLimit
 from tests.realkafka import RealKafka, kafka_home
+from tests.realkafka_process import log_lines
 from tests.realkafka_fleet import all_producing, compile_java, start_fleet, stop_outcome
 from tests.realkafka_props import publish_decisions, wait_for
-from tests.test_broker_callback_real import CALLBACK, callback_broker, callback_jar, server_log  # noqa: F401
+from tests.test_broker_callback_real import CALLBACK, callback_broker, callback_jar  # noqa: F401
 
 pytestmark = pytest.mark.realkafka
 
@@ -34,19 +35,12 @@ LIBRDKAFKA, JAVA = 8, 4
 PRODUCE = 8 * 1_048_576  # bytes/s at factor 1.0, shared by the clients as in Strimzi (static.produce)
 STOP_S = MAX_MUTE_S + 8  # the stop lasts long enough for a second request of every librdkafka client
 SLACK = 1.25  # the issue's bound: 1.25 x N x S / M
-LOG_TIME = re.compile(r"^\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d),(\d{3})\]")
 
 
 def applied_at(cluster: RealKafka, factor: str, after: float) -> float | None:
     """Wall time of the broker's log line saying the factor became `factor`, the first after `after`."""
-    for line in server_log(cluster).splitlines():
-        if f"throttle factor of {CLUSTER} is now {factor} " in line:
-            found = LOG_TIME.match(line)
-            if found:
-                t = time.mktime(time.strptime(found.group(1), "%Y-%m-%d %H:%M:%S")) + int(found.group(2)) / 1000
-                if t >= after:
-                    return t
-    return None
+    said = re.compile(re.escape(f"throttle factor of {CLUSTER} is now {factor} "))
+    return next((t for t, _ in log_lines(cluster.nodes[1].logs, said, after)), None)
 
 
 @pytest.fixture(scope="module")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from quota_pipeline.core.clock import ManualClock
@@ -46,6 +46,9 @@ def test_a_silent_cluster_leaves_the_page_after_the_window():
         server.stop()
 
 
+_BASE = record("c1", T0, 0.5, [volume(1, "/d", 0.1)])
+
+
 def _record_bytes() -> st.SearchStrategy[bytes]:
     fields = st.fixed_dictionaries({}, optional={
         "schema_version": st.one_of(st.sampled_from([1, 2, 3, True, 1.0, "1"]), st.integers()),
@@ -68,14 +71,18 @@ def _record_bytes() -> st.SearchStrategy[bytes]:
                                               "value": st.one_of(st.floats(), st.integers())})))),
         "violations": st.one_of(st.integers(), st.text(max_size=3)),
     })
-    base = record("c1", T0, 0.5, [volume(1, "/d", 0.1)])
-    merged = fields.map(lambda f: json.dumps({**base, **f}).encode())
+    merged = fields.map(lambda f: json.dumps({**_BASE, **f}).encode())
     return st.one_of(merged, st.binary(max_size=200), merged.map(lambda b: b[: len(b) // 2]),
                      st.integers(0, 3000).map(lambda n: b"[" * n + b"]" * n))
 
 
 @settings(max_examples=500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(key=st.one_of(st.none(), st.binary(max_size=20)), values=st.lists(_record_bytes(), min_size=1, max_size=4))
+@example(key=None, values=[encode({**_BASE, "closest_volumes": [{"broker_id": 0, "log_dir": "/d",
+                                                                 "available_bytes": float("inf")}]})])
+@example(key=b"k", values=[encode({**_BASE, "min_available_ratio": float("nan"), "active_brokers": float("inf")})])
+@example(key=b"v1", values=[encode({**_BASE, "schema_version": 1, "closest_volumes": None, "worst_volume": {
+    "broker_id": 1, "log_dir": "/d", "available_bytes": float("inf"), "available_ratio": float("nan")}})])
 def test_the_record_intake_takes_anything_and_the_page_still_builds(key, values):
     clock = ManualClock(T0 + MINUTE)
     history = History(clock=clock)
@@ -83,8 +90,8 @@ def test_the_record_intake_takes_anything_and_the_page_still_builds(key, values)
     for value in values:
         taken = history.apply(key, value, "at t/0@1")  # never raises
         assert taken in (True, False)
-    json.dumps(feed.page())
+    json.dumps(feed.page(), allow_nan=False)  # a browser reads no Infinity or NaN
     for rec in history.records():
-        json.dumps(feed.detail(rec.key))
+        json.dumps(feed.detail(rec.key), allow_nan=False)
     # every record is either on a timeline or counted (unreadable, refused) or outside the window
     assert history.point_count() <= sum(1 for _ in values)

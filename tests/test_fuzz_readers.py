@@ -9,7 +9,7 @@ import string
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from quota_pipeline.core import config as cfg
@@ -151,8 +151,20 @@ records = st.fixed_dictionaries({"schema_version": st.one_of(st.sampled_from([1,
     "limit": json_values, "violations": json_values, "active_brokers": json_values})
 
 
+def _readable_but(**fields: object) -> bytes:
+    """A well-formed record but for `fields`: random fields rarely get past the ones the reader checks first."""
+    import datetime as dt
+
+    from tests.dashboard_records import encode, record, volume
+    base = record("c1", dt.datetime(2026, 11, 21, 10, 0, tzinfo=dt.timezone.utc), 0.5, [volume(1, "/d", 0.1)])
+    return encode({**base, **fields})
+
+
 @FUZZ
 @given(st.one_of(records.map(lambda r: json.dumps(r).encode("utf-8", "surrogatepass")), st.binary(max_size=120)))
+@example(_readable_but(active_brokers=float("inf")))  # int(Infinity) raised OverflowError, not a RecordError
+@example(_readable_but(violations=float("-inf"), worst_volume={"broker_id": 1, "log_dir": "/d",
+                                                               "available_bytes": float("nan"), "available_ratio": 0.1}))
 def test_any_decision_record_is_read_or_refused(value):
     from quota_pipeline.broker.rules import parse_decision
 

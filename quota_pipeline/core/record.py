@@ -93,7 +93,7 @@ class ThrottleDecision:
                 predictive=predictive_of(raw.get("predictive")),
                 schema_version=int(raw["schema_version"]),
             )
-        except (KeyError, TypeError, ValueError) as exc:
+        except (KeyError, TypeError, ValueError, OverflowError) as exc:  # OverflowError: int(Infinity)
             if isinstance(exc, RecordError):
                 raise
             raise RecordError(f"not a throttle decision record: {exc}") from exc

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -80,8 +81,8 @@ def read_decision(value: bytes) -> ThrottleDecision:
     """A record value read by the brokers' rules (what they skip, the page calls unreadable); raises ValueError."""
     decision = parse_decision(value)
     try:
-        _number(decision.min_available_ratio)
-    except TypeError as exc:
+        _number(decision.min_available_ratio, finite=False)
+    except (TypeError, OverflowError) as exc:
         raise ValueError(f"min_available_ratio: {exc}") from exc
     return decision
 
@@ -96,15 +97,23 @@ def view_of(decision: ThrottleDecision, value: bytes) -> DecisionView:
     predictive = predictive_of(raw.get("predictive"))
     if predictive is None and raw.get("predictive") is not None:
         note = note or f"predictive could not be read ({raw.get('predictive')!r:.120})"
+    try:
+        ratio = _number(decision.min_available_ratio)
+    except ValueError as exc:  # brokers take the record; the page shows the rest of it
+        ratio, note = None, note or f"min_available_ratio could not be read ({exc})"
     if volumes is None and decision.worst_volume is not None:
         w = decision.worst_volume
-        volumes = (VolumeView(w.broker_id, w.log_dir, w.available_bytes, w.available_ratio),)
+        try:
+            volumes = (VolumeView(int(w.broker_id), str(w.log_dir), _integer(w.available_bytes),
+                                  _number(w.available_ratio)),)
+        except (TypeError, ValueError, OverflowError) as exc:
+            note = note or f"worst_volume could not be read ({exc})"
     return DecisionView(
         cluster_id=decision.cluster_id, schema_version=decision.schema_version, observed_at=decision.observed_at,
         decided_at=decision.decided_at, throttle_factor=decision.throttle_factor, source=decision.source.value,
         valid_until=decision.valid_until, status=decision.status.value, active_brokers=decision.active_brokers,
         missing_brokers=decision.missing_brokers, limit=decision.limit, violations=decision.violations,
-        min_available_ratio=_number(decision.min_available_ratio), throttled_since=since,
+        min_available_ratio=ratio, throttled_since=since,
         volumes=volumes or (), volumes_listed=listed, note=note or since_note, predictive=predictive)
 
 
@@ -122,7 +131,7 @@ def _v2_volumes(raw: dict[str, Any]) -> tuple[tuple[VolumeView, ...] | None, str
         if not isinstance(entries, list):
             raise TypeError("not a list")
         return tuple(_volume(e) for e in entries), None
-    except (KeyError, TypeError, ValueError) as exc:
+    except (KeyError, TypeError, ValueError, OverflowError) as exc:
         return None, f"closest_volumes could not be read ({exc})"
 
 
@@ -148,12 +157,17 @@ def _optional_time(raw: dict[str, Any], name: str) -> tuple[dt.datetime | None, 
         return None, f"{name} is not a timestamp ({value!r})"
 
 
-def _number(value: Any) -> float | None:
+def _number(value: Any, finite: bool = True) -> float | None:
+    """A JSON number as a float; TypeError when it is not one, ValueError when `finite` and it is Infinity or NaN
+    (Python's json reads them, as the brokers do; the page's own JSON must not carry them)."""
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise TypeError(f"expected a number, got {value!r}")
-    return float(value)
+    number = float(value)  # an int beyond float's range raises OverflowError
+    if finite and not math.isfinite(number):
+        raise ValueError(f"expected a finite number, got {value!r}")
+    return number
 
 
 def _integer(value: Any) -> int | None:

@@ -18,6 +18,7 @@ class PacedProducer:
         self.topic, self.rate, self.partition = topic, rate, partition  # -1: librdkafka's partitioner
         self.acked: list[tuple[float, int]] = []  # (monotonic time, cumulative bytes acknowledged)
         self.throttles: list[tuple[float, float]] = []  # (monotonic time, throttle time in s) the broker reported
+        self.errors: list[tuple[float, str]] = []  # (monotonic time, error) of records not delivered
         self._producer = Producer({**conf, "client.id": client_id, "linger.ms": 5, "throttle_cb": lambda event:
                                    self.throttles.append((time.monotonic(), event.throttle_time))})
         self._stop = threading.Event()
@@ -31,6 +32,17 @@ class PacedProducer:
         if err is None:
             total = self.acked[-1][1] if self.acked else 0
             self.acked.append((time.monotonic(), total + RECORD_BYTES))
+        elif len(self.errors) < 100:
+            self.errors.append((time.monotonic(), str(err)))
+
+    def timeline(self, since: float, until: float, step: float = 1.0) -> list[tuple[float, int]]:
+        """(s from `since`, kB/s acknowledged in the `step` after it): what a failed recovery test shows."""
+        return [(round(t - since, 1), int(self.rate_between(t, t + step) / 1000))
+                for t in (since + step * i for i in range(int((until - since) / step)))]
+
+    def queued(self) -> int:
+        """Records produced and not yet acknowledged or failed."""
+        return len(self._producer) if self._producer is not None else 0
 
     def _run(self) -> None:
         record = bytes(RECORD_BYTES)

@@ -114,6 +114,8 @@ def story(real_kafka: RealKafka, tmp_path_factory) -> Iterator[dict[str, Any]]:
                                               >= BACK_SHARE * events["pre"][0])
             events["max_throttle_s"] = max((s for _, s in load.throttles), default=0.0)
             events["last_throttle"] = max(((round(t - released_at, 2), s) for t, s in load.throttles), default=None)
+            events["after_release"] = (load.timeline(released_at, time.monotonic()), load.queued(),
+                                       [(round(t - released_at, 2), e) for t, e in load.errors][:5])
             events["publisher_throttles"] = [(round(t - throttled_at, 2), s) for t, s in publisher.throttles]
             events["released_after"] = released_at - throttled_at
             print(f"enforce on real Kafka: before {events['pre'][0]:.0f} B/s, below 5 % after {events['drop']} s, "
@@ -165,4 +167,5 @@ def test_producers_recover_within_the_max_mute_plus_2_s_of_the_restored_quotas(s
     assert back is not None and back <= RECOVERY_GOAL_S, (
         f"no 1-s window at >= {BACK_SHARE:.0%} of the former rate within {RECOVERY_GOAL_S + 1:.0f} s of the quotas "
         f"restored {story['restored_after']:.1f} s after the 1.0 (half the former rate after {story['half_rate']} s); "
-        f"largest throttle reported {story['max_throttle_s']:.1f} s, the last (s from the 1.0, s) {story['last_throttle']}")
+        f"largest throttle reported {story['max_throttle_s']:.1f} s, the last (s from the 1.0, s) {story['last_throttle']}; "
+        f"(s from the 1.0, kB/s acknowledged), records queued, delivery errors: {story['after_release']}")

@@ -131,6 +131,20 @@ def test_a_dir_that_touched_0_bytes_is_offline_only_if_kafka_said_so():
     assert cc.check(dataclasses.replace(history(published(held), enospc, restart), offline=went), "c").violations == []
 
 
+def test_a_dir_kafka_took_offline_during_its_brokers_restart_stays_low_until_the_next_restart():
+    """The campaign's seed 11 (enforce): node 2 killed -9 while its dir was filled; starting again, Kafka took the dir
+    offline before the restart was over (the fault's end), and it stayed offline when the ballast was freed. The
+    former checker ended the offline span at that same restart and called the job's factor 0 a late release."""
+    filled = [cc.DiskSample(T0 + t / 2, 1, "/d", 0 if 20 <= t / 2 < 40 else 50_000) for t in range(0, 200)]
+    faults = [cc.Fault("kill9", "node1", T0 + 10, T0 + 24), cc.Fault("stop", "node1", T0 + 70, T0 + 76)]
+    went = [(T0 + 23.5, 1, "/d")]  # logged while node 1 was starting, before the kill9 fault's end
+    held = every(0, 100, lambda t: 0.0 if 26 <= t < 78 else 1.0)  # held while offline, released after the restart
+    assert cc.check(dataclasses.replace(history(published(held), filled, faults), offline=went), "c").violations == []
+    freed = every(0, 100, lambda t: 0.0 if 26 <= t < 42 else 1.0)  # released when the disk was freed: unsafe
+    report = cc.check(dataclasses.replace(history(published(freed), filled, faults), offline=went), "c")
+    assert props(report) == ["unsafe-release"] and report.violations[0].start == T0 + 42
+
+
 def test_a_gap_longer_than_the_validity_is_a_violation_unless_a_fault_stopped_publication():
     gappy = {t: f for t, f in every(0, 100, lambda t: 1.0).items() if not 30 < t < 50}
     report = cc.check(history(published(gappy), disks(200, 200)), "c")

@@ -281,7 +281,7 @@ def low_intervals(disks: Sequence[DiskSample], hard: int, end: float, faults: It
         if since is not None:
             spans.append((since, end))
         if faults is not None and offline is not None:
-            spans += [(t, restarted(faults, node, t, end, begun=True)) for t, n, d in offline
+            spans += [(t, restarted(faults, node, t, end, offline=True)) for t, n, d in offline
                       if n == node and os.path.normpath(d) == os.path.normpath(log_dir)]
         out += [(node, log_dir, a, b) for a, b in _merged(spans)]
     return out
@@ -298,12 +298,13 @@ def _merged(spans: Iterable[tuple[float, float]]) -> list[tuple[float, float]]:
     return out
 
 
-def restarted(faults: Iterable[Fault], node: int, after: float, end: float, begun: bool = False) -> float:
-    """When `node` was next back from a restart (kill -9, a stop, a restart after ENOSPC) that ended after `after`,
-    or with `begun` that began after it: Kafka takes a dir offline while a restart is still under way (the dir
-    filled while the broker was down), and only a later restart brings it back."""
-    return min((f.end for f in faults if f.node == node and f.kind in RESTARTING_FAULTS
-                and (f.start if begun else f.end) > after), default=end)
+def restarted(faults: Iterable[Fault], node: int, after: float, end: float, offline: bool = False) -> float:
+    """When `node` was next back from a restart (kill -9, a stop, a restart after ENOSPC) that ended after `after`.
+    With `offline` (`after` is Kafka's line taking a dir offline), a kill -9, stop or controller restart under way
+    at `after` does not count: its node was already down, so the line came from the process it started, and only a
+    later restart brings the dir back. A fill to ENOSPC restarts its node at its end, after Kafka's line."""
+    return min((f.end for f in faults if f.node == node and f.kind in RESTARTING_FAULTS and f.end > after
+                and not (offline and f.kind != "fill_enospc" and f.start <= after)), default=end)
 
 
 def down_intervals(faults: Iterable[Fault], node: int) -> list[tuple[float, float]]:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from bench import campaign_checker as cc
 
-T0 = 1_800_000_000.0
+T0 = 1_800_000_000.5  # the made-up job observes on its intervals' starts (T0 + t - 0.5, t even)
 HARD = 1000
 META = cc.Meta(interval_s=2.0, validity_s=10.0, hard_limit_bytes=HARD, fallback=1.0, stop_limit_bytes_per_s=1000.0,
                producers=2, brokers=3, request_bytes=1000, seed=7, start=T0, end=T0 + 100)
@@ -82,6 +82,22 @@ def test_a_detection_slower_than_the_interval_plus_p99_delay_is_a_violation():
     report = cc.check(history(published(slow), disks(20, 50)), "c")
     assert props(report) == ["unsafe-release"]
     assert report.violations[0].start == T0 + 22.5  # 20 + interval 2 + p99 delay 0.5
+
+
+def test_the_delay_runs_from_the_start_of_the_observations_interval():
+    """The seed 11 enforce run: a poll that starts late in its interval (Spark still busy with the batch before) is
+    part of the job's delay. There a dir crossed the limit just after one poll and the next, late, was published 3.3 s
+    after the crossing; the former checker measured the delay from the poll and allowed 3.2 s."""
+    base = T0 - 0.5  # an interval starts here
+    def decision(start: float, lag: float, factor: float) -> cc.Published:  # polled `lag` into its interval
+        rec = {**record(base + start + lag + 0.5, factor), "observed_at": iso(base + start + lag)}
+        return cc.Published(base + start + lag + 0.5, 0, int(start), "c", json.dumps(rec))
+    pub = [decision(s, 1.0 if s == 22 else 0.2, 0.0 if 22 <= s < 50 else 1.0) for s in range(0, 100, 2)]
+    low = [cc.DiskSample(base + t / 2, 1, "/d", 10 if 20.3 <= t / 2 < 50 else 50_000) for t in range(0, 200)]
+    report = cc.check(history(pub, low), "c")
+    assert report.detection_delays == [3.0]  # low from 20.5 (the first sample), 0.0 arrived at 23.5
+    assert abs(report.p99_delay_s - 1.5) < 1e-6 and report.violations == []  # the former: 0.5 s, unsafe-release
+    assert abs(report.detection_allowance_s - 3.5) < 1e-6
 
 
 def test_a_low_log_dir_on_a_stopped_broker_is_only_due_once_the_broker_has_been_up():

@@ -150,12 +150,13 @@ def watch(proc: subprocess.Popen, peak: Peak) -> None:
         time.sleep(0.5)
 
 
-def run_replay(path: Path, work: Path, extra: list[str]) -> tuple[float, Peak, str]:
+def run_replay(path: Path, work: Path, extra: list[str], package_path: str | None = None
+               ) -> tuple[float, Peak, str]:
     conf = work / "bench.properties"
     conf.write_text(CONFIG)
     cmd = [sys.executable, "-m", "quota_pipeline.cli", "replay", "--config", str(conf), "--input", str(path),
            "--output", str(work / "decisions.parquet"), *extra]
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "COLUMNS": "120"}
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [package_path, str(ROOT)])), "COLUMNS": "120"}
     peak = Peak()
     started = time.monotonic()
     with tempfile.TemporaryFile("w+") as log:
@@ -207,6 +208,9 @@ def main() -> int:
     ap.add_argument("--out", default=str(Path(__file__).parent / "out"))
     ap.add_argument("--no-duckdb", action="store_true")
     ap.add_argument("--no-stages", action="store_true")
+    ap.add_argument("--package-path", help="also replay with this directory first on PYTHONPATH (an earlier commit's "
+                                          "package, from `git archive COMMIT quota_pipeline`), right after the "
+                                          "current one: before and after in one run")
     ap.add_argument("--sweep", action="store_true", help=f"also time replay --sweep {SWEEP}")
     ap.add_argument("--layout", default="sorted",
                     help="how the journal's rows are written, comma-separated to measure several one after the other: "
@@ -246,6 +250,12 @@ def measure(args: argparse.Namespace, out: Path, path: Path, rows: int) -> dict:
                   f"java {peak.java / 1024:.0f} + python {peak.python / 1024:.0f} (all: {peak.total / 1024:.0f})")
     results = {"file": path.name, "rows": rows, "replay_s": elapsed, "replay_rate": rate, "duckdb_rate": duck_rate,
                "java_hwm_kib": peak.java, "python_hwm_kib": peak.python, "all_hwm_kib": peak.total}
+    if args.package_path:
+        b_elapsed, b_peak, _ = run_replay(path, work, [], args.package_path)
+        table.add_row(f"the same, package from {args.package_path}", f"{b_elapsed:.1f}", f"{rows / b_elapsed / 1e6:.3f}",
+                      f"{rows / b_elapsed / duck_rate:.3f}" if duck_rate else "",
+                      f"java {b_peak.java / 1024:.0f} + python {b_peak.python / 1024:.0f}")
+        results.update(before_s=b_elapsed, before_package=args.package_path)
     if args.sweep:
         s_elapsed, s_peak, s_log = run_replay(path, work, ["--sweep", SWEEP])
         table.add_row(f"replay --sweep (5 values) = {s_elapsed / elapsed:.2f} x one replay", f"{s_elapsed:.1f}",

@@ -1,0 +1,139 @@
+"""Benchmark: where the streaming job's stateful step spends its time per micro-batch, outside Spark.
+
+    python bench/decide_profile.py --brokers 5 --log-dirs 100 --batches 20
+    python bench/decide_profile.py --brokers 5 --log-dirs 100 --batches 20 --profile   # cProfile's top functions
+
+One cluster's snapshot rows, as the source emits them (`streaming/source.snapshot_rows`: a status row and one row
+per log dir, each with three top partitions, as the simulator reports them), go through `DecisionProcessor` batch
+after batch, its state carried in a dict as the state store would. Each batch's time is split into the parts of
+`handleInputRows`: the rows flattened into the cluster pass's Arrow table, the state loaded, the compiled decision,
+the output rows built, the state saved. Spark's own share of the decide stage (the shuffle, Arrow to pandas, the
+state store) is the decide stage of `bench/fleet_scale.py` minus these. The load average is printed: the machine is
+shared.
+"""
+from __future__ import annotations
+
+import argparse
+import cProfile
+import datetime as dt
+import os
+import pstats
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import pandas as pd  # noqa: E402
+
+from quota_pipeline.core.config import Limit, Limits  # noqa: E402
+from quota_pipeline.core.model import PartitionSize, Status, Volume, VolumeSnapshot  # noqa: E402
+from quota_pipeline.core.settings import Settings  # noqa: E402
+from quota_pipeline.streaming import processor as proc  # noqa: E402
+from quota_pipeline.streaming import source  # noqa: E402
+
+GB = 1 << 30
+T0 = dt.datetime(2026, 11, 26, 12, 0, tzinfo=dt.timezone.utc)
+
+
+class _Value:
+    """The state store's value of one key, in memory."""
+
+    def __init__(self) -> None:
+        self.value: Any = None
+
+    def exists(self) -> bool:
+        return self.value is not None
+
+    def get(self) -> Any:
+        return self.value
+
+    def update(self, value: Any) -> None:
+        self.value = value
+
+    def clear(self) -> None:
+        self.value = None
+
+
+class _Handle:
+    def __init__(self) -> None:
+        self.value = _Value()
+
+    def getValueState(self, name: str, schema: Any) -> _Value:
+        return self.value
+
+
+def snapshot(tick: int, brokers: int, log_dirs: int, interval_s: float) -> VolumeSnapshot:
+    """Every log dir a little fuller each tick, three top partitions each."""
+    volumes = tuple(
+        Volume(b, f"/data/{d}", 100 * GB, 60 * GB - tick * 10_000_000 - d * 1_000_000,
+               top_partitions=tuple(PartitionSize(f"topic-{d % 7}", p, 1_000_000 * (p + 1)) for p in range(3)))
+        for b in range(1, brokers + 1) for d in range(log_dirs))
+    return VolumeSnapshot("c1", T0 + dt.timedelta(seconds=tick * interval_s), Status.SUCCESS,
+                          tuple(range(1, brokers + 1)), (), volumes)
+
+
+def timed(parts: dict[str, list[float]], name: str, fn: Callable) -> Callable:
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        t = time.perf_counter()
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            parts.setdefault(name, [0.0])[-1] += time.perf_counter() - t
+    return wrapper
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--brokers", type=int, default=5)
+    ap.add_argument("--log-dirs", type=int, default=100, help="log dirs per broker")
+    ap.add_argument("--batches", type=int, default=20, help="micro-batches, one snapshot each")
+    ap.add_argument("--interval", type=float, default=10.0, help="seconds between snapshots")
+    ap.add_argument("--profile", action="store_true", help="also print cProfile's 25 costliest functions")
+    args = ap.parse_args()
+    if args.brokers < 1 or args.log_dirs < 1 or args.batches < 2:
+        print("error: --brokers and --log-dirs at least 1, --batches at least 2", file=sys.stderr)
+        return 2
+    columns = [f.split()[0] for f in source.ROW_SCHEMA.split(", ")]
+    frames = [pd.DataFrame(list(source.snapshot_rows("fleet", tick, snapshot(tick, args.brokers, args.log_dirs,
+                                                                               args.interval))), columns=columns)
+              for tick in range(args.batches)]
+    settings = Settings(Limits(Limit("bytes", 10 * GB), Limit("bytes", 20 * GB)), dt.timedelta(minutes=5))
+    parts: dict[str, list[float]] = {}
+    for name in ("flattened", "load_state", "save_state"):
+        setattr(proc, name, timed(parts, name, getattr(proc, name)))
+    proc.ClusterPass.decide = timed(parts, "decide (compiled steps)", proc.ClusterPass.decide)
+    proc.DecisionProcessor._rows = timed(parts, "output rows", proc.DecisionProcessor._rows)
+    processor = proc.DecisionProcessor({"fleet": settings}, {"fleet": "c1"})
+    processor.init(_Handle())
+    load_before = os.getloadavg()
+    profiler = cProfile.Profile() if args.profile else None
+    totals = []
+    for i, frame in enumerate(frames):
+        for p in parts.values():
+            p.append(0.0)
+        if profiler and i == 1:
+            profiler.enable()
+        t = time.perf_counter()
+        out = list(processor.handleInputRows(("c1",), iter([frame]), None))
+        totals.append(time.perf_counter() - t)
+        assert out and len(out[0]) == 1, "one record per batch"
+    if profiler:
+        profiler.disable()
+    volumes = args.brokers * args.log_dirs
+    print(f"one cluster, {volumes} log dirs, {args.batches} batches (the first, numba's compile and the first "
+          f"state, left out); ms per batch, median (max):")
+    for name, values in [("handleInputRows", totals)] + sorted(parts.items()):
+        rest = [v for v in values[1:] if v > 0] or [0.0]
+        print(f"  {name:28} {statistics.median(rest) * 1000:8.1f} ({max(rest) * 1000:.1f})")
+    print(f"load average before {load_before[0]:.1f}, after {os.getloadavg()[0]:.1f} ({os.cpu_count()} cores)")
+    if profiler:
+        pstats.Stats(profiler).sort_stats("tottime").print_stats(25)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -376,9 +376,10 @@ def publication_delays(decisions: Sequence[Decision], faults: Sequence[Fault], m
             and not any(f.kind in kinds and f.covers(d.observed_at, d.arrived) for f in faults)]
 
 
-def check_unsafe_release(h: History, decisions: Sequence[Decision], detection: float
-                         ) -> tuple[list[Violation], list[float]]:
-    """Factor above 0 in force while a log dir is low, once its broker was up for `detection` seconds."""
+def check_unsafe_release(h: History, decisions: Sequence[Decision], detection: float,
+                         low: Sequence[tuple[int, str, float, float]]) -> tuple[list[Violation], list[float]]:
+    """Factor above 0 in force while a log dir is low (`low`, low_intervals with the faults and Kafka's offline
+    lines), once its broker was up for `detection` seconds."""
     meta = h.meta
     changes = factor_changes(decisions, meta, meta.end)
     out: list[Violation] = []
@@ -389,7 +390,7 @@ def check_unsafe_release(h: History, decisions: Sequence[Decision], detection: f
             zero = since
         if zero is not None:
             delays.append(zero - since)
-    for node, log_dir, since, until in low_intervals(h.disks, meta.hard_limit_bytes, meta.end, h.faults, h.offline):
+    for node, log_dir, since, until in low:
         down = down_intervals(h.faults, node)
         deadline = up_time_reached(since, until, down, detection)
         if deadline is None:
@@ -414,12 +415,13 @@ def check_unsafe_release(h: History, decisions: Sequence[Decision], detection: f
     return out, delays
 
 
-def check_release(h: History, decisions: Sequence[Decision], bound: float) -> tuple[list[Violation], list[float]]:
-    """Factor 1 within `bound` of every calm start (no low log dir, no fault) that followed a factor below 1."""
+def check_release(h: History, decisions: Sequence[Decision], bound: float,
+                  low: Sequence[tuple[int, str, float, float]]) -> tuple[list[Violation], list[float]]:
+    """Factor 1 within `bound` of every calm start (no low log dir in `low`, no fault) that followed a factor
+    below 1."""
     meta = h.meta
     changes = factor_changes(decisions, meta, meta.end)
-    busy = [(since, until)
-            for _, _, since, until in low_intervals(h.disks, meta.hard_limit_bytes, meta.end, h.faults, h.offline)]
+    busy = [(since, until) for _, _, since, until in low]
     busy += [(f.start, f.end) for f in h.faults if not f.kind.startswith("forge")]
     calm_starts = sorted({b for _, b in busy if b < meta.end})
     out: list[Violation] = []
@@ -570,8 +572,9 @@ def check(h: History, cluster: str | None = None) -> Report:
     spacing = p99([b - a for a, b in zip(observed, observed[1:])
                    if not any(f.kind in publication_faults(meta) and f.covers(a, b) for f in h.faults)])
     detection, release = meta.interval_s + delay, 2 * meta.interval_s + delay
-    unsafe, detection_delays = check_unsafe_release(h, decisions, detection)
-    released, release_delays = check_release(h, decisions, release)
+    low = low_intervals(h.disks, meta.hard_limit_bytes, meta.end, h.faults, h.offline)
+    unsafe, detection_delays = check_unsafe_release(h, decisions, detection, low)
+    released, release_delays = check_release(h, decisions, release, low)
     found = bad + unsafe + released + check_admitted(h, decisions) + check_gaps(h, decisions) \
         + check_replay(h, decisions) + check_job(h)
     found.sort(key=lambda v: (v.start, v.prop))

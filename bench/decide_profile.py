@@ -33,36 +33,10 @@ from quota_pipeline.core.model import PartitionSize, Status, Volume, VolumeSnaps
 from quota_pipeline.core.settings import Settings  # noqa: E402
 from quota_pipeline.streaming import processor as proc  # noqa: E402
 from quota_pipeline.streaming import source  # noqa: E402
+from tests.builders import MemoryHandle  # noqa: E402
 
 GB = 1 << 30
 T0 = dt.datetime(2026, 11, 26, 12, 0, tzinfo=dt.timezone.utc)
-
-
-class _Value:
-    """The state store's value of one key, in memory."""
-
-    def __init__(self) -> None:
-        self.value: Any = None
-
-    def exists(self) -> bool:
-        return self.value is not None
-
-    def get(self) -> Any:
-        return self.value
-
-    def update(self, value: Any) -> None:
-        self.value = value
-
-    def clear(self) -> None:
-        self.value = None
-
-
-class _Handle:
-    def __init__(self) -> None:
-        self.value = _Value()
-
-    def getValueState(self, name: str, schema: Any) -> _Value:
-        return self.value
 
 
 def snapshot(tick: int, brokers: int, log_dirs: int, interval_s: float) -> VolumeSnapshot:
@@ -108,7 +82,7 @@ def main() -> int:
     proc.ClusterPass.decide = timed(parts, "decide (compiled steps)", proc.ClusterPass.decide)
     proc.DecisionProcessor._rows = timed(parts, "output rows", proc.DecisionProcessor._rows)
     processor = proc.DecisionProcessor({"fleet": settings}, {"fleet": "c1"})
-    processor.init(_Handle())
+    processor.init(MemoryHandle())
     load_before = os.getloadavg()
     profiler = cProfile.Profile() if args.profile else None
     totals = []

@@ -38,3 +38,32 @@ def settings(hard_bytes: int = 10 * GB, soft_bytes: int | None = None, validity_
     soft = None if soft_bytes is None else Limit("bytes", soft_bytes)
     return Settings(Limits(Limit("bytes", hard_bytes), soft), dt.timedelta(seconds=validity_s), fallback, offline, fenced,
                     closest, dt.timedelta(seconds=eta[0]), dt.timedelta(seconds=eta[1]))
+
+
+class MemoryValue:
+    """A value state in memory, as the state store would hold it."""
+
+    def __init__(self) -> None:
+        self.value = None
+
+    def exists(self) -> bool:
+        return self.value is not None
+
+    def get(self):
+        return self.value
+
+    def update(self, value) -> None:
+        self.value = value
+
+    def clear(self) -> None:
+        self.value = None
+
+
+class MemoryHandle:
+    """A StatefulProcessorHandle whose value states live in `states`: the stateful step run outside Spark."""
+
+    def __init__(self) -> None:
+        self.states: dict[str, MemoryValue] = {}
+
+    def getValueState(self, name, schema):
+        return self.states.setdefault(name, MemoryValue())

@@ -20,7 +20,8 @@ from quota_pipeline.core.settings import Settings
 from quota_pipeline.kafka.observer import Observer
 from quota_pipeline.streaming import source
 from quota_pipeline.streaming.processor import DecisionProcessor
-from test_stream_parts import _Handle, _rows
+from builders import MemoryHandle
+from test_stream_parts import _rows
 from tests.realkafka import ClusterSpec, RealKafka, partition_on
 from tests.realkafka_fixtures import TMPFS_MB, _start
 from tests.realkafka_process import FAST_START_JVM, TmpfsUnavailable
@@ -49,7 +50,7 @@ def three_dirs() -> Iterator[RealKafka]:
 def decide(snapshots: list[VolumeSnapshot], conf: cfg.Config) -> list[dict]:
     """The records the streaming job's processor publishes for these snapshots, one micro-batch per poll."""
     processor = DecisionProcessor({"real": Settings.of(conf)}, {"real": "real"})
-    processor.init(_Handle())
+    processor.init(MemoryHandle())
     records = []
     for tick, snap in enumerate(snapshots):
         for out in processor.handleInputRows((snap.cluster_id,), iter([_rows(source.snapshot_rows("real", tick,

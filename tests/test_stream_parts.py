@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 from hypothesis import HealthCheck, given, settings as hsettings, strategies as st
 
-from builders import GB, ok, settings, vol
+from builders import GB, MemoryHandle, ok, settings, vol
 from journal_strategies import cluster_journal
 from quota_pipeline.core import config as cfg
 from quota_pipeline.streaming import source
@@ -217,33 +217,6 @@ def test_the_fleet_change_is_read_from_the_checkpoints_last_offsets(tmp_path):
     assert fleet_change(str(query), ["a", "new"]) == FleetChange(added=("new",), removed=("gone",))
 
 
-class _Value:
-    """A value state in memory, as the state store would hold it."""
-
-    def __init__(self) -> None:
-        self.value = None
-
-    def exists(self) -> bool:
-        return self.value is not None
-
-    def get(self):
-        return self.value
-
-    def update(self, value) -> None:
-        self.value = value
-
-    def clear(self) -> None:
-        self.value = None
-
-
-class _Handle:
-    def __init__(self) -> None:
-        self.states: dict[str, _Value] = {}
-
-    def getValueState(self, name, schema):
-        return self.states.setdefault(name, _Value())
-
-
 def _rows(rows) -> pd.DataFrame:
     return pd.DataFrame(list(rows), columns=[f.split()[0] for f in source.ROW_SCHEMA.split(", ")])
 
@@ -251,7 +224,7 @@ def _rows(rows) -> pd.DataFrame:
 def test_a_removed_clusters_state_is_dropped_by_its_removal_row_and_no_one_elses(tmp_path):
     from quota_pipeline.streaming.processor import REMOVED, DecisionProcessor
 
-    handle = _Handle()
+    handle = MemoryHandle()
     first = DecisionProcessor({"a": settings()}, {"a": "a"})
     first.init(handle)
     out = list(first.handleInputRows(("id-a",), iter([_rows(source.snapshot_rows(
@@ -297,7 +270,7 @@ def test_the_job_decides_as_the_streaming_form_batch_by_batch_and_from_an_earlie
         value = build_record(summary, decision, s, dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc), "out").to_json()
         reference.append(value)
     # The first `handover` snapshots through the JSON form, the rest through the processor, `per_batch` at a time.
-    handle, earlier = _Handle(), DecisionState()
+    handle, earlier = MemoryHandle(), DecisionState()
     for snap in snaps[:handover]:
         step(earlier, snap, s)
     if handover:
@@ -398,7 +371,7 @@ def _restarted_with_older_state(snaps: list, at: int, before, after, dropped: tu
     import numpy as np
 
     from quota_pipeline.streaming.processor import DecisionProcessor
-    handle, got = _Handle(), []
+    handle, got = MemoryHandle(), []
     for i, part, s in ((0, snaps[:at], before), (at, snaps[at:], after)):
         processor = DecisionProcessor({"a": s}, {"a": "out"})
         processor.init(handle)

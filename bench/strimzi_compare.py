@@ -17,6 +17,19 @@ producer settings, 10 kB records). After a warm-up, node 1's log dir is filled t
            dir offline (each node also has a disk log dir, so the broker keeps running); it stays so for the rest of
            the stop; then freed and node 1 restarted (a clean stop and start) as an operator would.
 
+  targeted as fill, with a second topic (spare) on nodes 2 and 3 only, written by half the clients: a targeted
+           refusing stop refuses the load topic (a replica on node 1's full dir) and keeps the spare one producing.
+
+Loads: --clients (librdkafka at full speed), --java-clients, --small-apps (librdkafka, 1 kB records, 8 kB/s each,
+acks=all: applications below any per-client stop limit). Every producer behaves as an application that loses no
+record: a refused record is kept and sent again (one every 0.5 s while refused, all once one is acknowledged).
+
+Systems (--systems): strimzi (its plugin), quota-pipeline (this project's quota throttle at each --mutes) and refuse
+(this project's refusing stop: the StopAuthorizer over Kafka's StandardAuthorizer beside the callback, at each
+--scopes). For refuse the outcome also gives the acceptance figures from each node's own log lines: fill -> every
+node refusing, the share acknowledged from 1 s after that to the release at the brokers, and the slowest client's
+first acknowledged record after the release.
+
 For stop and offline, the outcome says whether the throttle was released while the condition held: the aggregate
 rate per 5 s from the condition to the free, and the first 5 s in which the producers were back at >= 50 % of their
 earlier rate (node 1's partition is unavailable then, so the others carry the load; librdkafka's partitioner still
@@ -69,11 +82,14 @@ SELF = "{self}"  # replaced by the node's own PLAINTEXT listener in its server.p
 JMX_BASE = int(os.environ.get("BENCH_JMX_BASE", "19990"))
 # One MBean per request version (a `version` tag): the pattern takes them all.
 DESCRIBE_LOG_DIRS = "kafka.network:type=RequestMetrics,name=RequestsPerSec,request=DescribeLogDirs,*"
-SCENARIOS = ("fill", "stop", "offline")
-KINDS = ("librdkafka", "java")
+SCENARIOS = ("fill", "stop", "offline", "targeted")
+KINDS = ("librdkafka", "java", "small")
+SPARE = "spare"  # targeted: a topic with no replica on node 1, written by half the clients
+SMALL_RECORD, SMALL_RATE = 1_000, 8_000  # a small application: 1 kB records, 8 kB/s, acks=all
+REFUSE_CLASS = "io.quotapipeline.callback.StopAuthorizer"
 # The largest request a client sends to one broker: librdkafka fills ~1 MB requests; the Java client sends one
 # batch.size (16 KiB) batch per partition, and the topic has one partition per broker.
-REQUEST_BYTES = {"librdkafka": 1_000_000, "java": 16_384}
+REQUEST_BYTES = {"librdkafka": 1_000_000, "java": 16_384, "small": 1_000}
 THROTTLED_SHARE = 0.25  # the producers' last 5 s at most this share of their earlier rate: the throttle is in force
 RELEASED_SHARE = 0.50  # a 5 s window at this share or more while the condition holds: the throttle was released
 # Kafka's lines when a write to a log dir failed and the broker stopped serving its replicas.
@@ -112,6 +128,14 @@ class Outcome:
     # brokers apply it, whether or not a producer could use it (a Java client honours a long throttle time itself)
     factor_raised_s: float | None = None
     factor_read: bool = False  # node 2's log was read for it (outcomes of earlier runs: not)
+    # The refusing stop (system "refuse"), from the nodes' own log lines: fill -> every node refuses; the share of the
+    # earlier rate acknowledged from 1 s after that to the release at the brokers; free -> every node released;
+    # that release -> the slowest client's first acknowledged record.
+    stop_at_brokers_s: float | None = None
+    admitted_after_stop_share: float | None = None
+    release_at_brokers_s: float | None = None
+    back_from_release_max_s: float | None = None
+    spare_share: float | None = None  # targeted: the spare topic's rate through the stop / its earlier rate
 
 
 @dataclass
@@ -248,10 +272,21 @@ class DescribeCounts:
         return sum((self.last[n][1] - c0) / (self.last[n][0] - t0) * 60 for n, (t0, c0) in self.first.items())
 
 
-def start_clients(kind: str, n: int, cluster: Any, home: Path, classes: Path | None, seconds: int) -> list[Client]:
+def start_clients(kind: str, n: int, cluster: Any, home: Path, classes: Path | None, seconds: int,
+                  targeted: bool = False) -> list[Client]:
+    """`n` producers of `kind`; `targeted`: the odd ones write the spare topic (client ids ...-spare-i)."""
+    def topic(i: int) -> str:
+        return SPARE if targeted and i % 2 else TOPIC
+
+    def name(prefix: str, i: int) -> str:
+        return f"{prefix}-{'spare-' if topic(i) == SPARE else ''}{i}"
     if kind == "java":
-        return [start_java(home, classes, cluster.bootstrap(), TOPIC, f"bench-java-{i}", seconds) for i in range(n)]
-    return [start_librdkafka(cluster.bootstrap(), TOPIC, f"bench-{i}", seconds, acks="1") for i in range(n)]
+        return [start_java(home, classes, cluster.bootstrap(), topic(i), name("bench-java", i), seconds)
+                for i in range(n)]
+    if kind == "small":
+        return [start_librdkafka(cluster.bootstrap(), topic(i), name("bench-app", i), seconds, acks="all",
+                                 record_bytes=SMALL_RECORD, rate=SMALL_RATE) for i in range(n)]
+    return [start_librdkafka(cluster.bootstrap(), topic(i), name("bench", i), seconds, acks="1") for i in range(n)]
 
 
 def run_scenario(system: str, setting: str, jar: Path, kind: str, clients_n: int, scenario: str, stop_s: float,
@@ -259,6 +294,12 @@ def run_scenario(system: str, setting: str, jar: Path, kind: str, clients_n: int
     overrides = {**common_overrides(), "quota.window.num": str(window_num)}
     if system == "strimzi":
         overrides.update({"client.quota.callback.class": STRIMZI_CLASS, P + "storage.check-interval": setting})
+    elif system == "refuse":
+        # Both plugins, as deployed for the refusing stop: the authorizer refuses writes at factor 0 (delegating
+        # everything else to Kafka's StandardAuthorizer, open as a cluster without ACLs is), the callback grades.
+        overrides.update({"client.quota.callback.class": PIPELINE_CLASS, "quota.pipeline.cluster.name": "bench",
+                          "authorizer.class.name": REFUSE_CLASS, "allow.everyone.if.no.acl.found": "true",
+                          "quota.pipeline.stop.scope": setting})
     else:
         overrides.update({"client.quota.callback.class": PIPELINE_CLASS, "quota.pipeline.cluster.name": "bench",
                           "quota.pipeline.throttle.max.mute": setting})
@@ -271,12 +312,13 @@ def run_scenario(system: str, setting: str, jar: Path, kind: str, clients_n: int
     job = watcher = None
     clients: list[Client] = []
     try:
-        create_topic(cluster)
+        create_topic(cluster, spare=scenario == "targeted")
         if system != "strimzi":
-            job, watcher = start_pipeline(cluster, setting, work, window_num)
-        clients = start_clients(kind, clients_n, cluster, home, classes, int(stop_s) + 400)
+            job, watcher = start_pipeline(cluster, "PT60S" if system == "refuse" else setting, work, window_num)
+        clients = start_clients(kind, clients_n, cluster, home, classes, int(stop_s) + 400, scenario == "targeted")
         deadline = time.time() + 120
-        while time.time() < deadline and not all(c.acked and c.acked[-1] > 2_000_000 for c in clients):
+        warm = 100_000 if kind == "small" else 2_000_000
+        while time.time() < deadline and not all(c.acked and c.acked[-1] > warm for c in clients):
             time.sleep(0.5)
         time.sleep(10)
         counts = DescribeCounts(home, cluster)
@@ -286,6 +328,7 @@ def run_scenario(system: str, setting: str, jar: Path, kind: str, clients_n: int
         wait_s = return_wait(system)
         while time.time() < marks.freed + wait_s and not all(c.first_ack_after(marks.freed) for c in clients):
             time.sleep(0.5)
+        time.sleep(2)  # the last node's release line and the acknowledgements after it
         return outcome(system, setting, kind, scenario, clients, pre_rate, marks, counts.per_minute(), cluster)
     finally:
         for c in clients:
@@ -313,13 +356,17 @@ def plugin_on_classpath(jar: Path):
         del os.environ["CLASSPATH"]
 
 
-def create_topic(cluster: Any) -> None:
-    """The load topic, one partition per node; with two log dirs, node 1's partition moved onto its tmpfs."""
+def create_topic(cluster: Any, spare: bool = False) -> None:
+    """The load topic, one partition per node; with two log dirs, node 1's partition moved onto its tmpfs. `spare`:
+    also the spare topic, on nodes 2 and 3 only."""
     from confluent_kafka.admin import AdminClient, NewTopic
     admin = AdminClient(cluster.client_config())
-    admin.create_topics([NewTopic(TOPIC, 3, replica_assignment=[[1], [2], [3]],
-                                  config={"retention.bytes": str(4 * 2**20), "segment.bytes": str(2**20)})]
-                        )[TOPIC].result(60)
+    small = {"retention.bytes": str(4 * 2**20), "segment.bytes": str(2**20)}
+    topics = [NewTopic(TOPIC, 3, replica_assignment=[[1], [2], [3]], config=small)]
+    if spare:
+        topics.append(NewTopic(SPARE, 2, replica_assignment=[[2], [3]], config=small))
+    for future in admin.create_topics(topics).values():
+        future.result(60)
     if len(cluster.log_dirs[1]) == 1:
         return
     from tests.realkafka_props import wait_for
@@ -343,7 +390,7 @@ def hold(scenario: str, cluster: Any, clients: list[Client], pre_rate: float, st
     keeper.start()
     end = marks.filled + stop_s
     _progress(f"{scenario}: node 1 filled to {FILL_TO:.0%} free, earlier rate {pre_rate / 1e6:.2f} MB/s")
-    if scenario != "fill":
+    if scenario in ("stop", "offline"):
         marks.throttled = wait_throttled(clients, pre_rate, marks.filled, marks.filled + min(60.0, stop_s / 2))
         _progress(f"throttled: {_since(marks.throttled, marks.filled)}")
         if scenario == "stop":
@@ -362,7 +409,7 @@ def hold(scenario: str, cluster: Any, clients: list[Client], pre_rate: float, st
     if scenario == "offline":
         counts.sample(1)
         cluster.stop_node(1)  # Kafka brings an offline log dir back only at a start
-    if scenario != "fill":
+    if scenario in ("stop", "offline"):
         cluster.start_node(1)
         marks.restarted = time.time()
         _progress(f"node 1 started again: {_since(marks.restarted, marks.freed)} after the free")
@@ -419,6 +466,9 @@ def start_pipeline(cluster, setting: str, work: Path, window_num: int = 11):
 
 
 DECISION_LINE = re.compile(r"throttle factor of bench is now 0\.0 ")
+# The stop authorizer's lines when it begins refusing writes of cluster bench, and when it stops refusing them.
+REFUSE_LINE = re.compile(r"stop of bench in force: refusing writes")
+RELEASE_LINE = re.compile(r"stop of bench lifted")
 
 
 # The factor each system's callback logs when it changes: Strimzi "Throttle Factor changed from ThrottleFactor{...}
@@ -465,13 +515,20 @@ def outcome(system: str, setting: str, kind: str, scenario: str, clients: list[C
     backs = [c.first_ack_after(freed) for c in clients]
     back = [b - freed for b in backs if b is not None]
     model = None
-    if system != "strimzi":
+    if system == "quota-pipeline":
         model = 1.25 * len(cluster.node_ids) * len(clients) * REQUEST_BYTES[kind] / float(setting[2:-1])
     seen = None if system == "strimzi" else _log_time(cluster, 1, DECISION_LINE, filled)
     o = Outcome(system, setting, len(clients), pre_rate, cut, cut5, level, admitted / (pre_rate * stop_s),
                 admitted / stop_s, last20 / (pre_rate * 20), model, min(back, default=None),
                 max(back, default=None) if len(back) == len(clients) else None, len(clients) - len(back),
                 per_min, None if seen is None else seen - filled, kind=kind, scenario=scenario)
+    if system == "refuse":
+        refusing_stop(o, clients, cluster, pre_rate, filled, freed)
+    if scenario == "targeted":
+        spare = [c for c in clients if "-spare-" in c.client_id]
+        spare_pre = aggregate(spare, filled - 10, filled) / 10
+        start = filled + (o.stop_at_brokers_s or o.decision_seen_s or 0.0) + 1.0
+        o.spare_share = aggregate(spare, start, freed) / (freed - start) / spare_pre if spare_pre else None
     if marks.throttled is not None:
         o.throttled_s = marks.throttled - filled
     if marks.restarted is not None:
@@ -484,6 +541,27 @@ def outcome(system: str, setting: str, kind: str, scenario: str, clients: list[C
         o.factor_raised_s = None if raised is None or raised > freed else raised - marks.condition
         o.factor_read = True
     return o
+
+
+def refusing_stop(o: Outcome, clients: list[Client], cluster: Any, pre_rate: float, filled: float,
+                  freed: float) -> None:
+    """The refusing stop's figures from each node's authorizer lines: when the last node began refusing, what was
+    acknowledged from 1 s after that until the last node's release, and each client's return from that release.
+    Targeted runs count the clients of the load topic only (the spare topic is not stopped)."""
+    stopped = [_log_time(cluster, n, REFUSE_LINE, filled) for n in cluster.node_ids]
+    released = [_log_time(cluster, n, RELEASE_LINE, freed - 1.0) for n in cluster.node_ids]
+    stopped_clients = [c for c in clients if "-spare-" not in c.client_id]
+    pre = pre_rate * len(stopped_clients) / len(clients)
+    if None not in stopped:
+        o.stop_at_brokers_s = max(stopped) - filled
+        end = min(r for r in released if r is not None) if any(r is not None for r in released) else freed
+        start = max(stopped) + 1.0
+        o.admitted_after_stop_share = aggregate(stopped_clients, start, end) / (pre * (end - start))
+    if None not in released:
+        release = max(released)
+        o.release_at_brokers_s = release - freed
+        backs = [c.first_ack_after(release) for c in stopped_clients]
+        o.back_from_release_max_s = None if None in backs else max(backs) - release
 
 
 def _first(start: float, end: float, width: float, accept) -> float | None:
@@ -521,7 +599,7 @@ def held_table(outcomes: list[Outcome]) -> str:
             "factor > 0 on node 2 while so | producers released while so (>= 50 % for 5 s) | admitted while so | "
             "highest 5 s | free -> node 1 back |", "|---" * 11 + "|"]
     for o in outcomes:
-        if o.scenario == "fill":
+        if o.scenario not in ("stop", "offline"):
             continue
         held = ("-" if o.condition_s is None else "held" if o.released_s is None
                 else f"after {o.released_s:.1f} s")
@@ -534,11 +612,32 @@ def held_table(outcomes: list[Outcome]) -> str:
     return "\n".join(rows) if len(rows) > 2 else ""
 
 
+def refusal_table(outcomes: list[Outcome]) -> str:
+    """The refusing stop against the acceptance: <= 0.1 % admitted from 1 s after the decision at the brokers, the
+    decision there within the check interval (1 s) + 1 s of the fill, every client back within 2 s of the release."""
+    rows = ["| scenario | clients | before (MB/s) | fill -> refusing at every broker | admitted from 1 s after | "
+            "free -> released at every broker | release -> slowest client back | spare topic kept | targets |",
+            "|---" * 9 + "|"]
+    for o in outcomes:
+        if o.system != "refuse":
+            continue
+        met = (o.stop_at_brokers_s is not None and o.stop_at_brokers_s <= 2.0
+               and o.admitted_after_stop_share is not None and o.admitted_after_stop_share <= 0.001
+               and o.back_from_release_max_s is not None and o.back_from_release_max_s <= 2.0
+               and (o.spare_share is None or o.spare_share >= 0.95))
+        rows.append(f"| {o.scenario} ({o.setting}) | {o.clients} {o.kind} | {o.pre_rate / 1e6:.2f} | "
+                    f"{_s(o.stop_at_brokers_s, 'not seen')} | "
+                    f"{'-' if o.admitted_after_stop_share is None else f'{o.admitted_after_stop_share:.3%}'} | "
+                    f"{_s(o.release_at_brokers_s, 'not seen')} | {_s(o.back_from_release_max_s, 'not back')} | "
+                    f"{'-' if o.spare_share is None else f'{o.spare_share:.1%}'} | {'met' if met else 'missed'} |")
+    return "\n".join(rows) if len(rows) > 2 else ""
+
+
 def java_targets(outcomes: list[Outcome]) -> list[str]:
     """Issue 24's target for Java clients at this project's max mute: <= 5 % in total, every client back in 15 s."""
     lines = []
     for o in outcomes:
-        if o.kind == "java" and o.system != "strimzi" and o.scenario == "fill":
+        if o.kind == "java" and o.system == "quota-pipeline" and o.scenario == "fill":
             met = o.admitted_share <= 0.05 and o.back_max_s is not None and o.back_max_s <= 15.0
             lines.append(f"Java target at {o.setting}, {o.clients} clients (<= 5 % admitted, every client back "
                          f"within 15 s): {o.admitted_share:.1%}, slowest {_s(o.back_max_s, 'not back')}: "
@@ -556,8 +655,8 @@ def chart(outcomes: list[Outcome], path: Path) -> None:
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    fills = [o for o in outcomes if o.scenario == "fill"]
-    helds = [o for o in outcomes if o.scenario != "fill" and o.held_rates]
+    fills = [o for o in outcomes if o.scenario in ("fill", "targeted")]
+    helds = [o for o in outcomes if o.scenario in ("stop", "offline") and o.held_rates]
     panels = [p for p in (fills and "fill", helds and "held") if p]
     fig, axes = plt.subplots(1, len(panels), figsize=(7.5 * len(panels), 4.8), squeeze=False)
     for ax, panel in zip(axes[0], panels):
@@ -639,26 +738,35 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                         "is given without it)")
     parser.add_argument("--java-clients", default="", help="Java client counts (default producer settings), "
                         "comma-separated (none)")
-    parser.add_argument("--scenarios", default="fill", help="comma-separated, from fill, stop, offline (fill; see "
+    parser.add_argument("--small-apps", default="", help="counts of small applications (librdkafka, 1 kB records, "
+                        "8 kB/s each, acks=all), comma-separated (none)")
+    parser.add_argument("--scopes", default="topics", help="the refusing stop's quota.pipeline.stop.scope settings "
+                        "(system refuse), comma-separated: topics, cluster (topics)")
+    parser.add_argument("--scenarios", default="fill", help="comma-separated, from fill, stop, offline, targeted (fill; see "
                         "above)")
     parser.add_argument("--stop-seconds", type=float, default=180.0,
                         help="how long node 1 stays full, from the fill to the free (180)")
     parser.add_argument("--quota-window-num", type=int, default=11,
                         help="the brokers' quota.window.num (Kafka's 11): this project's shortest max mute is "
                         "(num - 1) + 2 x num seconds, so --mutes PT15S needs 5 or less")
-    parser.add_argument("--systems", default="strimzi,quota-pipeline")
+    parser.add_argument("--systems", default="strimzi,quota-pipeline,refuse",
+                        help="comma-separated: strimzi (its plugin), quota-pipeline (this project's throttle at "
+                        "each --mutes), refuse (this project's refusing stop at each --scopes)")
     parser.add_argument("--json", type=Path, help="write the outcomes here")
     parser.add_argument("--chart", type=Path, help="write the chart (PNG) here")
     parser.add_argument("--from-json", type=Path, nargs="+", help="print the tables and draw the chart of earlier "
                         "runs (several files: their outcomes in that order)")
     args = parser.parse_args(argv)
-    rd = _counts("8" if args.clients is None and not args.java_clients else args.clients or "", "--clients")
+    rd = _counts("8" if args.clients is None and not args.java_clients and not args.small_apps
+                 else args.clients or "", "--clients")
     args.client_sets = [("librdkafka", n) for n in rd] + [("java", n) for n in _counts(args.java_clients,
-                                                                                       "--java-clients")]
+                                                                                       "--java-clients")] + \
+        [("small", n) for n in _counts(args.small_apps, "--small-apps")]
     args.scenario_list = [s for s in args.scenarios.split(",") if s]
     unknown = [s for s in args.scenario_list if s not in SCENARIOS]
     if unknown or not args.scenario_list:
-        raise SystemExit(f"error: --scenarios takes fill, stop and offline, comma-separated (got {args.scenarios!r})")
+        raise SystemExit(f"error: --scenarios takes fill, stop, offline and targeted, comma-separated "
+                         f"(got {args.scenarios!r})")
     if not args.from_json and not args.client_sets:
         raise SystemExit("error: no clients: give --clients or --java-clients a count above 0")
     if not args.from_json and args.stop_seconds < 20:
@@ -668,6 +776,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 def report(outcomes: list[Outcome], chart_path: Path | None) -> None:
     print(table(outcomes))
+    refusals = refusal_table(outcomes)
+    if refusals:
+        print()
+        print(refusals)
     held = held_table(outcomes)
     if held:
         print()
@@ -698,13 +810,14 @@ def main(argv: list[str] | None = None) -> int:
     systems = args.systems.split(",")
     strimzi = args.strimzi_jar or ensure_jar(STRIMZI_JAR, ["mvn", "-q", "-B", "-f", str(STRIMZI_POM),
                                                            "dependency:copy"], "Strimzi's plugin")
-    ours = callback_jar() if "quota-pipeline" in systems else None
+    ours = callback_jar() if {"quota-pipeline", "refuse"} & set(systems) else None
     work = Path(tempfile.mkdtemp(prefix="strimzi-compare-"))
     classes = compile_java(home, work / "classes") if any(k == "java" for k, _ in args.client_sets) else None
     outcomes: list[Outcome] = []
     print(f"load average at start: {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores", flush=True)
     runs = ([("strimzi", args.strimzi_interval, strimzi)] if "strimzi" in systems else []) + \
-           ([("quota-pipeline", m, ours) for m in args.mutes.split(",")] if ours else [])
+           ([("quota-pipeline", m, ours) for m in args.mutes.split(",")] if "quota-pipeline" in systems else []) + \
+           ([("refuse", scope, ours) for scope in args.scopes.split(",")] if "refuse" in systems else [])
     for scenario in args.scenario_list:
         for kind, n in args.client_sets:
             for system, setting, jar in runs:

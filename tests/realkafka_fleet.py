@@ -87,15 +87,19 @@ def compile_java(home: Path, out: Path) -> Path:
     return out
 
 
-def start_java(home: Path, classes: Path, bootstrap: str, topic: str, client_id: str, seconds: int) -> Client:
+def start_java(home: Path, classes: Path, bootstrap: str, topic: str, client_id: str, seconds: int,
+               record_bytes: int = RECORD_BYTES, rate: float = 0.0, acks: str | None = None) -> Client:
+    """A Java producer (default settings but `acks` when given); `rate` bytes/s at most (0: as fast as it can)."""
     cmd = ["java", *JAVA_OPTS, "-cp", f"{home}/libs/*:{classes}", "ThrottleProducer", bootstrap, topic, client_id,
-           str(RECORD_BYTES), str(seconds)]
+           str(record_bytes), str(seconds), str(rate), acks or "default"]
     return Client(client_id, "java", subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
                                                       text=True))
 
 
-def start_librdkafka(bootstrap: str, topic: str, client_id: str, seconds: int, acks: str = "all") -> Client:
-    cmd = [sys.executable, __file__, bootstrap, topic, client_id, str(seconds), acks]
+def start_librdkafka(bootstrap: str, topic: str, client_id: str, seconds: int, acks: str = "all",
+                     record_bytes: int = RECORD_BYTES, rate: float = 0.0) -> Client:
+    """A librdkafka producer; `rate` bytes/s at most (0: as fast as its queue allows)."""
+    cmd = [sys.executable, __file__, bootstrap, topic, client_id, str(seconds), acks, str(record_bytes), str(rate)]
     return Client(client_id, "librdkafka", subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
                                                             text=True))
 
@@ -149,30 +153,63 @@ def stop_outcome(clients: list[Client], pre_rate: float, published: float, stopp
             "seen_after": stopped - published, "release_seen_after": released - release}
 
 
-def _librdkafka_main(bootstrap: str, topic: str, client_id: str, seconds: int, acks: str) -> None:
-    """The librdkafka producer (default settings but a 16 MiB queue and `acks`), sending as fast as its queue
-    allows."""
-    from confluent_kafka import Producer
-    state = {"acked": 0}
+PROBE_EVERY_S = 0.5  # while its writes are refused, an application tries one record this often
+
+
+def _librdkafka_main(bootstrap: str, topic: str, client_id: str, seconds: int, acks: str,
+                     record_bytes: int = RECORD_BYTES, rate: float = 0.0) -> None:
+    """The librdkafka producer (default settings but a 16 MiB queue and `acks`), sending as fast as its queue allows
+    or at `rate` bytes/s. It behaves as an application that must not lose a record: a record whose delivery failed
+    (a refused write: TOPIC_AUTHORIZATION_FAILED is not retried by librdkafka) is kept and produced again; while
+    writes are refused it sends one of them every PROBE_EVERY_S, and once one is acknowledged all of them again."""
+    from confluent_kafka import KafkaError, Producer
+    state = {"acked": 0, "refused": 0, "failed": 0, "pending": 0, "refusing": False}
 
     def delivered(err, msg) -> None:
         if err is None:
             state["acked"] += len(msg.value())
+            state["refusing"] = False
+            return
+        state["pending"] += 1
+        if err.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED:
+            state["refused"] += 1
+            state["refusing"] = True
+        else:
+            state["failed"] += 1
     producer = Producer({"bootstrap.servers": bootstrap, "client.id": client_id,
                          "queue.buffering.max.kbytes": LIBRDKAFKA_QUEUE_KBYTES, "acks": acks})
-    value = bytes(RECORD_BYTES)
-    end = time.time() + seconds
+    value = bytes(record_bytes)
+    start = time.time()
+    end = start + seconds
+    sent = 0
+    probed = 0.0
     reported = -1
     while time.time() < end:
-        try:
-            producer.produce(topic, value=value, on_delivery=delivered)
-            producer.poll(0)
-        except BufferError:  # the queue is full: wait as an application would
+        now = time.time()
+        if state["refusing"]:
+            if state["pending"] and now - probed >= PROBE_EVERY_S:
+                state["pending"] -= 1
+                probed = now
+                producer.produce(topic, value=value, on_delivery=delivered)
             producer.poll(0.05)
+        elif rate and not state["pending"] and sent * record_bytes >= rate * (now - start):
+            producer.poll(min(0.05, record_bytes / rate))
+        else:
+            try:
+                producer.produce(topic, value=value, on_delivery=delivered)
+                if state["pending"]:
+                    state["pending"] -= 1
+                else:
+                    sent += 1
+                producer.poll(0)
+            except BufferError:  # the queue is full: wait as an application would
+                producer.poll(0.05)
         if state["acked"] != reported:
             reported = state["acked"]
-            print(json.dumps({"t_ms": int(time.time() * 1000), "acked": reported}), flush=True)
+            print(json.dumps({"t_ms": int(time.time() * 1000), "acked": reported, "refused": state["refused"],
+                              "failed": state["failed"]}), flush=True)
 
 
 if __name__ == "__main__":
-    _librdkafka_main(sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), sys.argv[5])
+    _librdkafka_main(sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), sys.argv[5],
+                     *(int(sys.argv[6]), float(sys.argv[7])) if len(sys.argv) > 7 else ())

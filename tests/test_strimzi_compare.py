@@ -119,4 +119,4 @@ def test_outcomes_of_runs_before_the_scenarios_are_read_as_fill_with_librdkafka(
 
 def test_an_unknown_scenario_is_a_one_line_error(capsys):
     assert main(["--scenarios", "fill,crash"]) == 2
-    assert capsys.readouterr().err.strip().startswith("error: --scenarios takes fill, stop and offline")
+    assert capsys.readouterr().err.strip().startswith("error: --scenarios takes fill, stop, offline and targeted")

@@ -54,6 +54,7 @@ from tests.stream_job import start_job, stop_job  # noqa: E402
 MiB = 1024 * 1024
 CLUSTER = "campaign"
 CALLBACK = "io.quotapipeline.callback.PipelineQuotaCallback"
+AUTHORIZER = "io.quotapipeline.callback.StopAuthorizer"
 FORGER = "campaign-forger"
 P = "client.quota.callback.static."
 BALLAST = "campaign-ballast"
@@ -86,6 +87,7 @@ class Settings:
     partitions: int = 6
     max_mute_s: float = 60.0  # quota.pipeline.throttle.max.mute (the default): the stop's limit follows from it
     enforce: bool = False  # `quota-pipeline enforce` (client quotas) instead of the callback on the brokers
+    refuse: bool = False  # the brokers also load the stop authorizer: writes refused at factor 0, not throttled
     fallback: float = 1.0
     replay: bool = True
     job_properties: tuple[tuple[str, str], ...] = ()  # extra job properties (a misconfigured job, for the checker)
@@ -268,7 +270,8 @@ class Campaign:
     def start(self) -> None:
         s = self.s
         jar = None if s.enforce else callback_jar()
-        self.log("enforce: client quotas, no callback" if jar is None else f"callback jar {jar}")
+        self.log("enforce: client quotas, no callback" if jar is None else
+                 f"callback{' and stop authorizer' if s.refuse else ''}: jar {jar}")
         if not s.output_on_observed:
             self.output = start_cluster(ClusterSpec(nodes=1, log_dirs=1, jvm_opts=FAST_START_JVM))
         self.observed = self._start_observed(jar)
@@ -277,6 +280,8 @@ class Campaign:
         admin = AdminClient(self.observed.client_config())
         admin.create_topics([NewTopic("load", s.partitions, 2, config={
             "retention.bytes": str(2 * MiB), "segment.bytes": str(MiB)})])["load"].result(60)
+        if s.refuse:
+            self._load_on_every_tmpfs()
         self._write_job_config()
         self.recorder.spawn(lambda: self.recorder.disks(self.tmpfs_dirs), "disks")
         self.recorder.spawn(lambda: self.recorder.topic(self.output_bootstrap, self.topic), "topic")
@@ -295,6 +300,23 @@ class Campaign:
             self.producers.append(campaign_load.start(self.observed.bootstrap(), "load", f"app-{i}", s.rate,
                                                       s.record_bytes, s.batch_bytes, s.seconds + 600))
 
+    def _load_on_every_tmpfs(self) -> None:
+        """A replica of the load topic on every node's tmpfs dir: the checker then knows, without the pipeline's
+        word, that a low tmpfs dir stops the load topic (a targeted stop refuses the topics of the full dir)."""
+        from confluent_kafka.admin import AdminClient
+        partitions = AdminClient(self.observed.client_config()).list_topics("load", timeout=30).topics["load"].partitions
+        for node, directory in self.tmpfs_dirs.items():
+            partition = next(p for p, m in sorted(partitions.items()) if node in m.replicas)
+
+            def placed(node=node, directory=directory, partition=partition) -> bool:
+                if os.path.isdir(os.path.join(directory, f"load-{partition}")):  # not "-future": the move is done
+                    return True
+                realkafka.with_admin(self.observed,
+                                     lambda a: a.alter_replica_log_dirs({("load", partition, node): directory}))
+                time.sleep(0.5)
+                return False
+            self._wait(placed, 60, f"partition {partition} of load on node {node}'s tmpfs")
+
     def _start_observed(self, jar: Path | None) -> RealKafka:
         s = self.s
         # The callback needs the output cluster's address in its config before the nodes start; on the observed
@@ -308,7 +330,9 @@ class Campaign:
             "quota.pipeline.output.kafka.bootstrap.servers": output, "quota.pipeline.output.topic": self.topic,
             "quota.pipeline.throttle.max.mute": f"PT{s.max_mute_s:g}S",
             f"{P}throttle.factor.validity.duration": f"PT{s.validity_s:g}S",
-            f"{P}throttle.factor.fallback": str(s.fallback)}
+            f"{P}throttle.factor.fallback": str(s.fallback),
+            # The refusing stop: the authorizer over Kafka's own, open as a cluster without ACLs is.
+            **({"authorizer.class.name": AUTHORIZER, "allow.everyone.if.no.acl.found": "true"} if s.refuse else {})}
         overrides = {
             **callback, "log.segment.bytes": str(MiB), "log.retention.bytes": str(2 * MiB),
             "log.retention.check.interval.ms": "2000", "log.segment.delete.delay.ms": "1000",
@@ -572,9 +596,10 @@ class Campaign:
         write_jsonl(self.history / "job_runs.jsonl", [dataclasses.asdict(r) for r in self.runs])
         write_jsonl(self.history / "offline.jsonl", offline_events(self.observed.nodes))
         meta = cc.Meta(interval_s=s.interval_s, validity_s=s.validity_s, hard_limit_bytes=s.hard_mb * MiB,
-                       fallback=s.fallback, stop_limit_bytes_per_s=stop_limit(s), producers=s.producers, brokers=3,
-                       request_bytes=s.partitions * s.batch_bytes, output_on_observed=s.output_on_observed,
-                       seed=s.seed, start=self.t0, end=self.t_end, enforcer="enforce" if s.enforce else "callback")
+                       fallback=s.fallback, stop_limit_bytes_per_s=0.0 if s.refuse else stop_limit(s),
+                       producers=s.producers, brokers=3, request_bytes=s.partitions * s.batch_bytes,
+                       output_on_observed=s.output_on_observed, seed=s.seed, start=self.t0, end=self.t_end,
+                       enforcer="enforce" if s.enforce else "refuse" if s.refuse else "callback")
         (self.history / "meta.json").write_text(json.dumps({**dataclasses.asdict(meta), "cluster": CLUSTER}))
         if s.replay:
             self.replay()
@@ -668,6 +693,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="put the decision topic on the observed cluster instead of a separate output broker")
     parser.add_argument("--enforce", action="store_true",
                         help="`quota-pipeline enforce` (client quotas) instead of the callback on the brokers")
+    parser.add_argument("--refuse", action="store_true",
+                        help="the brokers load the stop authorizer beside the callback: writes refused at factor 0 "
+                        "(the checker then allows no acknowledged byte after the grace)")
     parser.add_argument("--max-mute", type=iso_duration, default=60.0,
                         help="quota.pipeline.throttle.max.mute of the brokers or enforce (PT60S, the default)")
     parser.add_argument("--work", type=Path, help="where the history and the job's files go (default: a temp dir)")
@@ -690,7 +718,11 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     s = Settings(seed=args.seed, seconds=args.minutes * 60, interval_s=args.interval, validity_s=args.validity,
                  output_on_observed=args.output_on_observed, replay=not args.no_replay, faults=faults,
-                 job_properties=props, exclude=tuple(args.exclude), enforce=args.enforce, max_mute_s=args.max_mute)
+                 job_properties=props, exclude=tuple(args.exclude), enforce=args.enforce, max_mute_s=args.max_mute,
+                 refuse=args.refuse)
+    if args.refuse and args.enforce:
+        print("error: --refuse loads the broker plugins and --enforce runs without them: give one", file=sys.stderr)
+        return 2
     if args.print_schedule:
         print(describe(s.seed, list(faults) if faults else schedule(
             s.seed, s.seconds, 3, s.interval_s, s.validity_s, s.output_on_observed, exclude=s.exclude, enforce=s.enforce)))

@@ -15,7 +15,9 @@ Properties (each violation is one line with its times and the faults in force):
   the start of an observation's interval to its decision's arrival, measured in this run);
 - release: once no log dir is low and no fault is in force, factor 1 within R = 2 x interval + the p99 delay;
 - admitted: while factor 0 has been in force for the grace G, the producers' acknowledged bytes stay within
-  1.25 x brokers x clients x the stop's per-client limit (bytes/s) plus one request per client and broker (a stop that
+  1.25 x brokers x clients x the stop's per-client limit (bytes/s) plus one request per client and broker; where
+  writes are refused (`enforcer` "refuse": the stop authorizer, every tmpfs dir holding a replica of the producers'
+  topic) the limit is 0, so nothing but the requests in flight when the stop arrived may be acknowledged (a stop that
   ends by expiry, the output cluster down, is judged until the first broker falls back: each holds the newest record
   that arrived while it ran, and may have missed the one before its stop or the outage, one interval sooner);
 - gaps: no two of the job's decisions further apart than the validity while it runs (a gap overlapping a fault
@@ -68,7 +70,8 @@ class Meta:
     seed: int | None = None
     start: float = 0.0
     end: float = 0.0
-    enforcer: str = "callback"  # what applies the decisions: the brokers' callback or `quota-pipeline enforce`
+    enforcer: str = "callback"  # what applies the decisions: the brokers' callback ("refuse": with the stop
+    # authorizer) or `quota-pipeline enforce`
 
 
 @dataclass(frozen=True)

@@ -204,6 +204,24 @@ def test_more_than_the_stop_limit_admitted_at_factor_0_is_a_violation():
     assert props(bad) == ["admitted"] and "10000 B/s acknowledged at factor 0" in bad.violations[0].what
 
 
+def test_where_writes_are_refused_nothing_but_the_requests_in_flight_may_be_acknowledged_at_factor_0():
+    """The refusing stop's variant: the stop limit is 0, so a producer still acknowledged at a trickle after the grace
+    is a violation, while the requests in flight when the stop arrived (one per client and broker) are not."""
+    pub = published(every(0, 100, safe_factor))
+    refuse = dataclasses.replace(META, stop_limit_bytes_per_s=0.0, enforcer="refuse")
+    stop_from, stop_to = T0 + 22.5 + META.grace_s, T0 + 52.5
+
+    def samples(trickle: float, in_flight: int) -> list[cc.ProducerSample]:
+        def acked(t: float) -> int:  # 1000 B/s until the stop, then what was in flight, then the trickle
+            during = max(0.0, min(t, stop_to) - stop_from)
+            return int(1000 * min(t - T0, 22.0) + (in_flight if t > stop_from + 0.5 else 0) + trickle * during)
+        return [cc.ProducerSample(T0 + t / 4, c, acked(T0 + t / 4), 0) for c in ("a", "b") for t in range(0, 400)]
+    ok = cc.check(history(pub, disks(20, 50), producers=samples(0.0, 2000), meta=refuse), "c")
+    assert "admitted" not in props(ok)
+    bad = cc.check(history(pub, disks(20, 50), producers=samples(200.0, 0), meta=refuse), "c")
+    assert "admitted" in props(bad)
+
+
 def backlog_at(burst_at: float) -> list[cc.ProducerSample]:
     """Two clients at 500 B/s whose 1 MB backlog each goes through at `burst_at` seconds."""
     return [cc.ProducerSample(T0 + t / 4, c, int(500 * t / 4) + (1_000_000 if t / 4 >= burst_at else 0), 0)

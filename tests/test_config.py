@@ -128,14 +128,14 @@ def test_missing_file_is_a_clear_error(tmp_path):
     assert "no such configuration file" in str(exc.value)
 
 
-def test_readme_configuration_tables_come_from_the_property_table():
+def test_the_configuration_page_tables_come_from_the_property_table():
     from pathlib import Path
 
     from quota_pipeline.core.properties import markdown
 
-    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
-    assert markdown(True) in readme, "README's Strimzi table is stale: python3 -m quota_pipeline.core.properties"
-    assert markdown(False) in readme, "README's extension table is stale: python3 -m quota_pipeline.core.properties"
+    page = (Path(__file__).resolve().parent.parent / "docs" / "configuration.md").read_text()
+    assert markdown(True) in page, "docs/configuration.md's Strimzi table is stale: python3 -m quota_pipeline.core.properties"
+    assert markdown(False) in page, "docs/configuration.md's extension table is stale: python3 -m quota_pipeline.core.properties"
 
 
 def test_output_settings_without_a_bootstrap_tune_the_observed_clusters_client(tmp_path):

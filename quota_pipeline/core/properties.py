@@ -1,6 +1,6 @@
 """Every configuration property as one table of specs (name, type, default, validator, doc), like Strimzi's ConfigDef.
 
-Parsing (config.py), `validate`'s effective view, the "did you mean" suggestions and the README's configuration
+Parsing (config.py), `validate`'s effective view, the "did you mean" suggestions and docs/configuration.md's
 tables (`python -m quota_pipeline.core.properties`) all read this table. Rules that join several properties
 (one hard limit, the two interval forms, soft vs hard) stay explicit in config.py.
 """
@@ -264,7 +264,7 @@ PREFIX_DOCS = ((OUTPUT_KAFKA_PREFIX + "*", "the admin settings",
 
 
 def markdown(strimzi: bool) -> str:
-    """The README table of the Strimzi properties (strimzi=True) or of this project's extensions."""
+    """The docs/configuration.md table of the Strimzi properties (strimzi=True) or of this project's extensions."""
     rows = ["| property | default | meaning |", "|---|---|---|"]
     for p in TABLE:
         if p.strimzi == strimzi:

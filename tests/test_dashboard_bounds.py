@@ -95,3 +95,42 @@ def test_the_record_intake_takes_anything_and_the_page_still_builds(key, values)
         json.dumps(feed.detail(rec.key), allow_nan=False)
     # every record is either on a timeline or counted (unreadable, refused) or outside the window
     assert history.point_count() <= sum(1 for _ in values)
+
+
+HOSTILE = {  # one record of a cluster that must not take the page or `tail` down for every other cluster
+    "a closest_volumes entry that is not an object": {"closest_volumes": ["x"]},
+    "an ETA beyond float's range": {"predictive": {"broker_id": 1, "log_dir": "/d", "eta_seconds": 1e999,
+                                                   "horizon_seconds": 60}},
+    "NaN in the limit": {"limit": {"hard": {"type": "min.available.ratio", "value": float("nan")}, "soft": None}},
+    "NaN in predictive": {"predictive": {"broker_id": 1, "log_dir": "/d", "eta_seconds": float("nan"),
+                                         "horizon_seconds": 60}},
+}
+
+
+def test_a_hostile_record_marks_its_cluster_and_the_page_and_tail_show_every_cluster():
+    from rich.console import Console
+
+    from quota_pipeline.dashboard import terminal
+    for what, fields in HOSTILE.items():
+        clock = ManualClock(T0)
+        history = History(window=dt.timedelta(hours=1), clock=clock)
+        assert history.apply(b"bad", json.dumps({**record("bad", T0, 0.0, [volume(1, "/d", 0.01)]), **fields})
+                             .encode()), what
+        assert history.apply(b"good", encode(record("good", T0, 1.0, [volume(1, "/d", 0.5)]))), what
+        summaries = view.overview(history.records(with_points=True), T0, SETTINGS)
+        assert {s.key for s in summaries} == {"bad", "good"}, what
+        page = [view.summary_json(s) for s in summaries] + [view.timeline(r) for r in history.records(True)]
+        json.dumps(page, allow_nan=False)  # the page's JSON parses in a browser
+        bad = next(s for s in summaries if s.key == "bad")
+        assert bad.latest.note, f"{what}: the cluster says which field could not be read"
+        console = Console(width=160, record=True)
+        feed = view.FeedStatus("following", "following t", T0, "__quota_throttle_factors", "k:9092", caught_up=True)
+        console.print(terminal.render(summaries, feed, T0, SETTINGS))
+        shown = console.export_text()
+        assert "good" in shown and "bad" in shown, what
+
+
+def test_a_reading_error_is_shown_capped_whatever_the_records_size():
+    history = History(window=dt.timedelta(hours=1), clock=ManualClock(T0))
+    assert not history.apply(b"c1", b'{"schema_version": 2, "cluster_id": "' + b"x" * 900_000 + b'", "observed_at": 1}')
+    assert history.last_unreadable is not None and len(history.last_unreadable.error) < 400

@@ -76,6 +76,9 @@ class Timeline:
         return Points(self.t.tolist(), self.factor.tolist(), [None if math.isnan(r) else r for r in self.ratio])
 
 
+ERROR_CHARS = 300  # the most of a reading error the page and `tail` show
+
+
 @dataclass(frozen=True)
 class Unreadable:
     """A record that could not be read: where it is on the topic and why."""
@@ -215,7 +218,9 @@ class History:
         return True
 
     def _unreadable(self, name: str | None, where: str, error: str) -> None:
-        bad = Unreadable(name, where, error, self.clock.now())
+        # Outside text: a reason may quote a record of any size, and the page sends it on every update.
+        bad = Unreadable(name, where, error if len(error) <= ERROR_CHARS else error[:ERROR_CHARS] + "...",
+                         self.clock.now())
         with self._lock:
             self.unreadable_total += 1
             self.last_unreadable = bad

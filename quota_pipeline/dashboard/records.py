@@ -7,7 +7,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from quota_pipeline.broker.rules import parse_decision
+from quota_pipeline.broker.rules import parse_decision, printable
 from quota_pipeline.core.model import OFFLINE, OFFLINE_FILLING, PredictiveThrottle, parse_time
 from quota_pipeline.core.record import ThrottleDecision, predictive_of
 
@@ -95,8 +95,13 @@ def view_of(decision: ThrottleDecision, value: bytes) -> DecisionView:
     since, since_note = _optional_time(raw, "throttled_since")
     listed = volumes is not None
     predictive = predictive_of(raw.get("predictive"))
+    if predictive is not None and not (math.isfinite(predictive.eta_seconds)
+                                       and math.isfinite(predictive.horizon_seconds)):
+        predictive = None  # the page's JSON carries no Infinity or NaN
     if predictive is None and raw.get("predictive") is not None:
-        note = note or f"predictive could not be read ({raw.get('predictive')!r:.120})"
+        note = note or f"predictive could not be read ({printable(repr(raw.get('predictive')))})"
+    limit, limit_note = _limit(decision.limit)
+    note = note or limit_note
     try:
         ratio = _number(decision.min_available_ratio)
     except ValueError as exc:  # brokers take the record; the page shows the rest of it
@@ -112,7 +117,7 @@ def view_of(decision: ThrottleDecision, value: bytes) -> DecisionView:
         cluster_id=decision.cluster_id, schema_version=decision.schema_version, observed_at=decision.observed_at,
         decided_at=decision.decided_at, throttle_factor=decision.throttle_factor, source=decision.source.value,
         valid_until=decision.valid_until, status=decision.status.value, active_brokers=decision.active_brokers,
-        missing_brokers=decision.missing_brokers, limit=decision.limit, violations=decision.violations,
+        missing_brokers=decision.missing_brokers, limit=limit, violations=decision.violations,
         min_available_ratio=ratio, throttled_since=since,
         volumes=volumes or (), volumes_listed=listed, note=note or since_note, predictive=predictive)
 
@@ -135,7 +140,29 @@ def _v2_volumes(raw: dict[str, Any]) -> tuple[tuple[VolumeView, ...] | None, str
         return None, f"closest_volumes could not be read ({exc})"
 
 
+def _limit(limit: Any) -> tuple[dict[str, Any], str | None]:
+    """The record's `limit` as the page may show it: each of hard and soft an object with a type (text) and a finite
+    number, else null with a note (brokers ignore `limit`; the page's JSON must stay valid)."""
+    out: dict[str, Any] = {"hard": None, "soft": None}
+    if not isinstance(limit, dict):
+        return out, None if limit is None else "limit could not be read (not an object)"
+    note = None
+    for rank in ("hard", "soft"):
+        entry = limit.get(rank)
+        if entry is None:
+            continue
+        try:
+            if not isinstance(entry, dict) or not isinstance(entry.get("type"), str):
+                raise TypeError("not an object with a type")
+            out[rank] = {"type": entry["type"][:60], "value": _number(entry.get("value"))}
+        except (TypeError, ValueError, OverflowError) as exc:
+            note = note or f"limit.{rank} could not be read ({exc})"
+    return out, note
+
+
 def _volume(e: dict[str, Any]) -> VolumeView:
+    if not isinstance(e, dict):
+        raise TypeError(f"an entry is not an object ({printable(repr(e))})")
     parts = tuple(PartitionSize(str(p["topic"]), int(p["partition"]), int(p["size_bytes"]))
                   for p in e.get("top_partitions") or ())
     return VolumeView(

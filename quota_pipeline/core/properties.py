@@ -238,6 +238,10 @@ TABLE: tuple[Property, ...] = (
              "`valid_until` is honoured at most until `observed_at` + the validity + this", "PT30S"),
     Property(Q + "state.dir", "string", None, text,
              "(callback) " + 'where a broker keeps the last decision it applied (`<cluster>.decision.json`, written atomically): a restart starts from it under the usual rules (refused if dated ahead, the fallback once `observed_at` + validity + skew has passed) instead of 1.0 while the decision topic cannot be read yet; empty: memory only', "`<java.io.tmpdir>/quota-pipeline`"),
+    Property(Q + "enforce.stop", "choice", "refuse", choice("refuse", "throttle"),
+             "what `enforce` does at factor 0 on a stock cluster: `refuse` writes DENY WRITE ACL bindings for "
+             "`User:*` on the stop's topics (needs an authorizer; only `super.users` escape), `throttle` lowers client "
+             "quotas (`--stop` overrides it)"),
     Property(Q + "journal.path", "string", None, text,
              "durable snapshot journal (local path, s3://bucket/prefix, or another pyarrow.fs URI)", "`<checkpoint>/journal`"),
     Property(Q + "journal.period", "duration", _PT(hours=1), duration,

@@ -285,21 +285,20 @@ def test_enforce_command_follows_the_topic(broker, sim, admin, tmp_path, capsys)
         f"{cfg.OUTPUT_KAFKA_PREFIX}bootstrap.servers={broker.bootstrap_servers}",
         f"{cfg.CHECKPOINT_PATH}={tmp_path / 'ckpt'}"]))
     publish(broker.bootstrap_servers, topic, [(b"c1", encode(decision("c1", 0.5, observed_at=_now())))])
-    assert main(["enforce", str(props), "--once", "--dry-run"]) == 0
+    assert main(["enforce", str(props), "--once", "--dry-run", "--stop", "throttle"]) == 0
     out = capsys.readouterr().out
     assert "planned change(s)" in out and "user=alice: set producer_byte_rate=1000" in out
     assert admin.describe() == MIXED
 
-    assert main(["enforce", str(props), "--once"]) == 0
+    assert main(["enforce", str(props), "--once", "--stop", "throttle"]) == 0
     assert "throttle" in capsys.readouterr().out
-    # the command also exempts the publisher's client id (quota.pipeline.excluded.client.ids, by default)
-    assert admin.describe() == target(MIXED, 0.5, Policy.of(["User:pipeline"], 1000.0, ["quota-pipeline-publisher"], 1.0))
+    assert admin.describe() == target(MIXED, 0.5, POLICY)  # no exemption by client id, the publisher's included
     assert (tmp_path / "ckpt" / "enforce" / "c1.json").exists()
 
     publish(broker.bootstrap_servers, topic, [(b"c1", encode(decision("c1", 1.0, observed_at=_now())))])
     result: dict[str, int] = {}
     stop = threading.Event()
-    args = build_parser().parse_args(["enforce", str(props), "--interval", "0.1"])
+    args = build_parser().parse_args(["enforce", str(props), "--interval", "0.1", "--stop", "throttle"])
     worker = threading.Thread(target=lambda: result.update(code=enforce_command.run(args, stop)), daemon=True)
     worker.start()
     try:
@@ -391,21 +390,13 @@ def test_the_baseline_file_round_trips_and_leaves_no_temporary_files(tmp_path):
     assert store.load() is None
 
 
-def test_the_pipelines_own_client_is_never_throttled_whatever_its_principal():
-    policy = Policy.of([], 1000.0, ["quota-pipeline-publisher"], 1.0)
-    alice, pub = Entity.of("alice"), "quota-pipeline-publisher"
-    base = {alice: {PBR: 5000.0}, Entity.of("bob", default_client_id=True): {PBR: 3000.0},
-            Entity.of(client_id=pub): {PBR: 100.0}}
-    out = target(base, 0.0, policy)
-    # Every principal, PLAINTEXT's ANONYMOUS included, reaches the publisher through an unlimited entry that
-    # outranks the throttled ones: user defaults and client ids, and each user's own scaled quota.
-    assert out[Entity.of(default_user=True, client_id=pub)] == {PBR: UNLIMITED}
-    assert out[Entity.of("alice", pub)] == {PBR: UNLIMITED} and out[Entity.of("bob", pub)] == {PBR: UNLIMITED}
-    assert out[Entity.of(client_id=pub)] == {PBR: 100.0}   # an entity naming the client is not scaled
-    # At factor 0 the floor goes above the throttled levels (a new window); alice's own quota stays as it was.
-    assert out[Entity.of("alice", default_client_id=True)] == {PBR: 1.0} and out[FRESH_DEFAULT] == {PBR: 1.0}
-    assert out[alice] == {PBR: 5000.0}
-    changes = plan(base, base, 0.0, policy)
-    first_throttle = next(i for i, c in enumerate(changes) if c.value != UNLIMITED)
-    assert all(c.value == UNLIMITED for c in changes[:first_throttle]) and first_throttle == 3
-    assert target(base, 1.0, policy) == base   # restore removes the exemptions with the rest
+def test_no_client_id_is_exempt_not_even_the_publishers():
+    # Any client can call itself quota-pipeline-publisher: a client id proves nothing, so none escapes a throttle.
+    pub = "quota-pipeline-publisher"
+    base = {Entity.of("alice"): {PBR: 5000.0}, Entity.of(client_id=pub): {PBR: 100.0}}
+    policy = Policy.of([], 1000.0, produce_floor=1.0)
+    for factor in (0.0, 0.5):
+        out = target(base, factor, policy)
+        assert [e for e in out if e.name("client-id") == pub] == [Entity.of(client_id=pub)]
+        assert UNLIMITED not in {v.get(PBR) for v in out.values()}
+        assert resolve(out, "anyone", pub, PBR).value == scaled(100.0, factor)

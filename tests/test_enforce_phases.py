@@ -8,9 +8,7 @@ from quota_pipeline.enforce.plan import Policy
 from quota_pipeline.kafka.client_quotas import PRODUCER_BYTE_RATE as PBR, UNLIMITED, Entity, Quotas
 from quota_pipeline.kafka.quota_admin import Change
 
-PUBLISHER = "quota-pipeline-publisher"
-EXEMPT = {Entity.of("pipeline"), Entity.of(default_user=True, client_id=PUBLISHER),
-          Entity.of("alice", PUBLISHER)}
+EXEMPT = {Entity.of("pipeline")}
 
 
 class RecordingAdmin:
@@ -46,7 +44,7 @@ def test_exemptions_are_granted_before_the_throttle_and_withdrawn_after_the_rest
     baseline = {Entity.of("alice"): {PBR: 2000.0}, Entity.of(client_id="batch"): {PBR: 300.0}}
     admin, factor = RecordingAdmin(baseline), Factor()
     enforcer = Enforcer("c1", factor, admin, BaselineFile(tmp_path / "baseline.json"),  # type: ignore[arg-type]
-                        Policy.of(["User:pipeline"], None, [PUBLISHER], produce_floor=1.0), settle_seconds=0)
+                        Policy.of(["User:pipeline"], None, produce_floor=1.0), settle_seconds=0)
     assert enforcer.step().action == "throttle"
     grants, throttle = admin.requests
     assert {c.entity for c in grants} == EXEMPT and {c.value for c in grants} == {UNLIMITED}

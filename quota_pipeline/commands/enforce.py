@@ -11,15 +11,26 @@ from pathlib import Path
 from quota_pipeline.core.display import visible
 from quota_pipeline.core.names import UnsafePath
 from quota_pipeline.enforce.baseline import BaselineError, baseline_file
-from quota_pipeline.commands.common import add_bootstrap_override, configure_logging, fail, load_with_override
+from quota_pipeline.commands.common import EXIT_CONFIG, add_bootstrap_override, configure_logging, fail, load_with_override
+from quota_pipeline.core.config import Config
 from quota_pipeline.enforce import admits
 from quota_pipeline.enforce.plan import Policy, stop_floor
 from quota_pipeline.enforce.enforcer import DEFAULT_INTERVAL_SECONDS, DEFAULT_SETTLE_SECONDS, Enforcer, StepResult
+from quota_pipeline.enforce.refuse import SCOPE_CLUSTER, SCOPE_TOPICS, STOP_MODES, STOP_REFUSE
+from quota_pipeline.enforce.refuser import RefusalFile, Refuser
+from quota_pipeline.kafka.acl_admin import AclAdmin, AclAdminError, AuthorizerMissing
 from quota_pipeline.kafka.quota_admin import QuotaAdmin, QuotaAdminError
-from quota_pipeline.kafka.refusal import ClusterRefused
+from quota_pipeline.kafka.refusal import ADMIN_SETTINGS, ClusterRefused
 from quota_pipeline.broker.reader import Reader
 
 EXIT_FAILED = 1
+STOP_PROPERTY = "quota.pipeline.enforce.stop"
+SCOPE_PROPERTY = "quota.pipeline.stop.scope"
+ALLOW_EVERYONE = "allow.everyone.if.no.acl.found"  # the brokers' setting, read from CONFIG as quota.window.num is
+STANDARD_AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
+NO_AUTHORIZER = (f"the cluster has no authorizer, so --stop refuse cannot refuse writes: set "
+                 f"authorizer.class.name={STANDARD_AUTHORIZER} with {ALLOW_EVERYONE}=true on every node (and "
+                 f"{ALLOW_EVERYONE}=true in CONFIG), or run enforce with --stop throttle")
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -27,11 +38,14 @@ def register(sub: argparse._SubParsersAction) -> None:
         "enforce",
         help="apply the published throttle factor to a stock Kafka cluster through client quotas (KIP-546)",
         description="Follow the decision topic (quota.pipeline.output.topic on the quota.pipeline.output.kafka.* "
-                    "cluster, else the admin cluster) for one cluster and, when its factor changes, scale the "
-                    "producer_byte_rate of every client-quota entity so that each non-excluded client's produce "
-                    "quota becomes max(1, baseline x factor); restore the operator's quotas exactly at factor 1.0. "
-                    "The reader's validity check and fallback apply. Semantics: docs/enforce.md. Exit code 1 "
-                    "when the cluster or the baseline file fails in --once mode, 2 for an invalid configuration.",
+                    "cluster, else the admin cluster) for one cluster. At factor 0 (--stop refuse, the default) "
+                    "refuse every write to the stop's topics with DENY WRITE ACL bindings for User:* and delete "
+                    "exactly those at the release; between 0 and 1 scale the producer_byte_rate of every "
+                    "client-quota entity so that each non-excluded client's produce quota becomes baseline x "
+                    "factor; restore the operator's quotas exactly at factor 1.0. The reader's validity check and "
+                    "fallback apply. Semantics: docs/enforce.md. Exit code 1 when the cluster or the baseline file "
+                    "fails in --once mode, 2 for an invalid configuration or a cluster without an authorizer in "
+                    "--stop refuse mode.",
     )
     p.add_argument("config", metavar="CONFIG", help="the Strimzi-compatible .properties file")
     add_bootstrap_override(p, "the cluster to enforce on")
@@ -39,8 +53,17 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="the decision key to follow (default: quota.pipeline.cluster.name, else the cluster id)")
     p.add_argument("--baseline", metavar="PATH",
                    help="the baseline file (default: <quota.pipeline.checkpoint.path>/enforce/<cluster>.json)")
+    p.add_argument("--stop", choices=STOP_MODES, default=None,
+                   help="what factor 0 does (default: quota.pipeline.enforce.stop, else refuse). refuse: DENY WRITE "
+                        "bindings for User:* on each topic of the stop (the record's topics, or every topic with "
+                        "quota.pipeline.stop.scope=cluster, the fallback or a record without a topic list); "
+                        "producers get TOPIC_AUTHORIZATION_FAILED at once and are back as soon as the bindings go; "
+                        "no client quota is lowered; needs an authorizer (StandardAuthorizer); only super.users "
+                        "escape. throttle: client quotas at the stop's per-client limit (clients get a request "
+                        "through per mute and wait out up to quota.pipeline.throttle.max.mute after the release)")
     p.add_argument("--dry-run", action="store_true",
-                   help="print the changes the current factor calls for; change nothing, write no baseline")
+                   help="print the changes the current factor calls for (and the bindings a stop would write); "
+                        "change nothing, write no baseline")
     p.add_argument("--once", action="store_true", help="one reconcile after catching up with the topic, then exit")
     p.add_argument("--interval", type=float, default=DEFAULT_INTERVAL_SECONDS, metavar="SECONDS",
                    help=f"reconcile at least this often, to see operator edits (default {DEFAULT_INTERVAL_SECONDS:g})")
@@ -54,6 +77,11 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def report(result: StepResult, dry_run: bool) -> None:
+    for change in result.refusals:
+        print(f"factor {result.factor:g}: {change}")
+    if result.refusals and not result.changes and not result.operator_edits:
+        sys.stdout.flush()
+        return
     if result.action == "idle" and not result.operator_edits:
         return
     for edit in result.operator_edits:
@@ -88,6 +116,7 @@ def run(args: argparse.Namespace, stop: threading.Event | None = None) -> int:
     """The command; `stop` ends the loop (SIGINT/SIGTERM set it too, in the main thread)."""
     configure_logging(args.verbose, logging.INFO, timestamps=True)
     conf = load_with_override(args.config, args.bootstrap_server, "give CONFIG")
+    mode = stop_mode(args, conf)
     stop = stop or threading.Event()
     if threading.current_thread() is threading.main_thread():
         for sig in (signal.SIGINT, signal.SIGTERM):
@@ -104,6 +133,20 @@ def run(args: argparse.Namespace, stop: threading.Event | None = None) -> int:
                 store = baseline_file(args.baseline, conf.checkpoint_path, cluster)
             except UnsafePath as exc:
                 fail(str(exc))
+            refusal_store = RefusalFile.beside(store.path, store.root)
+            acl_admin = None
+            if mode == STOP_REFUSE or refusal_store.load() is not None:
+                acl_admin = AclAdmin(conf.admin, ADMIN_SETTINGS)
+            if mode == STOP_REFUSE:
+                assert acl_admin is not None
+                try:
+                    if not acl_admin.authorizer():
+                        raise AuthorizerMissing(NO_AUTHORIZER)
+                except AuthorizerMissing:
+                    print(f"error: {NO_AUTHORIZER}", file=sys.stderr)
+                    return EXIT_CONFIG
+                for line in refusal_warnings(conf):
+                    logging.warning(line)
             with Reader(conf, cluster=cluster) as reader:
                 wake = threading.Event()
                 reader.on_change(lambda *_: wake.set())
@@ -112,23 +155,69 @@ def run(args: argparse.Namespace, stop: threading.Event | None = None) -> int:
                         raise ClusterRefused(reader.refusal())  # said below, once the reader has stopped
                     logging.warning("the reader has not caught up with %s within %.0f s; going on with its current "
                                     "answer (%s)", conf.output_topic, args.catch_up_timeout, reader.answer().reason)
+                refuser = stop_refuser(conf, mode, cluster, acl_admin, refusal_store, args.dry_run)
                 enforcer = Enforcer(cluster, reader, admin, store,
-                                    Policy.of(conf.excluded_principals, conf.produce, conf.excluded_client_ids,
-                                              stop_floor(conf.stop_limit())),
-                                    dry_run=args.dry_run, settle_seconds=args.settle)
+                                    Policy.of(conf.excluded_principals, conf.produce, stop_floor(conf.stop_limit())),
+                                    dry_run=args.dry_run, settle_seconds=args.settle, refuser=refuser)
                 refusals = RefusalNote(reader)
                 if args.once:
                     report(enforcer.step(), args.dry_run)
                     refusals()
                     return 0
                 print(visible(f"enforcing decisions for {cluster} from {conf.output_topic}; baseline file {store.path}"))
-                for line in admits.describe(conf.stop_limit(), enforcer.policy.produce_floor, conf.produce):
+                if mode == STOP_REFUSE:
+                    print(visible(f"at factor 0 writes are refused (--stop refuse): DENY WRITE for User:* on each "
+                                  f"topic of the stop; refusal state file {refusal_store.path}"))
+                for line in ([] if mode == STOP_REFUSE else
+                             admits.describe(conf.stop_limit(), enforcer.policy.produce_floor, conf.produce)):
                     print(line)  # what quota.pipeline.throttle.max.mute means here
                 for warning in admits.warnings(conf.produce):
                     logging.warning(warning)
                 sys.stdout.flush()
                 enforcer.run(stop, wake, args.interval, report=lambda r: (report(r, args.dry_run), refusals()))
                 return 0
-    except (QuotaAdminError, BaselineError, ClusterRefused) as exc:
+    except AuthorizerMissing:
+        print(f"error: {NO_AUTHORIZER}", file=sys.stderr)
+        return EXIT_CONFIG
+    except (QuotaAdminError, AclAdminError, BaselineError, ClusterRefused) as exc:
         print(f"error: {visible(exc)}", file=sys.stderr)
         return EXIT_FAILED
+
+
+def stop_mode(args: argparse.Namespace, conf: Config) -> str:
+    """--stop, else quota.pipeline.enforce.stop, else refuse."""
+    return args.stop or (conf.raw.get(STOP_PROPERTY) or "").strip() or STOP_REFUSE
+
+
+def scope_setting(conf: Config) -> str:
+    value = (conf.raw.get(SCOPE_PROPERTY) or "").strip()
+    return value if value in (SCOPE_TOPICS, SCOPE_CLUSTER) else SCOPE_TOPICS
+
+
+def allow_everyone(conf: Config) -> bool:
+    """The brokers' allow.everyone.if.no.acl.found as CONFIG repeats it (DescribeConfigs does not show its value);
+    unset: Kafka's default, false, which never grants anything."""
+    return (conf.raw.get(ALLOW_EVERYONE) or "").strip().lower() == "true"
+
+
+def refusal_warnings(conf: Config) -> list[str]:
+    """Said once at start in --stop refuse mode."""
+    out = []
+    if conf.excluded_principals:
+        out.append(f"{', '.join(conf.excluded_principals)} (excluded.principal.name.list) are refused at a stop like "
+                   "everyone else: a DENY for User:* beats every ALLOW; only the brokers' super.users escape it, so "
+                   "list there the principals that must write during a stop")
+    if ALLOW_EVERYONE not in conf.raw:
+        out.append(f"{ALLOW_EVERYONE} is not set in CONFIG: taken as false (Kafka's default). If the brokers set it "
+                   "to true, set it here too: otherwise a stopped topic without ACLs of its own becomes unreadable to "
+                   "every principal but super.users while the stop lasts")
+    return out
+
+
+def stop_refuser(conf: Config, mode: str, cluster: str, acl_admin: AclAdmin | None, store: RefusalFile,
+                 dry_run: bool) -> Refuser | None:
+    """The refusing stop's part of the enforcer; in throttle mode only to release what a refusing run left."""
+    if acl_admin is None:
+        return None
+    return Refuser(cluster, acl_admin, store, conf.output_topic, mode=mode, scope_property=scope_setting(conf),
+                   allow_everyone=allow_everyone(conf), dry_run=dry_run)

@@ -85,18 +85,7 @@ class BaselineFile:
         data = json.dumps(state.to_json(), indent=1, sort_keys=True).encode()
         self._confined()
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(prefix=self.path.name + ".", suffix=".tmp", dir=self.path.parent)
-            try:
-                with os.fdopen(fd, "wb") as fh:
-                    fh.write(data)
-                    fh.flush()
-                    os.fsync(fh.fileno())
-                os.replace(tmp, self.path)
-            except BaseException:
-                Path(tmp).unlink(missing_ok=True)
-                raise
-            _fsync_dir(self.path.parent)
+            write_atomically(self.path, data)
         except OSError as exc:
             raise BaselineError(f"cannot write the baseline file {self.path}: {exc}; nothing was changed on the "
                                 "cluster; make the directory writable or pass --baseline PATH") from None
@@ -119,6 +108,23 @@ def baseline_file(explicit: str | None, checkpoint_path: str, cluster: str) -> B
                            "names the baseline file")
     root = Path(checkpoint_path) / "enforce"
     return BaselineFile(root / f"{cluster}.json", root)
+
+
+def write_atomically(path: Path, data: bytes) -> None:
+    """Temporary file, fsync, rename, fsync of the directory: a crash leaves the old content or the new, never a torn
+    file (raises OSError)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    _fsync_dir(path.parent)
 
 
 def _fsync_dir(directory: Path) -> None:

@@ -4,12 +4,14 @@ from __future__ import annotations
 import logging
 import threading
 from dataclasses import dataclass, field
-from typing import Callable, Protocol
+from typing import Any, Callable, Protocol
 
 from quota_pipeline.core.clock import SYSTEM, Clock
 from quota_pipeline.enforce import plan as enforce_plan
 from quota_pipeline.enforce.baseline import BaselineFile, EnforcerState
 from quota_pipeline.enforce.plan import Policy
+from quota_pipeline.enforce.refuser import RefusalChange, Refuser
+from quota_pipeline.kafka.acl_admin import AclAdminError
 from quota_pipeline.kafka.quota_admin import Change, QuotaAdmin, QuotaAdminError
 from quota_pipeline.kafka.client_quotas import Quotas
 
@@ -23,12 +25,19 @@ class FactorSource(Protocol):
     def current_factor(self, cluster: str | None = None) -> float: ...
 
 
+class AnswerSource(FactorSource, Protocol):
+    """The reader's answer with its basis and record (quota_pipeline.broker.reader.Reader.answer)."""
+
+    def answer(self, cluster: str | None = None) -> Any: ...
+
+
 @dataclass
 class StepResult:
     factor: float
     action: str  # idle | throttle | update | restore | restored | waiting | planned
     changes: list[Change] = field(default_factory=list)
     operator_edits: list[Change] = field(default_factory=list)
+    refusals: list[RefusalChange] = field(default_factory=list)  # ACL bindings created or deleted (refusing stop)
 
 
 class Enforcer:
@@ -39,7 +48,7 @@ class Enforcer:
 
     def __init__(self, cluster: str, factors: FactorSource, admin: QuotaAdmin, store: BaselineFile, policy: Policy,
                  *, dry_run: bool = False, settle_seconds: float = DEFAULT_SETTLE_SECONDS,
-                 clock: Clock = SYSTEM) -> None:
+                 clock: Clock = SYSTEM, refuser: Refuser | None = None) -> None:
         self.cluster = cluster
         self.factors = factors
         self.admin = admin
@@ -51,13 +60,31 @@ class Enforcer:
         self._state: EnforcerState | None = store.load()
         self._resend = True  # the first step after a start re-sends whatever a crash left unfinished
         self._last_plan: list[Change] | None = None
+        self.refuser = refuser  # with it, `factors` must answer (AnswerSource)
 
     @property
     def state(self) -> EnforcerState | None:
         return self._state
 
     def step(self) -> StepResult:
-        factor = self.factors.current_factor(self.cluster)
+        if self.refuser is None:
+            return self._quota_step(self.factors.current_factor(self.cluster))
+        answer = self.factors.answer(self.cluster)  # type: ignore[attr-defined]
+        factor = answer.factor
+        # A refusing stop lowers no quota: a mute handed out during the stop would hold clients after the release.
+        quota_factor = 1.0 if self.refuser.refusing and factor <= 0.0 else factor
+        if factor <= 0.0:  # refuse first, then lift a graded throttle: no moment admits more than before
+            refusals = self.refuser.step(answer)
+            result = self._quota_step(quota_factor)
+        else:  # throttle first, then release: the same the other way
+            result = self._quota_step(quota_factor)
+            refusals = self.refuser.step(answer)
+        action = result.action
+        if refusals and action in ("idle", "planned") and not result.changes:
+            action = "planned" if self.dry_run else ("refuse" if any(r.action == "deny" for r in refusals) else "release")
+        return StepResult(factor, action, result.changes, result.operator_edits, refusals)
+
+    def _quota_step(self, factor: float) -> StepResult:
         current = self.admin.describe()
         if self._state is None:
             return self._start(factor, current)
@@ -131,7 +158,7 @@ class Enforcer:
                 result = self.step()
                 if report is not None:
                     report(result)
-            except QuotaAdminError as exc:
+            except (QuotaAdminError, AclAdminError) as exc:
                 log.error("%s; retrying in %.0f s", exc, interval)
             if stop.is_set():
                 break

@@ -31,14 +31,14 @@ class Policy:
 
     excluded_users: frozenset[str]  # principal names, "User:" removed
     produce_base: float | None  # client.quota.callback.static.produce: the base of clients with no produce quota
-    excluded_client_ids: frozenset[str] = frozenset()  # the pipeline's own clients (quota.pipeline.excluded.client.ids)
     produce_floor: float = DEFAULT_STOP_FLOOR  # stop_floor(): from quota.pipeline.throttle.max.mute
 
     @classmethod
     def of(cls, excluded_principals: Iterable[str], produce: float | None,
-           excluded_client_ids: Iterable[str] = (), produce_floor: float = DEFAULT_STOP_FLOOR) -> "Policy":
+           produce_floor: float = DEFAULT_STOP_FLOOR) -> "Policy":
+        """No exemption by client id: any client can name itself anything, so a client id proves nothing."""
         return cls(frozenset(p[len("User:"):] if p.startswith("User:") else p for p in excluded_principals), produce,
-                   frozenset(excluded_client_ids), produce_floor)
+                   produce_floor)
 
 
 def scaled(value: float, factor: float, floor: float = 1.0) -> float:
@@ -55,26 +55,10 @@ def names_excluded_user(entity: Entity, policy: Policy) -> bool:
     return entity.has(USER) and entity.name(USER) in policy.excluded_users
 
 
-def names_excluded_client(entity: Entity, policy: Policy) -> bool:
-    return entity.has(CLIENT_ID) and entity.name(CLIENT_ID) in policy.excluded_client_ids
-
-
-def client_exemptions(baseline: Mapping[Entity, Mapping[str, float]], policy: Policy) -> list[Entity]:
-    """Where an excluded client id gets an explicit unlimited produce quota, so that no throttle reaches it
-    whatever its principal (PLAINTEXT clients are all ANONYMOUS): `user=<default>, client-id=<id>` outranks every
-    default and client-id level; for a user whose own quota (`user=U` or `user=U, client-id=<default>`) would
-    be scaled, `user=U, client-id=<id>` outranks that too."""
-    return [Entity.of(default_user=True, client_id=c) for c in sorted(policy.excluded_client_ids)] + [
-        Entity.of(user, c) for user in _users_with_own_quota(baseline, with_default_client=True)
-        for c in sorted(policy.excluded_client_ids)]
-
-
-def _users_with_own_quota(baseline: Mapping[Entity, Mapping[str, float]],
-                          with_default_client: bool = False) -> list[str]:
-    """Users with a produce quota on `user=U` (and, if asked, on `user=U, client-id=<default>`)."""
+def _users_with_own_quota(baseline: Mapping[Entity, Mapping[str, float]]) -> list[str]:
+    """Users with a produce quota on `user=U`."""
     return sorted({e.name(USER) for e, v in baseline.items() if PRODUCER_BYTE_RATE in v and e.has(USER)
-                   and e.name(USER) is not None and not e.has(IP)
-                   and (not e.has(CLIENT_ID) or (with_default_client and e.name(CLIENT_ID) is None))})
+                   and e.name(USER) is not None and not e.has(IP) and not e.has(CLIENT_ID)})
 
 
 def _whole_client(entity: Entity) -> bool:
@@ -102,8 +86,7 @@ def target(baseline: Mapping[Entity, Mapping[str, float]], factor: float, policy
       a user and a client id already have those tags: they are floored in place (the one case still charged for
       earlier bytes).
     - excluded users: `user=<name>` gets producer_byte_rate = Long.MAX_VALUE (Kafka's unlimited) when the
-      baseline sets none there, so no default can throttle them; entities naming them keep their values. Excluded
-      client ids: see client_exemptions.
+      baseline sets none there, so no default can throttle them; entities naming them keep their values.
     """
     out: Quotas = {e: dict(v) for e, v in baseline.items()}
     if factor >= 1.0:
@@ -112,7 +95,7 @@ def target(baseline: Mapping[Entity, Mapping[str, float]], factor: float, policy
     stop = factor <= 0.0
     for entity, values in out.items():
         if (PRODUCER_BYTE_RATE in values and applies_to_producers(entity) and not names_excluded_user(entity, policy)
-                and not names_excluded_client(entity, policy) and (not stop or _whole_client(entity))):
+                and (not stop or _whole_client(entity))):
             values[PRODUCER_BYTE_RATE] = scaled(values[PRODUCER_BYTE_RATE], factor, floor)
     if stop:
         fresh = [FRESH_DEFAULT] + [Entity.of(u, default_client_id=True) for u in _users_with_own_quota(baseline)
@@ -122,7 +105,7 @@ def target(baseline: Mapping[Entity, Mapping[str, float]], factor: float, policy
                 out.setdefault(entity, {})[PRODUCER_BYTE_RATE] = scaled(_base_of(entity, baseline, policy), 0.0, floor)
     elif PRODUCER_BYTE_RATE not in baseline.get(CATCH_ALL, {}) and policy.produce_base is not None:
         out.setdefault(CATCH_ALL, {})[PRODUCER_BYTE_RATE] = scaled(policy.produce_base, factor, floor)
-    for entity in [Entity.of(user) for user in sorted(policy.excluded_users)] + client_exemptions(baseline, policy):
+    for entity in [Entity.of(user) for user in sorted(policy.excluded_users)]:
         if PRODUCER_BYTE_RATE not in baseline.get(entity, {}):
             out.setdefault(entity, {})[PRODUCER_BYTE_RATE] = UNLIMITED
     return out
@@ -154,14 +137,14 @@ def diff(current: Mapping[Entity, Mapping[str, float]], wanted: Mapping[Entity, 
 def plan(baseline: Mapping[Entity, Mapping[str, float]], current: Mapping[Entity, Mapping[str, float]],
          factor: float, policy: Policy) -> list[Change]:
     """What to alter now so that the cluster enforces `factor` over `baseline`. Exemptions go first: a throttle
-    must never reach the pipeline's own publisher before its exemption does."""
+    must never reach an excluded principal before its exemption does."""
     return sorted(diff(current, target(baseline, factor, policy)), key=lambda c: c.value != UNLIMITED)
 
 
 def phases(changes: list[Change], base: Mapping[Entity, Mapping[str, float]]) -> list[list[Change]]:
     """The changes as AlterClientQuotas requests to send in order. A broker applies the entries of one request
-    in no particular order (one metadata delta, keyed by entity): seen on Kafka 4.1, the publisher's client id
-    got a 1 byte/s throttle from a request that also granted its exemption. So exemptions are granted in a
+    in no particular order (one metadata delta, keyed by entity): seen on Kafka 4.1, an exempted client got a
+    1 byte/s throttle from a request that also granted its exemption. So exemptions are granted in a
     request of their own before any throttle, and withdrawn (from `base`) only after everything else."""
     grants = [c for c in changes if c.value == UNLIMITED]
     withdrawals = [c for c in changes if c.value is None and _get(base, c.entity, c.key) == UNLIMITED]

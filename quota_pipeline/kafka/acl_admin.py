@@ -17,6 +17,10 @@ class AclAdminError(RuntimeError):
     """The cluster could not be reached or refused to show or create ACLs; the message says what to do."""
 
 
+class AuthorizerMissing(AclAdminError):
+    """The cluster has no authorizer (authorizer.class.name): it would keep no ACL, let alone enforce one."""
+
+
 @dataclass(frozen=True)
 class Applied:
     added: tuple[Binding, ...]
@@ -65,7 +69,9 @@ class AclAdmin:
         try:
             return future.result(self.timeout)
         except KafkaException as exc:
-            raise AclAdminError(self._explain(exc.args[0], what)) from None
+            error = exc.args[0]
+            kind = AuthorizerMissing if getattr(error, "name", lambda: "")() == "SECURITY_DISABLED" else AclAdminError
+            raise kind(self._explain(error, what)) from None
         except TimeoutError:
             raise AclAdminError(self._refused() or f"{what} on {self.bootstrap}: no answer within "
                                 f"{self.timeout:.0f} s; check the bootstrap servers and the network") from None
@@ -114,3 +120,72 @@ class AclAdmin:
             raise AclAdminError(str(exc)) from None
         return Applied(tuple(missing), tuple(b for b in bindings if b in present_now),
                        tuple(describe(b) for b in writers))
+
+    # ---- what `enforce --stop refuse` needs: exact bindings in and out, the topics, the authorizer -------------------
+
+    def topic_acls(self) -> list[Binding]:
+        """Every binding on topics, whatever its pattern, principal, operation or permission (one DescribeAcls)."""
+        from confluent_kafka.admin import AclBindingFilter, AclOperation, AclPermissionType, ResourcePatternType
+        acl_filter = AclBindingFilter(_resource_type("TOPIC"), None, ResourcePatternType.ANY, None, None,
+                                      AclOperation.ANY, AclPermissionType.ANY)
+        return [from_acl_binding(a) for a in self._guarded(lambda: self._wait(
+            self._admin.describe_acls(acl_filter, request_timeout=self.timeout), "DescribeAcls"))]
+
+    def create(self, bindings: Sequence[Binding]) -> None:
+        """CreateAcls of `bindings` in one request (creating a binding that exists already changes nothing)."""
+        if not bindings:
+            return
+        futures = self._guarded(lambda: self._admin.create_acls([to_acl_binding(b) for b in bindings],
+                                                                request_timeout=self.timeout))
+        for future in futures.values():
+            self._guarded(lambda: self._wait(future, "CreateAcls"))
+
+    def delete(self, bindings: Sequence[Binding]) -> list[Binding]:
+        """DeleteAcls with one exact filter per binding (its principal, host, operation, permission and LITERAL or
+        PREFIXED resource), so nothing but these bindings can match; returns what the cluster deleted."""
+        if not bindings:
+            return []
+        filters = [to_acl_binding_filter(b) for b in bindings]
+        futures = self._guarded(lambda: self._admin.delete_acls(filters, request_timeout=self.timeout))
+        deleted: list[Binding] = []
+        for future in futures.values():
+            deleted += [from_acl_binding(a) for a in self._guarded(lambda: self._wait(future, "DeleteAcls"))]
+        return deleted
+
+    def topics(self) -> list[str]:
+        """The topics the cluster lists to this principal (those it may DESCRIBE)."""
+        from confluent_kafka import KafkaException
+        try:
+            return sorted(self._admin.list_topics(timeout=self.timeout).topics)
+        except KafkaException as exc:
+            raise AclAdminError(self._explain(exc.args[0], "ListTopics")) from None
+
+    def authorizer(self) -> str:
+        """The brokers' authorizer.class.name (empty: none), as DescribeConfigs of one broker shows it. (librdkafka's
+        DescribeAcls answers an empty list where the broker says SECURITY_DISABLED, so it cannot tell.)"""
+        from confluent_kafka import KafkaException
+        from confluent_kafka.admin import ConfigResource, ResourceType
+        try:
+            brokers = sorted(self._admin.list_topics(timeout=self.timeout).brokers)
+        except KafkaException as exc:
+            raise AclAdminError(self._explain(exc.args[0], "Metadata")) from None
+        if not brokers:
+            raise AclAdminError(f"Metadata on {self.bootstrap}: no broker listed")
+        futures = self._admin.describe_configs([ConfigResource(ResourceType.BROKER, str(brokers[0]))],
+                                               request_timeout=self.timeout)
+        for future in futures.values():
+            entry = self._wait(future, "DescribeConfigs").get("authorizer.class.name")
+            return "" if entry is None or entry.value is None else str(entry.value).strip()
+        return ""
+
+    def _guarded(self, call: Any) -> Any:
+        try:
+            return call()
+        except ClusterRefused as exc:
+            raise AclAdminError(str(exc)) from None
+
+
+def to_acl_binding_filter(b: Binding) -> Any:
+    from confluent_kafka.admin import AclBindingFilter, AclOperation, AclPermissionType, ResourcePatternType
+    return AclBindingFilter(_resource_type(b.resource_type), b.resource_name, ResourcePatternType[b.pattern_type],
+                            b.principal, b.host, AclOperation[b.operation], AclPermissionType[b.permission_type])

@@ -1,0 +1,213 @@
+"""A stop that refuses writes on stock Kafka, as pure functions: which topics a stop covers, the ACL bindings that
+refuse them, and what to create or delete given what the cluster shows and what the enforcer recorded as its own.
+
+Kafka's quota throttle cannot stop a fleet (each client still gets a request through per mute, and waits out a mute
+after the release); a DENY WRITE binding for every principal refuses each produce request at once and holds nothing
+after it is deleted. See docs/enforce.md.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Mapping
+
+from quota_pipeline.kafka.acls import ANY_HOST, Binding
+
+STOP_REFUSE, STOP_THROTTLE = "refuse", "throttle"
+STOP_MODES = (STOP_REFUSE, STOP_THROTTLE)
+SCOPE_TOPICS, SCOPE_CLUSTER = "topics", "cluster"
+EVERYONE = "User:*"
+# Kafka's own topics: refusing them would stop consumer groups' commits, transactions and share groups, not data.
+INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state", "__share_group_state"})
+DENY, COMPANION = "deny", "companion"
+
+
+def deny_binding(topic: str) -> Binding:
+    """The binding that refuses every principal's writes to `topic` (a DENY beats every ALLOW in Kafka's
+    authorizers; only super.users pass)."""
+    return Binding(EVERYONE, "TOPIC", topic, "WRITE", pattern_type="LITERAL", host=ANY_HOST, permission_type="DENY")
+
+
+def companion_binding(topic: str) -> Binding:
+    """ALLOW ALL for every principal on `topic`. With allow.everyone.if.no.acl.found=true, a topic without any ACL is
+    open to all; the first ACL on it (our DENY) ends that for every operation, not only WRITE: consumers, metadata and
+    the operator's deletions would be refused too. This binding keeps every operation but WRITE as it was; it is
+    written only while no other ACL applies to the topic (otherwise those ACLs already decide who may read it)."""
+    return Binding(EVERYONE, "TOPIC", topic, "ALL", pattern_type="LITERAL", host=ANY_HOST, permission_type="ALLOW")
+
+
+def kind_of(binding: Binding) -> str | None:
+    """DENY or COMPANION when `binding` is one of the two this module writes, else None."""
+    if binding.resource_type != "TOPIC" or binding.pattern_type != "LITERAL" or binding.principal != EVERYONE \
+            or binding.host != ANY_HOST:
+        return None
+    if binding == deny_binding(binding.resource_name):
+        return DENY
+    if binding == companion_binding(binding.resource_name):
+        return COMPANION
+    return None
+
+
+@dataclass(frozen=True)
+class Scope:
+    """What a stop refuses now: every topic of the cluster, or the named ones; `why` is for the printed lines."""
+
+    cluster_wide: bool
+    topics: frozenset[str] = frozenset()
+    why: str = ""
+
+    def covers(self, topic: str) -> bool:
+        return self.cluster_wide or topic in self.topics
+
+
+def record_stop_topics(stop: Any) -> tuple[str, ...] | None:
+    """The topics of a record's `stop` when it is a well-formed {"scope": "topics", "topics": [strings]} (as parsed,
+    or as JSON), else None: anything else (absent, null, cluster, malformed) stops the whole cluster."""
+    if stop is None:
+        return None
+    if isinstance(stop, Mapping):
+        scope, topics = stop.get("scope"), stop.get("topics")
+    else:
+        scope, topics = getattr(stop, "scope", None), getattr(stop, "topics", None)
+    if scope != SCOPE_TOPICS or not isinstance(topics, (list, tuple)) or not all(isinstance(t, str) for t in topics):
+        return None
+    return tuple(topics)
+
+
+def stop_scope(factor: float, basis: str, decision: Any, scope_property: str) -> Scope | None:
+    """What the answer in force refuses: None above factor 0. At 0 the whole cluster when quota.pipeline.stop.scope is
+    `cluster`, when the answer is not a record's (the fallback, or the reader's start: nothing says which topics), or
+    when the record's stop does not name topics; else the topics it names."""
+    if factor > 0.0:
+        return None
+    if scope_property == SCOPE_CLUSTER:
+        return Scope(True, why=f"factor 0, quota.pipeline.stop.scope={SCOPE_CLUSTER}")
+    if basis != "record":
+        return Scope(True, why=f"factor 0 ({basis}): no record says which topics")
+    topics = record_stop_topics(getattr(decision, "stop", None))
+    if topics is None:
+        return Scope(True, why="factor 0, the record stops the cluster")
+    return Scope(False, frozenset(topics), why="factor 0, the record stops this topic")
+
+
+def refused_topics(scope: Scope | None, listed: Iterable[str], ours: Iterable[str], decision_topic: str) -> set[str]:
+    """The topics to refuse now. Cluster-wide: every topic the cluster lists, and those the enforcer already refuses
+    (a principal without DESCRIBE no longer sees a topic once it has an ACL: the stop must not lift itself).
+    Never the decision topic (the record that lifts the stop must get through) nor Kafka's internal topics."""
+    if scope is None:
+        return set()
+    named = set(listed) | set(ours) if scope.cluster_wide else set(scope.topics)
+    return {t for t in named if t != decision_topic and t not in INTERNAL_TOPICS}
+
+
+def applies_to(binding: Binding, topic: str) -> bool:
+    """Whether an ACL binding on topics applies to `topic`: literal (or the `*` wildcard) or prefixed."""
+    if binding.resource_type != "TOPIC":
+        return False
+    if binding.pattern_type == "PREFIXED":
+        return topic.startswith(binding.resource_name)
+    return binding.resource_name in (topic, "*")
+
+
+@dataclass(frozen=True)
+class Plan:
+    """One step's ACL changes. `record` is written to the state file before `create` is sent (write-ahead);
+    `delete` is sent before its bindings leave the state file."""
+
+    create: tuple[Binding, ...] = ()
+    record: tuple[Binding, ...] = ()  # the new ones among `create`: not in the state file yet
+    delete: tuple[Binding, ...] = ()
+    operators: tuple[Binding, ...] = ()  # wanted but present as someone else's binding: left alone, never ours
+    why: Mapping[str, str] = field(default_factory=dict)  # topic -> why it is refused or released
+
+    @property
+    def empty(self) -> bool:
+        return not (self.create or self.delete)
+
+
+def wanted_bindings(topics: Iterable[str], present: Iterable[Binding], ours: Iterable[Binding],
+                    allow_everyone: bool) -> set[Binding]:
+    """DENY for each topic, and its companion ALLOW where allow.everyone.if.no.acl.found governs the topic: no ACL
+    applies to it but ours (an operator's identical DENY counts as theirs)."""
+    mine = set(ours)
+    others = [b for b in present if b not in mine]
+    out: set[Binding] = set()
+    for topic in topics:
+        out.add(deny_binding(topic))
+        if allow_everyone and not any(applies_to(b, topic) for b in others):
+            out.add(companion_binding(topic))
+    return out
+
+
+def plan(wanted: Iterable[Binding], present: Iterable[Binding], ours: Iterable[Binding],
+         settling: Iterable[Binding] = ()) -> Plan:
+    """The changes that make the enforcer's bindings exactly `wanted`.
+
+    - A wanted binding the cluster already shows and the state file does not hold is someone else's: never created,
+      recorded or deleted by us.
+    - A wanted binding that is not shown is created; when the state file does not hold it yet it is recorded first.
+      One of ours that was created moments ago (`settling`) may not be shown yet (ACLs reach the brokers through the
+      metadata log): not sent again.
+    - Every binding of ours that is not wanted is deleted, shown or not (a create may be in flight or not shown yet;
+      an exact delete of a binding that is not there deletes nothing)."""
+    wanted_set, present_set, ours_set = set(wanted), set(present), set(ours)
+    settling_set = set(settling)
+    operators = sorted(b for b in wanted_set & present_set if b not in ours_set)
+    create = sorted(b for b in wanted_set - present_set if b not in settling_set)
+    record = tuple(b for b in create if b not in ours_set)
+    delete = sorted(ours_set - wanted_set)
+    return Plan(tuple(create), record, tuple(delete), tuple(operators))
+
+
+def creation_order(bindings: Iterable[Binding]) -> list[list[Binding]]:
+    """CreateAcls requests in order: companions before the DENYs they accompany, so that no moment refuses reads."""
+    items = list(bindings)
+    return [batch for batch in ([b for b in items if kind_of(b) == COMPANION], [b for b in items if kind_of(b) != COMPANION])
+            if batch]
+
+
+def deletion_order(bindings: Iterable[Binding]) -> list[list[Binding]]:
+    """DeleteAcls requests in order: DENYs before their companions, for the same reason."""
+    items = list(bindings)
+    return [batch for batch in ([b for b in items if kind_of(b) != COMPANION], [b for b in items if kind_of(b) == COMPANION])
+            if batch]
+
+
+# ---- the state file's content ------------------------------------------------------------------------------------
+
+FORMAT_VERSION = 1
+
+
+@dataclass(frozen=True)
+class RefusalState:
+    """The bindings the enforcer wrote, or is about to write, on one cluster: the only ones it ever deletes."""
+
+    cluster: str
+    bindings: frozenset[Binding] = frozenset()
+
+    def with_added(self, added: Iterable[Binding]) -> "RefusalState":
+        return RefusalState(self.cluster, self.bindings | frozenset(added))
+
+    def without(self, removed: Iterable[Binding]) -> "RefusalState":
+        return RefusalState(self.cluster, self.bindings - frozenset(removed))
+
+    def to_json(self) -> dict[str, Any]:
+        return {"format_version": FORMAT_VERSION, "cluster": self.cluster,
+                "bindings": [_binding_json(b) for b in sorted(self.bindings)]}
+
+    @classmethod
+    def from_json(cls, raw: dict[str, Any]) -> "RefusalState":
+        if raw.get("format_version") != FORMAT_VERSION:
+            raise ValueError(f"unknown format_version {raw.get('format_version')!r}")
+        bindings = frozenset(Binding(str(b["principal"]), str(b["resource_type"]), str(b["resource_name"]),
+                                     str(b["operation"]), pattern_type=str(b["pattern_type"]), host=str(b["host"]),
+                                     permission_type=str(b["permission_type"])) for b in raw["bindings"])
+        strange = [b for b in bindings if kind_of(b) is None]
+        if strange:
+            raise ValueError(f"holds a binding the enforcer never writes: {strange[0]}")
+        return cls(str(raw["cluster"]), bindings)
+
+
+def _binding_json(b: Binding) -> dict[str, str]:
+    out = b.to_json()
+    out.pop("why", None)
+    return out

@@ -1,0 +1,203 @@
+"""The refusing stop's I/O: DescribeAcls, write-ahead to the state file, CreateAcls, DeleteAcls, and the lines it says.
+
+The planning is in refuse.py. The state file lists every binding the enforcer created or is about to create, and
+nothing else: it is written before CreateAcls, and a binding leaves it only after DeleteAcls. So a kill -9 at any
+point leaves a record of every binding that may be ours, and a restarted enforcer deletes exactly those.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Protocol, Sequence
+
+from quota_pipeline.core import names
+from quota_pipeline.core.display import visible
+from quota_pipeline.enforce.baseline import BaselineError, _fsync_dir, write_atomically
+from quota_pipeline.enforce.refuse import (
+    COMPANION, DENY, STOP_REFUSE, Plan, RefusalState, Scope, creation_order, deletion_order, kind_of, plan,
+    refused_topics, stop_scope, wanted_bindings,
+)
+from quota_pipeline.kafka.acls import Binding
+
+log = logging.getLogger(__name__)
+
+DEFAULT_SETTLE_SECONDS = 10.0  # an ACL reaches the brokers' DescribeAcls through the metadata log, under a second
+
+
+class AclPort(Protocol):
+    def topic_acls(self) -> list[Binding]: ...
+    def create(self, bindings: Sequence[Binding]) -> None: ...
+    def delete(self, bindings: Sequence[Binding]) -> list[Binding]: ...
+    def topics(self) -> list[str]: ...
+
+
+class AnswerLike(Protocol):
+    factor: float
+    basis: str
+    decision: Any
+
+
+@dataclass(frozen=True)
+class RefusalChange:
+    """One printed line: a binding created (deny, companion), deleted (release), or someone else's left alone."""
+
+    action: str  # deny | release | operator
+    binding: Binding
+    why: str
+    dry_run: bool = False
+
+    def __str__(self) -> str:
+        topic = visible(self.binding.resource_name)
+        would = "would " if self.dry_run else ""
+        if self.action == "operator":
+            return f"topic {topic}: already refused by a binding that is not the enforcer's; left as it is ({self.why})"
+        if self.action == "deny":
+            if kind_of(self.binding) == COMPANION:
+                return (f"topic {topic}: {would}allow every other operation to User:* (no other ACL applies to it, so "
+                        f"the DENY alone would refuse reads too): {self.why}")
+            return f"topic {topic}: {would}deny WRITE to User:* (producers are refused): {self.why}"
+        what = "the DENY WRITE" if kind_of(self.binding) == DENY else "the companion ALLOW"
+        return f"topic {topic}: {would}release, {what} deleted: {self.why}"
+
+
+class RefusalFile:
+    """The state file beside the baseline file, written like it (temp file, fsync, rename, fsync of the directory)."""
+
+    def __init__(self, path: str | os.PathLike[str], root: str | os.PathLike[str] | None = None):
+        self.path = Path(path)
+        self.root = Path(root) if root is not None else self.path.parent
+
+    @classmethod
+    def beside(cls, baseline_path: Path, root: Path | None = None) -> "RefusalFile":
+        """`<cluster>.refusals.json` next to `<cluster>.json`."""
+        return cls(baseline_path.with_name(baseline_path.stem + ".refusals.json"), root)
+
+    def _confined(self) -> None:
+        try:
+            names.inside(self.root, self.path)
+        except names.UnsafePath as exc:
+            raise BaselineError(f"the refusal state file {visible(self.path)}: {exc}") from None
+
+    def load(self) -> RefusalState | None:
+        self._confined()
+        try:
+            text = self.path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            raise BaselineError(f"cannot read the refusal state file {self.path}: {exc}") from None
+        try:
+            return RefusalState.from_json(json.loads(text))
+        except (ValueError, KeyError, TypeError) as exc:
+            raise BaselineError(f"the refusal state file {self.path} is not valid ({exc}); it lists the DENY bindings "
+                                "the enforcer wrote: repair it, or delete those bindings by hand "
+                                "(kafka-acls.sh --remove) and delete the file") from None
+
+    def save(self, state: RefusalState) -> None:
+        self._confined()
+        if not state.bindings:
+            self.delete()
+            return
+        try:
+            write_atomically(self.path, json.dumps(state.to_json(), indent=1, sort_keys=True).encode())
+        except OSError as exc:
+            raise BaselineError(f"cannot write the refusal state file {self.path}: {exc}; no binding was created; "
+                                "make the directory writable or pass --baseline PATH") from None
+
+    def delete(self) -> None:
+        self._confined()
+        if self.path.exists():
+            self.path.unlink()
+            _fsync_dir(self.path.parent)
+
+
+class Refuser:
+    """One reconcile of the stop's ACLs per `step(answer)`.
+
+    mode `refuse`: at factor 0 the topics of the stop's scope are refused; otherwise none. Any other mode (`throttle`)
+    only deletes what an earlier refusing run left in the state file."""
+
+    def __init__(self, cluster: str, admin: AclPort, store: RefusalFile, decision_topic: str, *,
+                 mode: str = STOP_REFUSE, scope_property: str = "topics", allow_everyone: bool = False,
+                 dry_run: bool = False, settle_seconds: float = DEFAULT_SETTLE_SECONDS,
+                 monotonic: Callable[[], float] = time.monotonic) -> None:
+        self.cluster = cluster
+        self.admin = admin
+        self.store = store
+        self.decision_topic = decision_topic
+        self.mode = mode
+        self.scope_property = scope_property
+        self.allow_everyone = allow_everyone
+        self.dry_run = dry_run
+        self.settle_seconds = settle_seconds
+        self._monotonic = monotonic
+        self._state = store.load() or RefusalState(cluster)
+        self._created: dict[Binding, float] = {}  # when this process sent each create (not shown at once)
+        self._operators_said: set[Binding] = set()
+
+    @property
+    def refusing(self) -> bool:
+        return self.mode == STOP_REFUSE
+
+    @property
+    def ours(self) -> frozenset[Binding]:
+        return self._state.bindings
+
+    def scope(self, answer: AnswerLike) -> Scope | None:
+        if not self.refusing:
+            return None
+        return stop_scope(answer.factor, answer.basis, answer.decision, self.scope_property)
+
+    def step(self, answer: AnswerLike) -> list[RefusalChange]:
+        scope = self.scope(answer)
+        if scope is None and not self._state.bindings:
+            self._operators_said.clear()
+            return []  # nothing to refuse, nothing of ours to release: no request at all
+        present = self.admin.topic_acls()
+        ours = self._state.bindings
+        listed = self.admin.topics() if scope is not None and scope.cluster_wide else []
+        topics = refused_topics(scope, listed, [b.resource_name for b in ours if kind_of(b) == DENY],
+                                self.decision_topic)
+        wanted = wanted_bindings(topics, present, ours, self.allow_everyone)
+        now = self._monotonic()
+        settling = [b for b, at in self._created.items() if now - at < self.settle_seconds and b in ours]
+        todo = plan(wanted, present, ours, settling)
+        changes = self._describe(todo, scope, answer)
+        if not self.dry_run:
+            self._apply(todo, now)
+        return changes
+
+    def _describe(self, todo: Plan, scope: Scope | None, answer: AnswerLike) -> list[RefusalChange]:
+        released = (f"factor {answer.factor:g}, no stop" if scope is None or not self.refusing
+                    else "the topic left the stop's scope" if answer.factor <= 0.0 else f"factor {answer.factor:g}")
+        if not self.refusing:
+            released = f"--stop {self.mode}: the bindings of an earlier refusing run go"
+        out = [RefusalChange("deny", b, scope.why if scope is not None else "", self.dry_run) for b in todo.create]
+        out += [RefusalChange("release", b, released, self.dry_run) for b in todo.delete]
+        fresh = [b for b in todo.operators if b not in self._operators_said]
+        self._operators_said = set(todo.operators)
+        out += [RefusalChange("operator", b, scope.why if scope is not None else "") for b in fresh]
+        return out
+
+    def _apply(self, todo: Plan, now: float) -> None:
+        if todo.record:
+            # Write-ahead: a kill between this save and CreateAcls leaves a record of a binding that may exist.
+            self._save(self._state.with_added(todo.record))
+        for batch in creation_order(todo.create):
+            self.admin.create(batch)
+            for b in batch:
+                self._created[b] = now
+        if todo.delete:
+            for batch in deletion_order(todo.delete):
+                self.admin.delete(batch)
+            self._save(self._state.without(todo.delete))
+            for b in todo.delete:
+                self._created.pop(b, None)
+
+    def _save(self, state: RefusalState) -> None:
+        self.store.save(state)
+        self._state = state

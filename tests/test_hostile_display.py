@@ -111,3 +111,21 @@ def test_validate_masks_secrets_by_value_under_any_key():
     shown = "\n".join(f"{k}={v}" for k, v in conf.effective().items())
     assert "hunter2" not in shown and "MIIEvQIBADANBg" not in shown
     assert 'username="u"' in shown  # the rest of the value stays readable
+
+
+def test_validate_shows_the_files_control_characters_escaped_and_masks_what_kafka_types_as_a_password(
+        tmp_path, capsys):
+    from quota_pipeline.cli import main
+
+    conf = tmp_path / "c.properties"
+    conf.write_text("client.quota.callback.static.kafka.admin.bootstrap.servers=k:9092\n"
+                    "client.quota.callback.static.storage.per.volume.limit.min.available.bytes=100\n"
+                    "client.quota.callback.static.kafka.admin.client.id=a\\u001b[31mRED\\u0007x\n"
+                    "client.quota.callback.static.kafka.admin.sasl.oauthbearer.assertion.private.key.passphrase="
+                    "hunter2\n"
+                    "quota.pipeline.bogus\\u001b[2J=1\n")
+    assert main(["validate", "--offline", str(conf)]) == 0
+    out, err = capsys.readouterr()
+    assert "\x1b" not in out + err and "\x07" not in out
+    assert "client.id=a\\x1b[31mRED\\x07x" in out and "quota.pipeline.bogus\\x1b[2J" in err
+    assert "hunter2" not in out + err and "assertion.private.key.passphrase=******" in out

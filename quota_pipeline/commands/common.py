@@ -7,7 +7,7 @@ import sys
 from typing import NoReturn
 
 from quota_pipeline.core import config as cfg
-from quota_pipeline.core.display import VisibleFormatter
+from quota_pipeline.core.display import VisibleFormatter, visible
 from quota_pipeline.core.secrets import redact  # noqa: F401 - commands mask with it
 
 EXIT_USAGE = 2
@@ -26,10 +26,10 @@ def load_or_exit(path: str, require_admin: bool = True) -> cfg.Config:
         conf = cfg.load(path, require_admin=require_admin)
     except cfg.ConfigError as exc:
         for line in [*exc.warnings, *map(str, exc.problems)]:
-            print(line, file=sys.stderr)
+            print(visible(line), file=sys.stderr)  # keys and values are the file's text: controls shown escaped
         raise SystemExit(EXIT_CONFIG)
     for w in conf.warnings:
-        print(w, file=sys.stderr)
+        print(visible(w), file=sys.stderr)
     return conf
 
 

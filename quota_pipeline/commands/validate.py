@@ -6,6 +6,7 @@ import sys
 
 from quota_pipeline.broker.stop import describe as describe_stop
 from quota_pipeline.commands.common import load_or_exit
+from quota_pipeline.core.display import visible
 
 CHECK_TIMEOUT_S = 3.0  # validate is interactive: an unreachable output cluster costs this, then a note
 
@@ -29,7 +30,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     conf = load_or_exit(args.config)
     for key, value in conf.effective().items():
-        print(f"{key}={value}")
+        print(visible(f"{key}={value}"))  # the file's own text: a control character is shown escaped
     for line in describe_stop(conf.stop_limit(), conf.produce):  # what quota.pipeline.throttle.max.mute means
         print(line)
     if not args.offline:

@@ -17,9 +17,25 @@ PYTHON_ONLY = frozenset({"ssl.cafile", "ssl.certfile", "ssl.keyfile", "ssl.crlfi
 
 
 @lru_cache(maxsize=1)
-def java_names() -> frozenset[str]:
+def _lines() -> tuple[tuple[str, ...], ...]:
     text = resources.text("kafka_client_configs.txt")  # not resources.path: executors import the package from a zip
-    return frozenset(line.strip() for line in text.splitlines() if line.strip() and not line.startswith("#"))
+    return tuple(tuple(line.split()) for line in text.splitlines() if line.strip() and not line.startswith("#"))
+
+
+@lru_cache(maxsize=1)
+def java_names() -> frozenset[str]:
+    return frozenset(words[0] for words in _lines())
+
+
+@lru_cache(maxsize=1)
+def password_names() -> frozenset[str]:
+    """The names Kafka types as PASSWORD (ConfigDef.Type.PASSWORD): their values are never shown."""
+    return frozenset(words[0] for words in _lines() if words[1:] == ("password",))
+
+
+def is_password(key: str) -> bool:
+    """`key` (a client setting, under any prefix) is one Kafka types as PASSWORD."""
+    return any(key == name or key.endswith("." + name) for name in password_names())
 
 
 def known(name: str) -> bool:

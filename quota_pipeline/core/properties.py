@@ -40,7 +40,11 @@ MASK = "******"
 
 
 def is_secret(key: str) -> bool:
-    return bool(_SECRET.search(key))
+    """A key whose value is never shown: one Kafka types as a password (its own ConfigDefs), or one that looks like
+    a secret by its name (a setting Kafka does not know, or a plugin's)."""
+    from quota_pipeline.core.client_names import is_password
+
+    return bool(_SECRET.search(key)) or is_password(key)
 
 
 def shown(key: str, value: Any) -> str:

@@ -63,7 +63,7 @@ def fleet_stop(real_kafka: RealKafka, tmp_path_factory) -> Iterator[dict[str, An
         untouched = admin.describe()
         admin.alter([Change(CATCH_ALL, PRODUCER_BYTE_RATE, PRODUCE)])
         wait_for(lambda: admin.describe().get(CATCH_ALL) == {PRODUCER_BYTE_RATE: PRODUCE}, 20, "the operator quota")
-        args = build_parser().parse_args(["enforce", str(conf), "--interval", "1"])
+        args = build_parser().parse_args(["enforce", str(conf), "--interval", "1", "--stop", "throttle"])
         enforcer = threading.Thread(target=enforce.run, args=(args, stop), name="enforce", daemon=True)
         clients = start_fleet(kafka_home(), classes, real_kafka.bootstrap(), load, LIBRDKAFKA, JAVA, seconds=240)
         try:

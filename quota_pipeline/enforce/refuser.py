@@ -176,8 +176,9 @@ class Refuser:
                     else "the topic left the stop's scope" if answer.factor <= 0.0 else f"factor {answer.factor:g}")
         if not self.refusing:
             released = f"--stop {self.mode}: the bindings of an earlier refusing run go"
-        out = [RefusalChange("deny", b, scope.why if scope is not None else "", self.dry_run) for b in todo.create]
-        out += [RefusalChange("release", b, released, self.dry_run) for b in todo.delete]
+        out = [RefusalChange("deny", b, scope.why if scope is not None else "", self.dry_run)
+               for batch in creation_order(todo.create) for b in batch]  # in the order they are sent
+        out += [RefusalChange("release", b, released, self.dry_run) for batch in deletion_order(todo.delete) for b in batch]
         fresh = [b for b in todo.operators if b not in self._operators_said]
         self._operators_said = set(todo.operators)
         out += [RefusalChange("operator", b, scope.why if scope is not None else "") for b in fresh]

@@ -64,6 +64,10 @@ def check(reader: Reader, step: dict[str, Any], where: str) -> None:
             assert tags == limit["tags"], f"{where}: tags of {limit['type']} for {principal} / {client_id}"
         got = reader.quota_limit(limit["type"], principal, client_id)
         assert got == expected, f"{where}: limit of {limit['type']} for {principal} / {client_id}"
+    for write in step.get("refused_writes", ()):
+        principal = write.get("principal", "User:ANONYMOUS")
+        assert reader.refuses(write["topic"], principal) is write["refused"], \
+            f"{where}: write of {principal} to {write['topic']}"
 
 
 def test_the_file_holds_enough_cases():

@@ -88,6 +88,17 @@ def test_unknown_property_warns_with_suggestion(tmp_path):
                           "ignored; did you mean client.quota.callback.static.throttle.factor.fallback?",)
 
 
+def test_excluded_client_ids_are_deprecated_and_ignored(tmp_path, capsys):
+    path = write(tmp_path, BOOT + HARD + "quota.pipeline.excluded.client.ids=quota-pipeline-publisher\n"
+                 "quota.pipeline.stop.scope=cluster\nquota.pipeline.stop.authorizer.delegate=none\n")
+    c = cfg.load(path)
+    assert c.stop_scope == "cluster" and c.stop_authorizer_delegate == "none"
+    assert len(c.warnings) == 1 and c.warnings[0].startswith(
+        "warning: quota.pipeline.excluded.client.ids is deprecated and ignored: a client chooses its own id")
+    main(["validate", path])
+    assert "quota.pipeline.excluded.client.ids is deprecated and ignored" in capsys.readouterr().err
+
+
 def test_validate_acceptance_four_errors_exit_2(tmp_path, capsys):
     path = write(tmp_path, BOOT + HARD +
                  "client.quota.callback.static.storage.per.volume.limit.min.available.ratio=1.5\n"

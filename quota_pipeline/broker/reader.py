@@ -1,6 +1,7 @@
 """Broker-side reader: follow the decision topic, answer the current throttle factor and Strimzi's quota limits."""
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import logging
 import threading
@@ -17,8 +18,8 @@ from quota_pipeline.core.model import DecisionSource
 from quota_pipeline.core.record import ThrottleDecision
 from quota_pipeline.broker.stop import StopClock
 from quota_pipeline.broker.rules import (
-    MIN_QUOTA, UNLIMITED, QuotaPolicy, QuotaType, QuotaWindows, ResetTracker, honoured_until, parse_decision,
-    printable, refusal,
+    MIN_QUOTA, UNLIMITED, QuotaPolicy, QuotaType, QuotaWindows, RefusalPolicy, ResetTracker, StopScope,
+    honoured_until, parse_decision, printable, refusal,
 )
 
 log = logging.getLogger(__name__)
@@ -93,6 +94,9 @@ class Reader(Background):
         self.fallback = config.fallback_factor
         self.max_clock_skew = config.max_clock_skew
         self.policy = QuotaPolicy.of(config)
+        self.refusals = dataclasses.replace(RefusalPolicy.of(config), decision_topic=self.topic)
+        # The last stop's topic set with the record it came from: a lookup is one hash, the set is built once.
+        self._scope_of: tuple[ThrottleDecision | None, StopScope | None] = (None, None)
         self._resets = ResetTracker()
         self._windows = QuotaWindows()
         self._stops = StopClock(dt.timedelta(seconds=self.policy.stop.max_mute_seconds))
@@ -175,12 +179,29 @@ class Reader(Background):
     def quota_limit(self, quota_type: QuotaType | str, principal: str | None, client_id: str | None = None) -> float:
         """Strimzi's StaticQuotaCallback.quotaLimit: produce x factor, and at a stop each client's own limit derived
         from quota.pipeline.throttle.max.mute (never above the static quota); fetch and request unscaled (floored at
-        1.0); an excluded principal or client id is unlimited. `principal` is the principal's name
+        1.0); an excluded principal is unlimited (a client id exempts nobody). `principal` is the principal's name
         (KafkaPrincipal.getName()); a "User:" prefix is accepted. Kafka asks with the tags of
         quota_metric_tags: the same answer."""
         factor = self.current_factor()
         tags = self.policy.metric_tags(quota_type, principal, client_id, factor, 0)
         return self.policy.tagged_limit(quota_type, tags, factor, self._stop_age(factor))
+
+    def stop_scope(self, cluster: str | None = None) -> StopScope | None:
+        """What the stop in force on `cluster` refuses (rules.RefusalPolicy), None when writes are not stopped."""
+        answer = self.answer(cluster)
+        decision = answer.decision if answer.basis == "record" else None
+        seen, scope = self._scope_of
+        if answer.factor == 0.0 and decision is not None and seen is decision:
+            return scope
+        scope = self.refusals.in_force(answer.factor, answer.basis, getattr(decision, "stop", None))
+        if decision is not None:
+            self._scope_of = (decision, scope)
+        return scope
+
+    def refuses(self, topic: str, principal: str | None = None, cluster: str | None = None) -> bool:
+        """What the broker's StopAuthorizer answers for a write of `principal` ("User:name" or a name; None: no
+        principal) to `topic` now: True when the stop in force refuses it. The client id never matters."""
+        return self.refusals.refuses(self.stop_scope(cluster), topic, principal)
 
     def quota_metric_tags(self, quota_type: QuotaType | str, principal: str | None,
                           client_id: str | None = None) -> dict[str, str]:

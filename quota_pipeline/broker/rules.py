@@ -1,8 +1,8 @@
 """The pure rules a broker applies: which records it reads (and refuses), Strimzi's quota rule with the pipeline's
-exemptions, and Kafka's quotaResetRequired.
+exemptions, Kafka's quotaResetRequired, and which writes a stop refuses.
 
-The Java callback (broker-callback/: DecisionRecord, QuotaPolicy, StopLimit, ResetTracker) applies the same rules;
-tests/vectors/broker_quota_vectors.json holds both to them.
+The Java callback and authorizer (broker-callback/: DecisionRecord, QuotaPolicy, StopLimit, ResetTracker,
+RefusalPolicy) apply the same rules; tests/vectors/broker_quota_vectors.json holds both to them.
 """
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import threading
 import unicodedata
 from dataclasses import dataclass
 from enum import Enum
-from typing import Protocol
+from typing import Any, Protocol
 
 import isodate
 
@@ -27,7 +27,6 @@ MIN_QUOTA = 1.0  # Strimzi: "returning zero would cause a divide by zero in Kafk
 USER_PREFIX = "User:"
 QUOTA_TYPE_TAG = "quota.type"
 EXCLUDED_PRINCIPAL_TAG = "excluded-principal-quota-key"  # Strimzi's tag
-EXCLUDED_CLIENT_ID_TAG = "excluded-client-id-quota-key"
 WINDOW_TAG = "quota.window"  # QuotaWindows' epoch: a new value is a new sensor, hence an empty window
 # A client's own stop sensor carries no epoch: it only ever holds bytes charged at a stop limit, so every stop reuses
 # it and the cut applies to the bytes the client sent in the last stops.
@@ -130,27 +129,24 @@ class QuotaType(str, Enum):
 @dataclass(frozen=True)
 class QuotaPolicy:
     """Produce x factor, and at a stop each client's own limit derived from the longest mute (`stop`); fetch and
-    request unscaled, floored at 1.0; exempt clients (an excluded principal or an excluded client id) unlimited for
-    every type."""
+    request unscaled, floored at 1.0; excluded principals unlimited for every type. No client is exempt by its
+    client id: a client chooses its own."""
 
     produce: float | None = None
     fetch: float | None = None
     request: float | None = None
     excluded_names: frozenset[str] = frozenset()  # principal names, "User:" removed (Strimzi compares getName())
-    excluded_client_ids: frozenset[str] = frozenset()
     stop: StopLimit = StopLimit()
 
     @classmethod
     def of(cls, config: Config) -> "QuotaPolicy":
         return cls(config.produce, config.fetch, config.request,
-                   frozenset(p[len(USER_PREFIX):] for p in config.excluded_principals),
-                   frozenset(config.excluded_client_ids), config.stop_limit())
+                   frozenset(p[len(USER_PREFIX):] for p in config.excluded_principals), config.stop_limit())
 
-    def exempt(self, principal: str | None, client_id: str | None) -> bool:
-        """`principal` is a name (KafkaPrincipal.getName()) or "User:name"."""
+    def exempt(self, principal: str | None, client_id: str | None = None) -> bool:
+        """`principal` is a name (KafkaPrincipal.getName()) or "User:name"; the client id exempts nobody."""
         name = _name(principal)
-        return (name is not None and name in self.excluded_names) or (
-            client_id is not None and client_id in self.excluded_client_ids)
+        return name is not None and name in self.excluded_names
 
     def limit(self, quota_type: QuotaType | str, principal: str | None, client_id: str | None,
               factor: float, stop_age: float = 0.0) -> float:
@@ -165,7 +161,7 @@ class QuotaPolicy:
                      stop_age: float) -> float:
         """Kafka's quotaLimit(type, tags): a stop sensor has the stop limit, a shared window the shared one."""
         qt = QuotaType.of(quota_type)
-        if tags.get(EXCLUDED_PRINCIPAL_TAG) == "true" or tags.get(EXCLUDED_CLIENT_ID_TAG) == "true":
+        if tags.get(EXCLUDED_PRINCIPAL_TAG) == "true":
             return UNLIMITED
         if qt is not QuotaType.PRODUCE:
             return max(MIN_QUOTA, self.static(qt))
@@ -206,14 +202,70 @@ class QuotaPolicy:
         name = _name(principal)
         if name is not None and name in self.excluded_names:
             tags[EXCLUDED_PRINCIPAL_TAG] = "true"
-        elif client_id is not None and client_id in self.excluded_client_ids:
-            tags[EXCLUDED_CLIENT_ID_TAG] = "true"
         elif qt is QuotaType.PRODUCE:
             if self.stopped(factor):
                 tags.update({WINDOW_TAG: STOP_WINDOW, USER_TAG: name or "", CLIENT_ID_TAG: client_id or ""})
             else:
                 tags[WINDOW_TAG] = str(window)
         return tags
+
+
+# Kafka's internal topics, written by the broker on the clients' behalf: a stop never refuses them.
+INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state", "__share_group_state"})
+SCOPE_TOPICS, SCOPE_CLUSTER = "topics", "cluster"
+
+
+@dataclass(frozen=True)
+class StopScope:
+    """What a stop in force refuses: the writes to `topics`, or (None) to every topic of the cluster."""
+
+    topics: frozenset[str] | None = None
+
+    def covers(self, topic: str) -> bool:
+        return self.topics is None or topic in self.topics
+
+
+CLUSTER_SCOPE = StopScope()
+
+
+@dataclass(frozen=True)
+class RefusalPolicy:
+    """Which writes a stop refuses (the Java StopAuthorizer's RefusalPolicy says the same).
+
+    At factor 0 a write to a topic is refused unless the topic is the decision topic (the record that lifts the stop
+    must get through) or one of Kafka's internal topics, or the principal is excluded. Within those, the stop's scope
+    decides: the whole cluster when the reader says so (quota.pipeline.stop.scope=cluster), when the factor is not a
+    published decision (the fallback, the initial period) or when the record names no well-formed topic list; else the
+    topics it lists. No exemption goes by client id: a client chooses its own."""
+
+    decision_topic: str
+    excluded_names: frozenset[str] = frozenset()
+    cluster_wide: bool = False
+
+    @classmethod
+    def of(cls, config: Config) -> "RefusalPolicy":
+        return cls(config.output_topic, frozenset(p[len(USER_PREFIX):] for p in config.excluded_principals),
+                   config.stop_scope == SCOPE_CLUSTER)
+
+    def in_force(self, factor: float, basis: str, stop: Any) -> StopScope | None:
+        """The stop in force, None when writes are not stopped. `basis` is "record", "fallback" or "initial";
+        `stop` the held record's (a core.model.Stop, which core.record reads leniently: a malformed one is the whole
+        cluster)."""
+        if factor != 0.0:
+            return None
+        if self.cluster_wide or basis != "record" or getattr(stop, "scope", None) != SCOPE_TOPICS:
+            return CLUSTER_SCOPE
+        return StopScope(frozenset(stop.topics))
+
+    def refuses(self, scope: StopScope | None, topic: str, principal: str | None) -> bool:
+        """Whether the stop `scope` (None: none) refuses `principal`'s write to `topic`; `principal` is a name or
+        "User:name"."""
+        if scope is None or topic == self.decision_topic or topic in INTERNAL_TOPICS:
+            return False
+        name = _name(principal)
+        if name is not None and name in self.excluded_names:
+            return False
+        return scope.covers(topic)
 
 
 class QuotaWindows:

@@ -20,7 +20,7 @@ from quota_pipeline.core.trend import ETA_BUCKETS
 from quota_pipeline.core.properties import (
     ADMIN_PREFIX, BY_NAME, DEFAULT_ETA_WINDOW, DEFAULT_MAX_CLOCK_SKEW, DEFAULT_MAX_MUTE, DEFAULT_OUTPUT_TOPIC, INDEX, KNOWN,
     OUTPUT_KAFKA_PREFIX, P,
-    PASS_THROUGH_PREFIXES, PUBLISHER_CLIENT_ID, Q, TABLE, Invalid, shown,
+    PASS_THROUGH_PREFIXES, Q, TABLE, Invalid, shown,
 )
 
 PRODUCE, FETCH, REQUEST = P + "produce", P + "fetch", P + "request"
@@ -40,7 +40,9 @@ VALIDITY = P + "throttle.factor.validity.duration"
 BOOTSTRAP = ADMIN_PREFIX + "bootstrap.servers"
 CLUSTER_NAME = Q + "cluster.name"
 OUTPUT_TOPIC = Q + "output.topic"
-EXCLUDED_CLIENT_IDS = Q + "excluded.client.ids"
+EXCLUDED_CLIENT_IDS = Q + "excluded.client.ids"  # deprecated and ignored
+STOP_SCOPE = Q + "stop.scope"
+STOP_DELEGATE = Q + "stop.authorizer.delegate"
 PRODUCE_FLOOR = Q + "produce.quota.floor"
 MAX_MUTE = Q + "throttle.max.mute"
 # Kafka's own broker settings: the quota sensors' window, which the stop limit's arithmetic depends on.
@@ -124,7 +126,9 @@ class Config:
     fetch: float | None = None
     request: float | None = None
     excluded_principals: tuple[str, ...] = ()
-    excluded_client_ids: tuple[str, ...] = (PUBLISHER_CLIENT_ID,)
+    excluded_client_ids: tuple[str, ...] = ()  # deprecated and ignored: kept so `validate` shows what is set
+    stop_scope: str = "topics"  # what a stop refuses: the record's topics, or every topic ("cluster")
+    stop_authorizer_delegate: str | None = None  # the broker's StopAuthorizer only
     produce_floor: float | None = None  # deprecated: fixes each client's limit at a stop
     max_mute: dt.timedelta = DEFAULT_MAX_MUTE
     quota_window_num: int = DEFAULT_WINDOW_NUM
@@ -194,7 +198,8 @@ FIELDS = {
     PRODUCE: "produce", FETCH: "fetch", REQUEST: "request", EXCLUDED: "excluded_principals",
     OFFLINE_POLICY: "offline_policy", FENCED_POLICY: "fenced_policy", ETA_HORIZON: "eta_horizon",
     ETA_WINDOW: "eta_window", FALLBACK: "fallback_factor", VALIDITY: "validity",
-    OUTPUT_TOPIC: "output_topic", EXCLUDED_CLIENT_IDS: "excluded_client_ids", PRODUCE_FLOOR: "produce_floor", MAX_MUTE: "max_mute",
+    OUTPUT_TOPIC: "output_topic", EXCLUDED_CLIENT_IDS: "excluded_client_ids", STOP_SCOPE: "stop_scope",
+    STOP_DELEGATE: "stop_authorizer_delegate", PRODUCE_FLOOR: "produce_floor", MAX_MUTE: "max_mute",
     MAX_CLOCK_SKEW: "max_clock_skew",
     CHECKPOINT_PATH: "checkpoint_path", METRICS_HOST: "metrics_host", METRICS_PORT: "metrics_port",
     CLUSTER_NAME: "cluster_name", JOURNAL_PATH: "journal_path", JOURNAL_PERIOD: "journal_period",
@@ -372,10 +377,15 @@ def _eta_window(values: Mapping[str, Any], check_interval: dt.timedelta, problem
 
 
 def stop_warnings(values: Mapping[str, Any], window: tuple[int, int]) -> list[str]:
-    """The deprecated floor, and a static quota a stop cannot lower (the Java callback logs the same at start)."""
+    """Deprecated properties, and a static quota a stop cannot lower (the Java callback logs the same at start)."""
     mute = values.get(MAX_MUTE, DEFAULT_MAX_MUTE).total_seconds()
     stop = StopLimit(mute, window[0], window[1], values.get(PRODUCE_FLOOR))
     warnings = []
+    if values.get(EXCLUDED_CLIENT_IDS) is not None:
+        warnings.append(f"warning: {EXCLUDED_CLIENT_IDS} is deprecated and ignored: a client chooses its own id, so "
+                        "it let any client that named itself so escape every stop; no client is exempt by its id now. "
+                        f"Remove it; exempt the pipeline's principal with {EXCLUDED} and let writes to the decision "
+                        "topic through with io.quotapipeline.callback.StopAuthorizer (docs/broker-side.md)")
     if stop.floor is not None:
         warnings.append(f"warning: {PRODUCE_FLOOR} is deprecated: it fixes each client's limit at a stop to "
                         f"{stop.floor} bytes/s (a 1 MiB request muted about {round(stop.mute_seconds(0))} s); remove "

@@ -24,7 +24,10 @@ PASS_THROUGH_PREFIXES = (ADMIN_PREFIX, OUTPUT_KAFKA_PREFIX)
 OFFLINE_POLICIES = ("pin", "last-known", "violate")
 FENCED_POLICIES = ("pin", "expire")
 DEFAULT_OUTPUT_TOPIC = "__quota_throttle_factors"
-PUBLISHER_CLIENT_ID = "quota-pipeline-publisher"  # the pipeline's producer; exempt from every throttle
+# The pipeline's producer's client id. It exempts nothing: a client chooses its own id, so any client could take it.
+PUBLISHER_CLIENT_ID = "quota-pipeline-publisher"
+STOP_SCOPES = ("topics", "cluster")
+DEFAULT_STOP_DELEGATE = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
 # The longest a producer stays muted after the release: a stop then admits about N x 1 MiB / 60 s per broker from N
 # librdkafka clients, in the range measured for Strimzi's plugin (bench/RESULTS.md, "Strimzi's plugin and this one").
 DEFAULT_MAX_MUTE = dt.timedelta(seconds=60)
@@ -225,9 +228,18 @@ TABLE: tuple[Property, ...] = (
              "sawtooth does not look like a fill", "PT1H"),
     Property(Q + "cluster.name", "string", None, safe_name, "the record key on the output topic, and the name of the "
              "cluster's journal directory: letters, digits, `.`, `_`, `-`, not starting with `.`", "cluster id"),
-    Property(Q + "excluded.client.ids", "list", (PUBLISHER_CLIENT_ID,), names,
-             "`,`-separated client ids never throttled, whatever their principal: the pipeline's own "
-             "clients", PUBLISHER_CLIENT_ID),
+    Property(Q + "excluded.client.ids", "list", None, names,
+             "deprecated and ignored: no client is exempt by its client id (a client chooses its own, so any client "
+             "could name itself the pipeline's); exempt the pipeline's principal with `P+excluded.principal.name.list`",
+             "none"),
+    Property(Q + "stop.scope", "choice", STOP_SCOPES[0], choice(*STOP_SCOPES),
+             "(broker, `enforce`) what a stop refuses at factor 0: `topics`, the writes to the topics the decision "
+             "record names (every topic when it names none, on the fallback and before the first decision); "
+             "`cluster`, every write. Never the decision topic, Kafka's internal topics or excluded principals"),
+    Property(Q + "stop.authorizer.delegate", "string", None, text,
+             "(broker) the authorizer `io.quotapipeline.callback.StopAuthorizer` asks about every action it does not "
+             "refuse, with its ACLs and settings; `none`: the broker had no authorizer (all else allowed, no ACLs)",
+             "`" + DEFAULT_STOP_DELEGATE + "`"),
     Property(Q + "throttle.max.mute", "duration", DEFAULT_MAX_MUTE, duration,
              "the longest a producer stays muted after the release (at least PT32S with Kafka's default quota "
              "window, `quota.window.num` x `quota.window.size.seconds`); each client's produce limit at a stop follows from "

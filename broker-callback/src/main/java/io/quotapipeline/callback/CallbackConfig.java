@@ -40,7 +40,12 @@ final class CallbackConfig {
     static final String CLUSTER_NAME = Q + "cluster.name";
     static final String OUTPUT_TOPIC = Q + "output.topic";
     static final String OUTPUT_KAFKA_PREFIX = Q + "output.kafka.";
+    /** Deprecated and ignored: a client chooses its own id, so an exemption by client id exempts anyone. */
     static final String EXCLUDED_CLIENT_IDS = Q + "excluded.client.ids";
+    /** What a stop refuses on this broker (StopAuthorizer): the record's topics, or every topic. */
+    static final String STOP_SCOPE = Q + "stop.scope";
+    static final String STOP_SCOPE_TOPICS = "topics";
+    static final String STOP_SCOPE_CLUSTER = "cluster";
     static final String PRODUCE_FLOOR = Q + "produce.quota.floor";
     static final String MAX_MUTE = Q + "throttle.max.mute";
     /** A stop admits about N x 1 MiB / 60 s per broker, near Strimzi's measured share; clients back within 60 s. */
@@ -53,7 +58,6 @@ final class CallbackConfig {
     /** How far a record's observed_at or decided_at may be ahead of the reader's clock (docs/broker-side.md). */
     static final String DEFAULT_MAX_CLOCK_SKEW = "PT30S";
     static final String DEFAULT_TOPIC = "__quota_throttle_factors";
-    static final String DEFAULT_EXCLUDED_CLIENT_IDS = "quota-pipeline-publisher";
     static final String DEFAULT_CONSUMER_CLIENT_ID = "quota-pipeline-callback";
 
     /** The property table: name, default (null: none), validation, documentation. */
@@ -74,8 +78,10 @@ final class CallbackConfig {
                     "The record key the pipeline publishes this cluster's decisions under (required)")
             .define(OUTPUT_TOPIC, STRING, DEFAULT_TOPIC, rule(PropertyRules::topic), MEDIUM,
                     "The compacted decision topic")
-            .define(EXCLUDED_CLIENT_IDS, STRING, DEFAULT_EXCLUDED_CLIENT_IDS, rule(PropertyRules::clientIds), MEDIUM,
-                    "','-separated client ids that are never limited: the pipeline's own producer, so a factor of 0 cannot stop the record that lifts it")
+            .define(EXCLUDED_CLIENT_IDS, STRING, null, rule(PropertyRules::clientIds), LOW,
+                    "Deprecated and ignored: a client chooses its own id, so no client is exempt by its id; exempt the pipeline's principal with " + EXCLUDED_PRINCIPALS)
+            .define(STOP_SCOPE, STRING, STOP_SCOPE_TOPICS, rule(PropertyRules::stopScope), MEDIUM,
+                    "What a stop refuses (StopAuthorizer): 'topics', the writes to the topics the decision record names (every topic when it names none), or 'cluster', every write")
             .define(PRODUCE_FLOOR, STRING, null, rule(v -> PropertyRules.atLeast(v, 1.0)), LOW,
                     "Deprecated: a fixed per-client produce limit in bytes/s at a stop, instead of the one derived from " + MAX_MUTE)
             .define(MAX_MUTE, STRING, DEFAULT_MAX_MUTE, rule(Iso8601::duration), HIGH,
@@ -245,9 +251,15 @@ final class CallbackConfig {
         }
     }
 
-    /** Warnings to log at start: the deprecated floor, and a static quota a stop cannot lower. */
+    /** Warnings to log at start: deprecated properties, and a static quota a stop cannot lower. */
     List<String> stopWarnings() {
         List<String> warnings = new ArrayList<>();
+        if (values.get(EXCLUDED_CLIENT_IDS) != null) {
+            warnings.add(EXCLUDED_CLIENT_IDS + " is deprecated and ignored: a client chooses its own id, so it let any "
+                    + "client that named itself so escape every stop; no client is exempt by its id now. Remove it; "
+                    + "exempt the pipeline's principal with " + EXCLUDED_PRINCIPALS + " and let writes to the decision "
+                    + "topic through with io.quotapipeline.callback.StopAuthorizer (docs/broker-side.md)");
+        }
         StopLimit stop = stopLimit();
         if (produceFloor() != null) {
             warnings.add(PRODUCE_FLOOR + " is deprecated: it fixes each client's limit at a stop to " + produceFloor()
@@ -293,8 +305,9 @@ final class CallbackConfig {
         return raw == null ? Set.of() : PropertyRules.principalNames(raw);
     }
 
-    Set<String> excludedClientIds() {
-        return PropertyRules.clientIds(values.get(EXCLUDED_CLIENT_IDS));
+    /** True when {@code quota.pipeline.stop.scope} is {@code cluster}: a stop refuses every topic's writes. */
+    boolean stopScopeClusterWide() {
+        return STOP_SCOPE_CLUSTER.equals(PropertyRules.stopScope(values.get(STOP_SCOPE)));
     }
 
     double fallback() {

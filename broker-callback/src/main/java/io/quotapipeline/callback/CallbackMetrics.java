@@ -45,11 +45,13 @@ final class CallbackMetrics implements AutoCloseable {
     }
 
     private final MBeanServer server;
+    private final String type;
     private final List<ObjectName> registered = new ArrayList<>();
     private int instance = 1;
 
-    private CallbackMetrics(MBeanServer server) {
+    private CallbackMetrics(MBeanServer server, String type) {
         this.server = server;
+        this.type = type;
     }
 
     /** The metrics of one callback, read from its holder and policy at the time they are read. */
@@ -90,7 +92,12 @@ final class CallbackMetrics implements AutoCloseable {
 
     /** Registers every metric on the platform MBean server; a second callback in the JVM gets instance=2. */
     static CallbackMetrics register(List<Metric> metrics) {
-        CallbackMetrics jmx = new CallbackMetrics(ManagementFactory.getPlatformMBeanServer());
+        return register(TYPE, metrics);
+    }
+
+    /** Registers every metric under {@code type=<type>} (StopAuthorizer has its own); instance=n as above. */
+    static CallbackMetrics register(String type, List<Metric> metrics) {
+        CallbackMetrics jmx = new CallbackMetrics(ManagementFactory.getPlatformMBeanServer(), type);
         String instance = "";
         for (int n = 2; n < 100 && jmx.taken(metrics.get(0).name(), instance); n++) {
             instance = ",instance=" + n;
@@ -98,7 +105,7 @@ final class CallbackMetrics implements AutoCloseable {
         }
         for (Metric metric : metrics) {
             try {
-                ObjectName name = objectName(metric.name(), instance);
+                ObjectName name = objectName(type, metric.name(), instance);
                 jmx.server.registerMBean(new MetricBean(metric), name);
                 jmx.registered.add(name);
             } catch (InstanceAlreadyExistsException e) {
@@ -111,12 +118,16 @@ final class CallbackMetrics implements AutoCloseable {
     }
 
     static ObjectName objectName(String name, String instance) throws JMException {
-        return new ObjectName(DOMAIN + ":type=" + TYPE + ",name=" + name + instance);
+        return objectName(TYPE, name, instance);
+    }
+
+    static ObjectName objectName(String type, String name, String instance) throws JMException {
+        return new ObjectName(DOMAIN + ":type=" + type + ",name=" + name + instance);
     }
 
     private boolean taken(String name, String instance) {
         try {
-            return server.isRegistered(objectName(name, instance));
+            return server.isRegistered(objectName(type, name, instance));
         } catch (JMException e) {
             return false;
         }

@@ -28,6 +28,7 @@ import java.util.Set;
  * {@code throttle_factor} (a number from 0 to 1), {@code source} and {@code valid_until} (absent or null means
  * no expiry, which only a FALLBACK record has). {@code cluster_id} names the cluster when a record has no key.
  * {@code decided_at}, when it is a timestamp, is only checked against the reader's clock (see {@link #refusal}).
+ * {@code stop} says what a factor of 0 refuses (StopAuthorizer); a malformed one never makes the record invalid.
  * Every other field is for people and is ignored, known or not.
  *
  * @param schemaVersion  1 or 2
@@ -37,9 +38,10 @@ import java.util.Set;
  * @param validUntil     when the decision stops holding, or null
  * @param clusterId      the value's cluster_id when it is a string, else null
  * @param decidedAt      the value's decided_at when it is a timestamp, else null
+ * @param stop           what a factor of 0 stops (the value's {@code stop}, read leniently: {@link StopScope#of})
  */
 record DecisionRecord(int schemaVersion, Instant observedAt, double throttleFactor, Source source,
-                      Instant validUntil, String clusterId, Instant decidedAt) {
+                      Instant validUntil, String clusterId, Instant decidedAt, StopScope stop) {
 
     /** Why a decision holds, as the publisher says. */
     enum Source { OBSERVATION, RETAINED, FALLBACK }
@@ -125,7 +127,8 @@ record DecisionRecord(int schemaVersion, Instant observedAt, double throttleFact
                 source(raw.path("source")),
                 time(raw, "valid_until", false),
                 raw.path("cluster_id").isTextual() ? raw.get("cluster_id").textValue() : null,
-                optionalTime(raw.path("decided_at")));
+                optionalTime(raw.path("decided_at")),
+                StopScope.of(raw.path("stop")));
     }
 
     /** The value as a JSON tree; anything but one well-formed UTF-8 JSON text is refused (never thrown further). */

@@ -37,13 +37,9 @@ public class PipelineQuotaCallback implements ClientQuotaCallback {
                               CallbackMetrics jmx, Follower follower) {
     }
 
-    /** One clock and follower factory for every instance Kafka makes, so their decision followers can be shared. */
-    private static final Clock SYSTEM_CLOCK = Clock.systemUTC();
-    private static final FollowerFactory TOPIC_FOLLOWERS = DecisionFollower::start;
-
     /** The constructor Kafka uses. */
     public PipelineQuotaCallback() {
-        this(SYSTEM_CLOCK, TOPIC_FOLLOWERS);
+        this(SharedFollowers.SYSTEM_CLOCK, SharedFollowers.TOPIC_FOLLOWERS);
     }
 
     /** For tests: an injected clock and record feed. */
@@ -62,25 +58,17 @@ public class PipelineQuotaCallback implements ClientQuotaCallback {
         CallbackConfig config = CallbackConfig.parse(configs);
         close();
         KafkaDefects.warnOnce(log, AppInfoParser.getVersion());
-        // A combined broker+controller node configures two callbacks: they share one follower (SharedFollowers).
-        LastDecisionFile last = LastDecisionFile.in(config.stateDir(), config.clusterName());
-        SharedFollowers.Lease lease = SharedFollowers.acquire(new SharedFollowers.Key(followers, clock, config.topic(),
-                config.consumerSettings(1), config.clusterName(), config.validity(), config.fallback(),
-                config.maxClockSkew()), () -> {
-                    DecisionHolder made = new DecisionHolder(config.clusterName(), config.validity(),
-                            config.fallback(), config.maxClockSkew(), clock);
-                    if (last != null) {
-                        last.restore(made, config.clusterName());  // a restart starts from the decision it held
-                    }
-                    return made;
-                });
+        // A combined broker+controller node configures two callbacks, and StopAuthorizer follows the same topic:
+        // they share one follower (SharedFollowers).
+        SharedFollowers.Lease lease = SharedFollowers.acquire(config, followers, clock);
         DecisionHolder holder = lease.holder();
+        boolean refusal = StopAuthorizer.class.getName().equals(authorizerClassName(configs));
         QuotaPolicy policy = new QuotaPolicy(config.staticQuotas(), config.excludedPrincipalNames(),
-                config.excludedClientIds(), config.stopLimit());
+                config.stopLimit(), refusal);
         List<CallbackMetrics.Metric> metrics = CallbackMetrics.definitions(holder, policy, clock);
         CallbackMetrics jmx = CallbackMetrics.register(metrics);
         Map<String, Object> consumer = config.consumerSettings(jmx.instance());
-        RecordSink sink = last == null ? holder::apply : last.keeping(holder);
+        RecordSink sink = SharedFollowers.sink(config, holder);
         if (!lease.follow(() -> followers.start(config.topic(), consumer, sink))) {
             log.info("quota callback for cluster {} shares the decision follower of {} with {} other callback(s) of "
                     + "this JVM", config.clusterName(), config.topic(), lease.users() - 1);
@@ -90,11 +78,10 @@ public class PipelineQuotaCallback implements ClientQuotaCallback {
                 metrics, jmx, follower);
         config.stopWarnings().forEach(log::warn);
         log.info("quota callback for cluster {}: topic {}, consumer {}, static quotas {}, validity {}, fallback {}, "
-                        + "stop {}, excluded principals {}, "
-                        + "excluded client ids {}, max clock skew {}",
+                        + "stop: {}, excluded principals {}, max clock skew {}",
                 config.clusterName(), config.topic(), CallbackConfig.forLog(consumer), config.staticQuotas(),
                 config.validity(), config.fallback(), describeStop(policy), config.excludedPrincipalNames(),
-                config.excludedClientIds(), config.maxClockSkew());
+                config.maxClockSkew());
     }
 
     @Override
@@ -185,14 +172,26 @@ public class PipelineQuotaCallback implements ClientQuotaCallback {
         return false;
     }
 
-    /** What a stop means with this configuration, for the start-up line. */
-    private static String describeStop(QuotaPolicy policy) {
+    /** The broker's authorizer.class.name, or null. */
+    private static String authorizerClassName(Map<String, ?> configs) {
+        Object value = configs.get(StopAuthorizer.AUTHORIZER_CLASS_NAME);
+        return value == null ? null : (value instanceof Class<?> ? ((Class<?>) value).getName()
+                : String.valueOf(value).strip());
+    }
+
+    /** Which stop is in force with this configuration and what it admits, for the start-up line. */
+    static String describeStop(QuotaPolicy policy) {
+        if (policy.refusal()) {
+            return "refusal by " + StopAuthorizer.class.getName() + ": writes refused at factor 0, no client muted";
+        }
         StopLimit stop = policy.stop();
-        return stop.fixed()
+        String each = stop.fixed()
                 ? String.format("each client %.0f bytes/s (deprecated fixed floor)", stop.enterLimit())
                 : String.format("each client %.0f down to %.0f bytes/s, a 1 MiB request muted %.0f s lengthening to "
                         + "at most %.0f s", policy.stopLimit(0), policy.stopLimit(Double.MAX_VALUE),
                         stop.muteSeconds(0), stop.maxMuteSeconds());
+        return "throttle at factor 0, " + each + "; producers below that per-client limit are not slowed (set "
+                + StopAuthorizer.AUTHORIZER_CLASS_NAME + "=" + StopAuthorizer.class.getName() + " to refuse writes)";
     }
 
     /** Stops the follower thread (within a few seconds) and unregisters the metrics. */
@@ -214,6 +213,12 @@ public class PipelineQuotaCallback implements ClientQuotaCallback {
     Answer answer() {
         Configured c = configured;
         return c == null ? null : c.holder().answer(clock.instant());
+    }
+
+    /** The quota rule in force; null before configure(). */
+    QuotaPolicy policy() {
+        Configured c = configured;
+        return c == null ? null : c.policy();
     }
 
     DecisionHolder holder() {

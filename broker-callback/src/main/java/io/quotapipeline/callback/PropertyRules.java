@@ -97,6 +97,14 @@ final class PropertyRules {
         return String.join(",", servers);
     }
 
+    /** quota.pipeline.stop.scope: "topics" or "cluster". */
+    static String stopScope(String raw) {
+        if (!"topics".equals(raw) && !"cluster".equals(raw)) {
+            throw new IllegalArgumentException("must be one of topics, cluster");
+        }
+        return raw;
+    }
+
     static String topic(String raw) {
         if (!TOPIC.matcher(raw).matches()) {
             throw new IllegalArgumentException("not a valid Kafka topic name (letters, digits, . _ -)");

@@ -10,8 +10,10 @@ import org.apache.kafka.server.quota.ClientQuotaType;
 
 /**
  * Strimzi's quota rule with the pipeline's exemptions: produce x factor, and at a stop a per-client limit derived
- * from the longest mute (StopLimit); fetch and request unscaled; excluded principals and excluded client ids
- * unlimited. Pure: the factor, the window epoch and the stop's age are passed in.
+ * from the longest mute (StopLimit); fetch and request unscaled; excluded principals unlimited. No client is exempt
+ * by its client id: a client chooses its own. Where StopAuthorizer refuses the writes at a stop ({@code refusal}), a
+ * factor of 0 mutes no client: produce stays at the static quota, so no mute outlasts the release; graded factors
+ * scale it as before. Pure: the factor, the window epoch and the stop's age are passed in.
  */
 final class QuotaPolicy {
     /** Strimzi's Quota.upperBound(Double.MAX_VALUE): no limit. */
@@ -21,7 +23,6 @@ final class QuotaPolicy {
     static final String QUOTA_TYPE_TAG = "quota.type";
     /** Strimzi's tag for an excluded principal, kept so dashboards of both plugins read the same. */
     static final String EXCLUDED_PRINCIPAL_TAG = "excluded-principal-quota-key";
-    static final String EXCLUDED_CLIENT_ID_TAG = "excluded-client-id-quota-key";
     /** The produce window's epoch (QuotaWindows): a new value is a new sensor, hence an empty window. */
     static final String WINDOW_TAG = "quota.window";
     /**
@@ -35,15 +36,35 @@ final class QuotaPolicy {
 
     private final Map<ClientQuotaType, Double> staticQuotas;
     private final Set<String> excludedPrincipalNames;
-    private final Set<String> excludedClientIds;
     private final StopLimit stop;
+    private final boolean refusal;
 
-    QuotaPolicy(Map<ClientQuotaType, Double> staticQuotas, Set<String> excludedPrincipalNames,
-                Set<String> excludedClientIds, StopLimit stop) {
+    QuotaPolicy(Map<ClientQuotaType, Double> staticQuotas, Set<String> excludedPrincipalNames, StopLimit stop) {
+        this(staticQuotas, excludedPrincipalNames, stop, false);
+    }
+
+    /**
+     * @param refusal StopAuthorizer refuses the writes at factor 0 on this broker: the quota then mutes nobody there
+     */
+    QuotaPolicy(Map<ClientQuotaType, Double> staticQuotas, Set<String> excludedPrincipalNames, StopLimit stop,
+                boolean refusal) {
         this.staticQuotas = new EnumMap<>(staticQuotas);
         this.excludedPrincipalNames = Set.copyOf(excludedPrincipalNames);
-        this.excludedClientIds = Set.copyOf(excludedClientIds);
         this.stop = stop;
+        this.refusal = refusal;
+    }
+
+    /** True when a stop is a refusal of writes (StopAuthorizer), not a throttle. */
+    boolean refusal() {
+        return refusal;
+    }
+
+    /**
+     * True when the factor is a stop that StopAuthorizer refuses writes at, so the quota leaves producers alone: a
+     * mute given at the stop would outlast the release (Kafka does not unmute when the quota rises).
+     */
+    boolean refused(double factor) {
+        return refusal && factor == 0.0;
     }
 
     StopLimit stop() {
@@ -64,8 +85,6 @@ final class QuotaPolicy {
         // Strimzi compares KafkaPrincipal.getName() with the names after "User:".
         if (principal != null && excludedPrincipalNames.contains(principal.getName())) {
             tags.put(EXCLUDED_PRINCIPAL_TAG, "true");
-        } else if (clientId != null && excludedClientIds.contains(clientId)) {
-            tags.put(EXCLUDED_CLIENT_ID_TAG, "true");
         } else if (type == ClientQuotaType.PRODUCE) {
             if (stopped(factor)) {
                 tags.put(WINDOW_TAG, STOP_WINDOW);
@@ -83,13 +102,15 @@ final class QuotaPolicy {
      * {@code stopAgeSeconds}: a stop sensor has the stop limit, a shared window the shared one.
      */
     double limit(ClientQuotaType type, Map<String, String> tags, double factor, double stopAgeSeconds) {
-        if ("true".equals(tags.get(EXCLUDED_PRINCIPAL_TAG)) || "true".equals(tags.get(EXCLUDED_CLIENT_ID_TAG))) {
+        if ("true".equals(tags.get(EXCLUDED_PRINCIPAL_TAG))) {
             return UNLIMITED;
         }
         if (type != ClientQuotaType.PRODUCE) {
             return Math.max(MIN_QUOTA, staticQuota(type));
         }
-        return STOP_WINDOW.equals(tags.get(WINDOW_TAG)) ? stopLimit(stopAgeSeconds) : sharedLimit(factor);
+        // A sensor left from a graded stop is not kept muted while the authorizer refuses the writes.
+        return STOP_WINDOW.equals(tags.get(WINDOW_TAG)) && !refused(factor) ? stopLimit(stopAgeSeconds)
+                : sharedLimit(factor);
     }
 
     /** The produce limit a client is charged at now: the stop limit at a stop, else the shared one. */
@@ -104,6 +125,9 @@ final class QuotaPolicy {
      */
     double sharedLimit(double factor) {
         double quota = staticQuota(ClientQuotaType.PRODUCE);
+        if (refused(factor)) {
+            return Math.max(MIN_QUOTA, quota);  // the authorizer stops the writes; the quota mutes nobody
+        }
         return Math.max(MIN_QUOTA, Math.max(Math.min(stop.enterLimit(), quota), quota * factor));
     }
 
@@ -115,9 +139,12 @@ final class QuotaPolicy {
     /**
      * True when production is stopped: the factor leaves the shared produce limit at or below what one client gets
      * when a stop starts (and that is below the static quota). Factor 0 always is, unless the static quota is
-     * already that small.
+     * already that small or StopAuthorizer refuses the writes instead.
      */
     boolean stopped(double factor) {
+        if (refused(factor)) {
+            return false;
+        }
         double quota = staticQuota(ClientQuotaType.PRODUCE);
         double enter = stop.enterLimit();
         return quota * factor <= enter && enter < quota;

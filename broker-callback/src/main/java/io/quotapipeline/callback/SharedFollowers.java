@@ -21,6 +21,12 @@ import org.slf4j.LoggerFactory;
 final class SharedFollowers {
     private static final Logger log = LoggerFactory.getLogger(SharedFollowers.class);
     private static final Map<Key, Entry> ENTRIES = new HashMap<>();
+    /**
+     * The clock and follower factory of every plugin Kafka makes (the quota callback, StopAuthorizer): equal keys
+     * need the same instances, so that a broker's callback and authorizer share one follower.
+     */
+    static final Clock SYSTEM_CLOCK = Clock.systemUTC();
+    static final FollowerFactory TOPIC_FOLLOWERS = DecisionFollower::start;
 
     private SharedFollowers() {
     }
@@ -99,6 +105,30 @@ final class SharedFollowers {
                 last.close();  // outside the lock: it may take a few seconds
             }
         }
+    }
+
+    /**
+     * A lease on the decisions {@code config} names: the holder is made (and the last decision this broker applied
+     * restored into it) when no plugin of the JVM holds it yet. Start the follower with {@link Lease#follow}, its
+     * records going to {@link #sink}.
+     */
+    static Lease acquire(CallbackConfig config, FollowerFactory followers, Clock clock) {
+        LastDecisionFile last = LastDecisionFile.in(config.stateDir(), config.clusterName());
+        return acquire(new Key(followers, clock, config.topic(), config.consumerSettings(1), config.clusterName(),
+                config.validity(), config.fallback(), config.maxClockSkew()), () -> {
+                    DecisionHolder made = new DecisionHolder(config.clusterName(), config.validity(),
+                            config.fallback(), config.maxClockSkew(), clock);
+                    if (last != null) {
+                        last.restore(made, config.clusterName());  // a restart starts from the decision it held
+                    }
+                    return made;
+                });
+    }
+
+    /** Where the follower of {@code config}'s decisions puts each record: the holder, and the last decision file. */
+    static RecordSink sink(CallbackConfig config, DecisionHolder holder) {
+        LastDecisionFile last = LastDecisionFile.in(config.stateDir(), config.clusterName());
+        return last == null ? holder::apply : last.keeping(holder);
     }
 
     /** A lease on the holder and follower for {@code key}, the holder made by {@code holders} when there is none. */

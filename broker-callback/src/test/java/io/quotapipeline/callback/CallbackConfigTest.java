@@ -31,7 +31,7 @@ class CallbackConfigTest {
         assertEquals(1.0, config.fallback());
         assertEquals(Duration.ofMinutes(5), config.validity());
         assertEquals(Set.of(), config.excludedPrincipalNames());
-        assertEquals(Set.of("quota-pipeline-publisher"), config.excludedClientIds());
+        assertFalse(config.stopScopeClusterWide());
         assertEquals(null, config.produceFloor());
         assertEquals(Duration.ofSeconds(60), config.maxMute());
         assertEquals(List.of(), config.stopWarnings());
@@ -53,16 +53,19 @@ class CallbackConfigTest {
         props.put("quota.pipeline.output.topic", "decisions");
         props.put("quota.pipeline.excluded.client.ids", "a,b");
         props.put("quota.pipeline.produce.quota.floor", "4096");
+        props.put("quota.pipeline.stop.scope", "cluster");
         CallbackConfig config = CallbackConfig.parse(props);
         assertEquals(Map.of(ClientQuotaType.PRODUCE, 1000.0, ClientQuotaType.FETCH, 2000.5), config.staticQuotas());
         assertEquals(Set.of("pipeline", "ops"), config.excludedPrincipalNames());
         assertEquals(0.25, config.fallback());
         assertEquals(Duration.ofSeconds(30), config.validity());
         assertEquals("decisions", config.topic());
-        assertEquals(Set.of("a", "b"), config.excludedClientIds());
+        assertTrue(config.stopScopeClusterWide());
         assertEquals(4096.0, config.produceFloor());
         assertEquals(4096.0, config.stopLimit().limit(3600));
-        assertTrue(config.stopWarnings().get(0).startsWith("quota.pipeline.produce.quota.floor is deprecated"),
+        assertTrue(config.stopWarnings().get(0).startsWith("quota.pipeline.excluded.client.ids is deprecated and "
+                + "ignored"), config.stopWarnings().toString());
+        assertTrue(config.stopWarnings().get(1).startsWith("quota.pipeline.produce.quota.floor is deprecated"),
                 config.stopWarnings().toString());
     }
 

@@ -36,6 +36,14 @@ class DeployFragmentTest {
         // Strimzi writes every value as text, whatever its YAML type (1.0 stays "1.0").
         kafka.path("spec").path("kafka").path("config").fields()
                 .forEachRemaining(e -> config.put(e.getKey(), e.getValue().asText()));
+        // and a custom authorization as authorizer.class.name and super.users
+        JsonNode authorization = kafka.path("spec").path("kafka").path("authorization");
+        if ("custom".equals(authorization.path("type").asText())) {
+            config.put(StopAuthorizer.AUTHORIZER_CLASS_NAME, authorization.path("authorizerClass").asText());
+            List<String> superUsers = new java.util.ArrayList<>();
+            authorization.path("superUsers").forEach(u -> superUsers.add(u.asText()));
+            config.put("super.users", String.join(";", superUsers));
+        }
         return config;
     }
 
@@ -46,9 +54,31 @@ class DeployFragmentTest {
         CallbackConfig parsed = CallbackConfig.parse(config);  // throws ConfigException naming each problem
         assertEquals("prod-east", parsed.clusterName());
         assertEquals(Duration.ofSeconds(60), parsed.maxMute());
-        assertTrue(parsed.excludedClientIds().contains("quota-pipeline-publisher"),
-                "the pipeline's producer must stay exempt: Strimzi drops the excluded principals");
         assertEquals(List.of(), parsed.stopWarnings());
+        assertTrue(!config.containsKey("quota.pipeline.excluded.client.ids"),
+                "no client is exempt by its client id: a client chooses its own");
+    }
+
+    @Test
+    void theResourceRefusesWritesAtAStopWithStopAuthorizer() throws Exception {
+        Map<String, String> config = brokerConfig();
+        assertEquals(StopAuthorizer.class.getName(), config.get(StopAuthorizer.AUTHORIZER_CLASS_NAME));
+        StopAuthorizer authorizer = new StopAuthorizer(new MutableClock(java.time.Instant.EPOCH),
+                (topic, settings, sink) -> () -> { }, StopAuthorizer::newDelegate);
+        try {
+            authorizer.configure(config);  // the delegate, StandardAuthorizer, takes the broker's settings
+            assertTrue(authorizer.delegate() instanceof org.apache.kafka.metadata.authorizer.StandardAuthorizer);
+        } finally {
+            authorizer.close();
+        }
+        PipelineQuotaCallback callback = new PipelineQuotaCallback(new MutableClock(java.time.Instant.EPOCH),
+                (topic, settings, sink) -> () -> { });
+        try {
+            callback.configure(config);
+            assertTrue(callback.policy().refusal(), "with StopAuthorizer a stop mutes no client");
+        } finally {
+            callback.close();
+        }
     }
 
     @Test

@@ -258,8 +258,42 @@ class PipelineQuotaCallbackTest {
                 callback.quotaMetricTags(ClientQuotaType.PRODUCE, bob, "b"));
         assertEquals(Map.of("quota.type", "PRODUCE", "excluded-principal-quota-key", "true"),
                 callback.quotaMetricTags(ClientQuotaType.PRODUCE, pipeline, "quota-pipeline-publisher"));
-        assertEquals(Map.of("quota.type", "PRODUCE", "excluded-client-id-quota-key", "true"),
+        // A client chooses its own id: naming itself as the pipeline's publisher exempts nobody.
+        assertEquals(callback.quotaMetricTags(ClientQuotaType.PRODUCE, alice, "a"),
                 callback.quotaMetricTags(ClientQuotaType.PRODUCE, alice, "quota-pipeline-publisher"));
+    }
+
+    @Test
+    void withTheStopAuthorizerAFactorOfZeroMutesNoClient() {
+        PipelineQuotaCallback callback = configured(new PipelineQuotaCallback(clock, this::follower),
+                Map.of("authorizer.class.name", "io.quotapipeline.callback.StopAuthorizer"));
+        KafkaPrincipal alice = new KafkaPrincipal(KafkaPrincipal.USER_TYPE, "alice");
+        assertTrue(callback.policy().refusal());
+        feed(record(START, 0.0));
+        Map<String, String> tags = callback.quotaMetricTags(ClientQuotaType.PRODUCE, alice, "app");
+        // The authorizer refuses the writes: the quota leaves the producer on the shared window at the static quota,
+        // so no mute outlasts the release.
+        assertEquals(Map.of("quota.type", "PRODUCE", "quota.window", "0"), tags);
+        assertEquals(1000.0, callback.quotaLimit(ClientQuotaType.PRODUCE, tags));
+        assertEquals(1000.0, callback.quotaLimit(ClientQuotaType.PRODUCE, Map.of("quota.type", "PRODUCE",
+                "quota.window", "stop", "user", "alice", "client-id", "app")));
+        // Graded factors scale the produce quota as without the authorizer.
+        clock.advance(Duration.ofSeconds(1));
+        feed(record(START.plusSeconds(1), 0.5));
+        tags = callback.quotaMetricTags(ClientQuotaType.PRODUCE, alice, "app");
+        assertEquals(500.0, callback.quotaLimit(ClientQuotaType.PRODUCE, tags));
+    }
+
+    @Test
+    void withoutTheStopAuthorizerAFactorOfZeroIsAThrottle() {
+        PipelineQuotaCallback callback = configured(new PipelineQuotaCallback(clock, this::follower),
+                Map.of("authorizer.class.name", "org.apache.kafka.metadata.authorizer.StandardAuthorizer"));
+        assertFalse(callback.policy().refusal());
+        feed(record(START, 0.0));
+        Map<String, String> tags = callback.quotaMetricTags(ClientQuotaType.PRODUCE,
+                new KafkaPrincipal(KafkaPrincipal.USER_TYPE, "alice"), "app");
+        assertEquals("stop", tags.get("quota.window"));
+        assertEquals(1.0, callback.quotaLimit(ClientQuotaType.PRODUCE, tags));  // the test's fixed floor
     }
 
     @Test

@@ -1,6 +1,7 @@
 package io.quotapipeline.callback;
 
 import java.io.IOException;
+import java.io.UncheckedIOException;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
@@ -15,6 +16,7 @@ import java.util.stream.Stream;
 
 import org.apache.kafka.common.config.ConfigException;
 import org.apache.kafka.common.security.auth.KafkaPrincipal;
+import org.apache.kafka.server.authorizer.AuthorizationResult;
 import org.apache.kafka.server.quota.ClientQuotaType;
 import org.junit.jupiter.api.DynamicTest;
 import org.junit.jupiter.api.Test;
@@ -83,11 +85,17 @@ class SharedVectorsTest {
     private static void run(Map<String, Object> testCase, Map<String, Object> defaults) {
         MutableClock clock = new MutableClock(Iso8601.instant((String) testCase.get("start")));
         List<RecordSink> sinks = new ArrayList<>();
-        PipelineQuotaCallback callback = new PipelineQuotaCallback(clock, (topic, settings, sink) -> {
+        FollowerFactory followers = (topic, settings, sink) -> {
             sinks.add(sink);
             return () -> { };
-        });
+        };
+        PipelineQuotaCallback callback = new PipelineQuotaCallback(clock, followers);
         callback.configure(properties(defaults, testCase));
+        // The authorizer follows the same decisions (one shared follower) and allows all but what a stop refuses.
+        StopAuthorizer authorizer = new StopAuthorizer(clock, followers, StopAuthorizer::newDelegate);
+        Map<String, Object> authorizerProps = properties(defaults, testCase);
+        authorizerProps.put(StopAuthorizer.DELEGATE, StopAuthorizer.NONE);
+        authorizer.configure(authorizerProps);
         try {
             int index = 0;
             for (Object s : list(testCase.get("steps"))) {
@@ -98,10 +106,32 @@ class SharedVectorsTest {
                     sinks.get(0).accept(key(step), value(step, map(defaults.get("record"))), "");
                 } else {
                     check(callback, step, where);
+                    checkRefusals(authorizer, step, where);
                 }
             }
         } finally {
             callback.close();
+            closeQuietly(authorizer);
+        }
+    }
+
+    private static void checkRefusals(StopAuthorizer authorizer, Map<String, Object> step, String where) {
+        for (Object w : step.containsKey("refused_writes") ? list(step.get("refused_writes")) : List.of()) {
+            Map<String, Object> write = map(w);
+            String topic = (String) write.get("topic");
+            String principal = (String) write.getOrDefault("principal", "User:ANONYMOUS");
+            List<AuthorizationResult> results = authorizer.authorize(RequestContexts.of(principal, "client"),
+                    List.of(RequestContexts.write(topic)));
+            boolean refused = results.get(0) == AuthorizationResult.DENIED;
+            assertEquals(write.get("refused"), refused, where + ": write of " + principal + " to " + topic);
+        }
+    }
+
+    private static void closeQuietly(StopAuthorizer authorizer) {
+        try {
+            authorizer.close();
+        } catch (IOException e) {
+            throw new UncheckedIOException(e);
         }
     }
 

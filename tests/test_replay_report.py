@@ -78,3 +78,28 @@ def test_chromium_shows_the_charts(page, tmp_path):
     # The charts' colours are on screen (the throttle shading, the limit lines), not only black text on white.
     colourful = (img[..., :3].max(axis=2) - img[..., :3].min(axis=2)) > 0.3
     assert colourful.mean() > 0.005
+
+
+def test_mathtext_in_a_cluster_id_or_log_dir_is_drawn_as_text(spark, tmp_path):
+    """Cluster ids and log dirs are outside text: matplotlib must not parse `$\\cmd$` in them as math (it used to
+    abort the whole report)."""
+    import json as _json
+
+    from quota_pipeline.cli import main
+
+    journal = tmp_path / "journal.jsonl"
+    lines = []
+    for i in range(6):
+        t = START + dt.timedelta(seconds=60 * i)
+        lines.append(_json.dumps({
+            "cluster_id": "$\\cmd$", "observed_at": t.strftime("%Y-%m-%dT%H:%M:%S.000Z"), "status": "SUCCESS",
+            "brokers": [1], "fenced_brokers": [],
+            "volumes": [{"broker_id": 1, "log_dir": "/d/$\\frac{a}{$", "total_bytes": 1000,
+                         "available_bytes": 500 - 90 * i, "error": None}]}))
+    journal.write_text("\n".join(lines) + "\n")
+    conf = tmp_path / "replay.properties"
+    conf.write_text(f"{P}storage.per.volume.limit.min.available.ratio=0.2\n")
+    path = tmp_path / "report.html"
+    assert main(["replay", "--config", str(conf), "--input", str(journal), "--output", str(tmp_path / "out.jsonl"),
+                 "--report", str(path)]) == 0
+    assert "Cluster $\\cmd$" in path.read_text()

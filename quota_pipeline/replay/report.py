@@ -29,6 +29,12 @@ def render(frames: ReportFrames, sweep: Sequence[SweepRow] = (), title: str = "R
     import matplotlib
 
     matplotlib.use("Agg")  # no display; the charts are PNG bytes
+    # Cluster ids and log dirs are outside text: `$...$` in one must be drawn, not parsed as mathtext.
+    with matplotlib.rc_context({"text.parse_math": False}):
+        return _page(frames, sweep, title)
+
+
+def _page(frames: ReportFrames, sweep: Sequence[SweepRow], title: str) -> str:
     parts = [f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
              f"<style>{CSS}</style></head><body><h1>{html.escape(title)}</h1>",
              f"<p class='note'>Limits: {html.escape(_limits_text(frames))}. All times UTC.</p>"]

@@ -466,9 +466,10 @@ def start_pipeline(cluster, setting: str, work: Path, window_num: int = 11):
 
 
 DECISION_LINE = re.compile(r"throttle factor of bench is now 0\.0 ")
-# The stop authorizer's lines when it begins refusing writes of cluster bench, and when it stops refusing them.
-REFUSE_LINE = re.compile(r"stop of bench in force: refusing writes")
-RELEASE_LINE = re.compile(r"stop of bench lifted")
+# The plugins' line when a record that changes the factor reaches the node (its follower thread applies it; the
+# authorizer refuses from then on): the decision at the broker, for the stop (0.0) and the release (1.0).
+REFUSE_LINE = re.compile(r"decision of bench observed at \S+: throttle factor 0\.0 ")
+RELEASE_LINE = re.compile(r"decision of bench observed at \S+: throttle factor 1\.0 ")
 
 
 # The factor each system's callback logs when it changes: Strimzi "Throttle Factor changed from ThrottleFactor{...}
@@ -558,8 +559,8 @@ def refusing_stop(o: Outcome, clients: list[Client], cluster: Any, pre_rate: flo
         start = max(stopped) + 1.0
         o.admitted_after_stop_share = aggregate(stopped_clients, start, end) / (pre * (end - start))
     if None not in released:
-        release = max(released)
-        o.release_at_brokers_s = release - freed
+        release = min(released)  # a client back before the last node released counts from the first
+        o.release_at_brokers_s = max(released) - freed
         backs = [c.first_ack_after(release) for c in stopped_clients]
         o.back_from_release_max_s = None if None in backs else max(backs) - release
 

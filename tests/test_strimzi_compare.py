@@ -8,7 +8,11 @@ from dataclasses import asdict
 from pathlib import Path
 from types import SimpleNamespace
 
-from bench.strimzi_compare import Marks, Outcome, held_table, java_targets, main, outcome, table
+import pytest
+
+from bench.strimzi_compare import (
+    Marks, Outcome, held_table, java_targets, main, outcome, refusal_table, table,
+)
 from tests.realkafka_fleet import Client
 
 
@@ -120,3 +124,61 @@ def test_outcomes_of_runs_before_the_scenarios_are_read_as_fill_with_librdkafka(
 def test_an_unknown_scenario_is_a_one_line_error(capsys):
     assert main(["--scenarios", "fill,crash"]) == 2
     assert capsys.readouterr().err.strip().startswith("error: --scenarios takes fill, stop, offline and targeted")
+
+
+def logged(tmp_path: Path, lines: dict[int, list[tuple[float, str]]]) -> SimpleNamespace:
+    """Three nodes whose server.log holds `lines` ((t, message) per node, in the run's seconds)."""
+    nodes = {n: SimpleNamespace(logs=tmp_path / f"node{n}-logs") for n in (1, 2, 3)}
+    for n, node in nodes.items():
+        node.logs.mkdir(parents=True, exist_ok=True)
+        (node.logs / "server.log").write_text("".join(
+            f"[{time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(T0 + t))},{int(t * 1000) % 1000:03d}] INFO {m}\n"
+            for t, m in lines.get(n, [])))
+    return SimpleNamespace(node_ids=[1, 2, 3], nodes=nodes)
+
+
+def decision_line(factor: float) -> str:
+    return (f"decision of bench observed at 2026-11-25T03:00:00Z: throttle factor {factor} (OBSERVATION, valid until "
+            "x) (io.quotapipeline.callback.DecisionHolder)")
+
+
+def refused_outcome(tmp_path: Path, leak: float, back_after: float, spare: bool = False) -> Outcome:
+    """Filled at 60; the 0.0 reaches the nodes at 61.0-61.4; freed at 240, the 1.0 at 240.8-241.0; the load topic's
+    clients write `leak` of their rate from 62.4 on, and are back `back_after` s after the first release line."""
+    def rate_at(t: float) -> float:
+        if t < 61.2:
+            return 1e6
+        if t < 240.8 + back_after:
+            return leak * 1e6 if t >= 62.4 else 0.0
+        return 1e6
+    clients = [client("librdkafka", rate_at) for _ in range(2)]
+    if spare:
+        clients.append(client("librdkafka", lambda t: 1e6))
+        clients[-1].client_id = "bench-spare-1"
+    for c in clients:
+        c.times = [T0 + t for t in c.times]
+    cluster = logged(tmp_path, {n: [(60.9 + 0.2 * n, decision_line(0.0)), (240.6 + 0.2 * n, decision_line(1.0))]
+                                for n in (1, 2, 3)})
+    marks = Marks(filled=T0 + 60.0, freed=T0 + 240.0)
+    return outcome("refuse", "topics", "librdkafka", "targeted" if spare else "fill", clients, 2e6 if not spare
+                   else 3e6, marks, 100.0, cluster)
+
+
+def test_the_refusing_stop_is_judged_from_the_nodes_lines_against_the_acceptance(tmp_path):
+    ok = refused_outcome(tmp_path, leak=0.0, back_after=0.5)
+    assert ok.stop_at_brokers_s == pytest.approx(1.5, abs=0.01)
+    assert ok.admitted_after_stop_share == 0.0
+    assert ok.release_at_brokers_s == pytest.approx(1.2, abs=0.01)
+    assert ok.back_from_release_max_s == pytest.approx(0.5, abs=0.3)
+    assert "| met |" in refusal_table([ok])
+    leaky = refused_outcome(tmp_path / "leaky", leak=0.01, back_after=0.5)  # 1 % of the rate through the stop
+    assert leaky.admitted_after_stop_share == pytest.approx(0.01, rel=0.05)
+    assert "| missed |" in refusal_table([leaky])
+    slow = refused_outcome(tmp_path / "slow", leak=0.0, back_after=3.0)
+    assert slow.back_from_release_max_s > 2.0 and "| missed |" in refusal_table([slow])
+
+
+def test_a_targeted_stop_counts_only_the_stopped_topics_clients_and_keeps_the_spare_topic(tmp_path):
+    o = refused_outcome(tmp_path, leak=0.0, back_after=0.5, spare=True)
+    assert o.admitted_after_stop_share == 0.0 and o.spare_share == pytest.approx(1.0, abs=0.01)
+    assert "| met |" in refusal_table([o])

@@ -1,5 +1,6 @@
 """Random journals of a few clusters (hypothesis): brokers that come, go and are fenced, offline and empty
-volumes, failed polls, readings with top partitions, and log dirs that fill, hold steady or free at a steady rate,
+volumes, failed polls, readings with top partitions and with their topics known (some none), not known or absent
+(a journal written before the field), and log dirs that fill, hold steady or free at a steady rate,
 some cleaned up once (a jump up: the predictive step's restart), and then go offline for a while (the
 offline-after-filling rule); shared by the replay equivalence tests. A journal is written in one of LAYOUTS: as
 the journal writes it, or as another tool might export the same rows (exported)."""
@@ -18,30 +19,35 @@ from quota_pipeline.core.model import PartitionSize, Status, Volume
 
 # Bytes per second a drifting log dir loses: fast, slow, steady, freeing.
 DRIFT_RATES = (200_000_000, 20_000_000, 0, -50_000_000)
+# A reading's topics: not known, none (a dir holding no partition), some.
+TOPICS = st.one_of(st.none(), st.lists(st.sampled_from(["t", "u", "v", "fill"]), unique=True, max_size=3)
+                   .map(lambda ts: tuple(sorted(ts))))
 
 
 @st.composite
 def drift(draw):
     """A log dir that moves at a steady rate from a start level, then is reported offline over a span of polls
     (as Kafka takes a dir offline at ENOSPC or on a failed disk), perhaps cleaned up at a poll (bytes freed at once,
-    as an operator deleting a topic): (start free, rate, total, offline from, to, (clean-up poll, bytes) or None)."""
+    as an operator deleting a topic): (start free, rate, total, offline from, to, (clean-up poll, bytes) or None,
+    its readings' topics)."""
     start = draw(st.integers(2, 40)) * GB // 2
     rate = draw(st.sampled_from(DRIFT_RATES))
     total = draw(st.sampled_from([100 * GB, 7 * GB + 3]))
     offline_from = draw(st.integers(1, 12))
     clean_up = draw(st.one_of(st.none(),
                               st.tuples(st.integers(1, 25), st.integers(1, 60).map(lambda g: g * GB // 2))))
-    return start, rate, total, offline_from, offline_from + draw(st.integers(1, 30)), clean_up
+    return start, rate, total, offline_from, offline_from + draw(st.integers(1, 30)), clean_up, draw(TOPICS)
 
 
 def drifting(d, t: float, poll: int, b: int, log_dir: str) -> Volume:
-    start, rate, total, offline_from, offline_to, clean_up = d
+    start, rate, total, offline_from, offline_to, clean_up, topics = d
     if offline_from <= poll < offline_to:
         return vol(b, None, total=total, log_dir=log_dir)
     freed = clean_up[1] if clean_up is not None and poll >= clean_up[0] else 0
     free = min(max(start - int(rate * t) + freed, 0), total)
     # What fills it: an offline dir that filled up keeps its last reading's partitions in the record.
-    return replace(vol(b, free, total=total, log_dir=log_dir), top_partitions=(PartitionSize("fill", b, poll),))
+    return replace(vol(b, free, total=total, log_dir=log_dir), top_partitions=(PartitionSize("fill", b, poll),),
+                   topics=topics)
 
 
 @st.composite
@@ -71,6 +77,8 @@ def cluster_journal(draw, cluster: str):
                 v = vol(b, None if free is None else min(free, total), total=total, log_dir=d)
                 if free is not None and draw(st.booleans()):
                     v = replace(v, top_partitions=(PartitionSize("t", b, free // 3), PartitionSize("u", 0, 7)))
+                if free is not None:
+                    v = replace(v, topics=draw(TOPICS))
                 vols.append(v)
         snaps.append(ok(t, *vols, brokers=sorted(brokers), fenced=sorted(fenced), cluster=cluster))
     return snaps
@@ -105,10 +113,13 @@ def brokers_on_every_row(snaps: list) -> list:
 
 
 def write_exported(path, table: pa.Table, row_group_size: int | None = None) -> str:
-    """The journal's flattened rows (period_file.table_of) written in the exported layout."""
+    """The journal's flattened rows (period_file.table_of) written in the exported layout: without the topics
+    column when no row knows its topics (a journal written before it)."""
     failed = pc.not_equal(table.column("status"), "SUCCESS")
     table = pa.concat_tables([table.filter(pc.invert(failed)), table.filter(failed)])
     table = table.drop_columns([c for c in ("observed_us", "tick", "journal_file") if c in table.column_names])
+    if table.column("topics").null_count == table.num_rows:
+        table = table.drop_columns(["topics"])
     plain = [c for c in table.column_names if c != "log_dir"]
     pq.write_table(table, str(path), row_group_size=row_group_size, use_dictionary=plain)
     return str(path)

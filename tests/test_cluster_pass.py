@@ -16,6 +16,7 @@ from builders import GB, ok, settings, vol
 from journal_strategies import LAYOUTS, brokers_on_every_row, fleets, write_exported
 from quota_pipeline.core.config import Limit, Limits
 from quota_pipeline.core.decision import decide_all
+from quota_pipeline.core.record import stop_of
 from quota_pipeline.journal import period_file, rules
 from quota_pipeline.replay.cluster_files import ClusterFiles, Task
 
@@ -48,8 +49,15 @@ def streaming(snaps, s) -> list[dict]:
             "closest_volumes": [{**c.to_json(), "top_partitions": [p.to_json() for p in c.top_partitions]}
                                 for c in sm.closest_volumes],
             "predictive": None if sm.predictive is None else sm.predictive.to_json(),
+            "stop": _stop_row(stop_of(sm, d)),
         })
     return rows
+
+
+def _stop_row(stop) -> dict | None:
+    """record.stop_of as a row of replay's `stop` column (a cluster stop's topics null)."""
+    return None if stop is None else {"scope": stop.scope, "topics": list(stop.topics) if stop.scope == "topics"
+                                      else None}
 
 
 # (horizon, window) seconds of the predictive step: off, and on with buckets of 10 s and of 100 s (the journals' polls
@@ -198,6 +206,25 @@ def test_each_volume_rule(tmp_path, column, value, reason):
     pq.write_table(pa.Table.from_pylist(rows, schema=period_file.SCHEMA), path)
     got, rejected = replayed([path], ["c1"], settings())
     assert got == [] and [r["reason"] for r in rejected] == [reason]
+
+
+def test_the_strategies_generate_stops_of_each_scope():
+    """The property tests above see the record's stop list topics (some), stop a dir holding no partition (none)
+    and stop the cluster for a violating dir whose topics are not known (find fails when no journal has it)."""
+    s = settings(hard_bytes=5 * GB, validity_s=60)
+
+    def stops(snaps) -> set:
+        out = set()
+        for sm, d in decide_all(snaps, s):
+            stop = stop_of(sm, d)
+            if stop is not None and d.source.value == "OBSERVATION":
+                out.add("cluster" if stop.scope == "cluster" else "none" if not stop.topics else "some")
+        return out
+
+    for scope in ("some", "none", "cluster"):
+        found = find(fleets(), lambda snaps: scope in stops(snaps), random=random.Random(0),
+                     settings=hsettings(phases=[Phase.generate], max_examples=2000, database=None))
+        assert scope in stops(found)
 
 
 def test_the_strategies_generate_predictive_throttles():

@@ -15,6 +15,7 @@ from journal_strategies import brokers_on_every_row, fleets
 from quota_pipeline.replay import job as replay
 from test_cluster_pass import ETA, write_flat
 from quota_pipeline.core.decision import decide_all
+from quota_pipeline.core.record import stop_of
 
 
 CLOSEST_TYPE = ("array<struct<broker_id:bigint,log_dir:string,available_bytes:bigint,total_bytes:bigint,"
@@ -22,7 +23,7 @@ CLOSEST_TYPE = ("array<struct<broker_id:bigint,log_dir:string,available_bytes:bi
                 "top_partitions:array<struct<topic:string,partition:int,size_bytes:bigint>>,reason:string>>")
 COMPARED = ("cluster_id", "observed_at", "throttle_factor", "source", "valid_until", "violations",
             "active_log_dirs", "active_brokers", "missing_brokers", "min_available_ratio", "worst_volume",
-            "throttled_since", "closest_volumes", "predictive")
+            "throttled_since", "closest_volumes", "predictive", "stop")
 
 
 def python_frame(spark, snaps, s):
@@ -40,13 +41,14 @@ def python_frame(spark, snaps, s):
                        [(p.topic, p.partition, p.size_bytes) for p in c.top_partitions], c.reason)
                       for c in sm.closest_volumes],
                      None if sm.predictive is None else (sm.predictive.broker_id, sm.predictive.log_dir,
-                                                         sm.predictive.eta_seconds, sm.predictive.horizon_seconds)))
+                                                         sm.predictive.eta_seconds, sm.predictive.horizon_seconds),
+                     _stop(stop_of(sm, d))))
     schema = ("cluster_id string, observed_at timestamp, throttle_factor double, source string, "
               "valid_until timestamp, violations long, active_log_dirs long, active_brokers long, "
               "missing_brokers array<long>, min_available_ratio double, worst_volume struct<broker_id: long, "
               "log_dir: string, available_bytes: long, available_ratio: double>, throttled_since timestamp, "
               "closest_volumes " + CLOSEST_TYPE + ", predictive struct<broker_id: long, log_dir: string, "
-              "eta_seconds: double, horizon_seconds: double>")
+              "eta_seconds: double, horizon_seconds: double>, stop struct<scope: string, topics: array<string>>")
     return spark.createDataFrame(rows, schema)
 
 
@@ -81,6 +83,10 @@ def _cast_counts(df):
                        else F.col(c).cast("struct<broker_id: long, log_dir: string, available_bytes: long, "
                                           "available_ratio: double>").alias(c) if c == "worst_volume"
                        else F.col(c) for c in df.columns])
+
+
+def _stop(stop):
+    return None if stop is None else (stop.scope, list(stop.topics) if stop.scope == "topics" else None)
 
 
 def _naive(t):

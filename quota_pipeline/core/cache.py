@@ -40,6 +40,10 @@ class Entry:
     # was taken (trend.envelope_eta: the predictive step's, apart from the record's short fill rate and its ETA);
     # None unless filling, with too few buckets, or with the predictive policy off.
     eta_seconds: float | None = None
+    # The topics with a replica on the dir at the reading (Volume.topics), kept as its top partitions are (an
+    # offline entry pinned from a reading keeps the reading's); None when not known, as for an offline entry
+    # without a reading.
+    topics: tuple[str, ...] | None = None
 
     @property
     def available_ratio(self) -> float | None:
@@ -135,13 +139,13 @@ def reached_by(e: Entry, t_us: int, settings: Settings, onset_rate: float | None
 
 def went_offline_filling(e: Entry) -> Entry:
     """The pinned offline entry of a dir that filled up before it went offline: no bytes (it violates as any
-    offline entry), with the fill rate and top partitions of its last reading for the record."""
+    offline entry), with the fill rate, top partitions and topics of its last reading for the record."""
     return replace(e, total_bytes=None, available_bytes=None, pinned=True, fenced_pin=False)
 
 
 def _reading(v: Volume, t: dt.datetime, fill_rate: float | None, eta_seconds: float | None) -> Entry:
     return Entry(v.broker_id, v.log_dir, t, v.total_bytes, v.available_bytes, fill_rate=fill_rate,
-                 top_partitions=v.top_partitions, eta_seconds=eta_seconds)
+                 top_partitions=v.top_partitions, eta_seconds=eta_seconds, topics=v.topics)
 
 
 def closest_key(headroom: float | None, entry: Entry) -> tuple:
@@ -201,13 +205,22 @@ def predictive_throttle(etas: list[tuple[float, float | None, Entry]], limits_fa
     return PredictiveThrottle(least[2].broker_id, least[2].log_dir, least[1], settings.eta_horizon.total_seconds())
 
 
+def stop_topics(violating: list[Entry]) -> tuple[str, ...] | None:
+    """The sorted union of the violating entries' topics: what a stop refuses, so that every other topic keeps
+    producing (a full dir grows only through its partitions). None when none violates (a factor of 0 then comes
+    from the fallback or the predictive step: nothing to point at) or when one's topics are not known."""
+    if not violating or any(e.topics is None for e in violating):
+        return None
+    return tuple(sorted(set().union(*(e.topics for e in violating))))
+
+
 def summarize(snap: VolumeSnapshot, in_force: list[Entry], settings: Settings) -> SnapshotSummary:
     limits = settings.limits
     volume = [policy.volume_factor_py(e.available_bytes, e.total_bytes, limits) for e in in_force]
     etas = [(*eta_factor(e, settings), e) for e in in_force]
     # Each log dir's factor is the least of its limits' and its predictive one.
     factors = [(min(f, fe[0]), e) for f, fe, e in zip(volume, etas, in_force)]
-    violations = sum(1 for e in in_force if policy.violates_py(e.available_bytes, e.total_bytes, limits))
+    violating = [e for e in in_force if policy.violates_py(e.available_bytes, e.total_bytes, limits)]
     worst = min(factors, key=lambda fe: worst_key(*fe), default=None)
     ratios = [r for r in (e.available_ratio for e in in_force) if r is not None]
     success = snap.status is Status.SUCCESS
@@ -220,7 +233,7 @@ def summarize(snap: VolumeSnapshot, in_force: list[Entry], settings: Settings) -
         active_brokers=len(set(snap.brokers)),
         active_log_dirs=len(in_force),
         missing_brokers=missing,
-        violations=violations,
+        violations=len(violating),
         policy_factor=min((f for f, _ in factors), default=1.0),
         complete=success and not missing,
         worst_volume=None if worst is None else WorstVolume(
@@ -228,4 +241,5 @@ def summarize(snap: VolumeSnapshot, in_force: list[Entry], settings: Settings) -
         min_available_ratio=min(ratios, default=None),
         closest_volumes=closest_volumes(in_force, settings),
         predictive=predictive_throttle(etas, min(volume, default=1.0), settings),
+        stop_topics=stop_topics(violating),
     )

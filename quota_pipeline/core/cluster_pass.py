@@ -15,7 +15,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from quota_pipeline.core import cache, kernel
-from quota_pipeline.core.model import RecordError, epoch_micros, parse_time
+from quota_pipeline.core.model import (STOP_CLUSTER, STOP_TOPICS, STOP_TOPICS_BUDGET, RecordError, epoch_micros,
+                                       parse_time)
 from quota_pipeline.core.settings import Settings
 from quota_pipeline.journal import rules
 
@@ -32,6 +33,8 @@ WORST = pa.struct([("broker_id", pa.int64()), ("log_dir", pa.string()), ("availa
                    ("available_ratio", pa.float64())])
 PREDICTIVE = pa.struct([("broker_id", pa.int64()), ("log_dir", pa.string()), ("eta_seconds", pa.float64()),
                         ("horizon_seconds", pa.float64())])
+TOPICS = pa.list_(pa.string())
+STOP = pa.struct([("scope", pa.string()), ("topics", TOPICS)])
 UTC_US = pa.timestamp("us", tz="UTC")
 # What a task returns per snapshot; job.py adds the constant columns (schema version, decided_at, limits).
 RECORD = pa.schema([
@@ -39,14 +42,14 @@ RECORD = pa.schema([
     ("valid_until", UTC_US), ("status", pa.string()), ("active_brokers", pa.int32()),
     ("active_log_dirs", pa.int64()), ("missing_brokers", pa.list_(pa.int64())), ("violations", pa.int32()),
     ("worst_volume", WORST), ("min_available_ratio", pa.float64()), ("throttled_since", UTC_US),
-    ("closest_volumes", pa.list_(CLOSEST)), ("predictive", PREDICTIVE),
+    ("closest_volumes", pa.list_(CLOSEST)), ("predictive", PREDICTIVE), ("stop", STOP),
 ])
 COLUMNS = ("cluster_id", "observed_at", "observed_us", "status", "brokers", "fenced_brokers", "broker_id", "log_dir",
-           "total_bytes", "available_bytes", "error", "top_partitions")
+           "total_bytes", "available_bytes", "error", "top_partitions", "topics")
 TYPES = {"cluster_id": pa.string(), "observed_at": pa.string(), "observed_us": pa.int64(), "status": pa.string(),
          "brokers": pa.list_(pa.int64()), "fenced_brokers": pa.list_(pa.int64()), "broker_id": pa.int64(),
          "log_dir": pa.string(), "total_bytes": pa.int64(), "available_bytes": pa.int64(), "error": pa.string(),
-         "top_partitions": pa.list_(PARTITION)}
+         "top_partitions": pa.list_(PARTITION), "topics": TOPICS}
 # Where each row came from (replay/cluster_files.py: staged JSONL's file and line, or the Parquet file's row).
 ORIGIN = ("_file", "_offset", "_line")
 
@@ -150,6 +153,7 @@ class ClusterPass:
         self.keys = (np.zeros(0, np.int64), np.zeros(0, object))   # carried log dirs: broker ids, names
         self.brokers = np.zeros(0, np.int64)                       # carried broker ids
         self.partitions = pa.array([], pa.list_(PARTITION))        # top partitions of carried readings
+        self.topics = pa.array([], TOPICS)                         # their topics (null: not known), row for row
         self.used = np.zeros(0)                                    # per carried log dir: last used bytes read, NaN
 
     def mine(self, table: pa.Table) -> np.ndarray:
@@ -254,6 +258,8 @@ class ClusterPass:
                                       .take(pa.array(vrows))]) if len(vrows) or carried else self.partitions
         rows_at = np.searchsorted(new_index[snap_of[vrows]], np.arange(n_snaps + 1)) if len(vrows) else \
             np.zeros(n_snaps + 1, np.int64)
+        # Their topics, taken only for the rows a stop or the carried state needs (a row of a reading a stop refuses).
+        topics = RowTopics(self.topics, table.column("topics"), vrows)
         chunk = _kernel_chunk(table, vrows, t[first_rows], ok, lists, rows_at, row_key, carried, key_broker)
         if self.states is None:
             self.states = [kernel.State.empty(len(key_broker_id), len(broker_ids)) for _ in self.params]
@@ -270,8 +276,8 @@ class ClusterPass:
         for decided, o, p in zip(self.outcome.decided, outs, self.params):
             decided.append((o.factor, o.source == kernel.FALLBACK, o.violations, o.min_ratio,
                             least_headroom(chunk, p)))
-        batch = self._records(outs[0], chunk, status, key_broker_id, key_name, broker_ids, parts_all)
-        self._carry(key_broker_id, key_name, broker_ids, parts_all)
+        batch = self._records(outs[0], chunk, status, key_broker_id, key_name, broker_ids, parts_all, topics)
+        self._carry(key_broker_id, key_name, broker_ids, parts_all, topics)
         return batch
 
     def _log_dirs(self, table: pa.Table, vrows: np.ndarray) -> tuple[np.ndarray, ...]:
@@ -315,11 +321,11 @@ class ClusterPass:
 
     # ---- the carried state as bytes (the streaming job keeps it in Spark's state store) ------------------------
     def to_bytes(self) -> bytes:
-        """The base setting's state, its log dirs and brokers, and the cached readings' top partitions."""
+        """The base setting's state, its log dirs and brokers, and the cached readings' top partitions and topics."""
         st = self.states[0] if self.states else kernel.State.empty(0, 0)
         sink = pa.BufferOutputStream()
-        with pa.ipc.new_stream(sink, pa.schema([("p", pa.list_(PARTITION))])) as w:
-            w.write_batch(pa.record_batch([self.partitions], names=["p"]))
+        with pa.ipc.new_stream(sink, pa.schema([("p", pa.list_(PARTITION)), ("topics", TOPICS)])) as w:
+            w.write_batch(pa.record_batch([self.partitions, self.topics], names=["p", "topics"]))
         buf = io.BytesIO()
         np.savez(buf, **{f: getattr(st, f) for f in STATE_FIELDS}, key_broker=np.asarray(self.keys[0], np.int64),
                  key_name=np.array(list(self.keys[1]), dtype=str), brokers=np.asarray(self.brokers, np.int64),
@@ -337,22 +343,29 @@ class ClusterPass:
         self.brokers = z["brokers"]
         self.used = np.full(len(self.keys[0]), np.nan)  # replay's filled_bytes only: not kept in the state
         with pa.ipc.open_stream(pa.py_buffer(z["partitions"].tobytes())) as r:
-            self.partitions = r.read_all().column("p").combine_chunks()
+            saved = r.read_all()
+        self.partitions = saved.column("p").combine_chunks()
+        # Saved before topics were kept: the cached readings' topics are not known (a stop there is the cluster's).
+        self.topics = saved.column("topics").combine_chunks() if "topics" in saved.column_names else \
+            pa.nulls(len(self.partitions), TOPICS)
         return self
 
-    def _carry(self, key_broker_id, key_name, broker_ids, parts_all) -> None:
-        """What the next chunk needs to renumber the state: log dirs, brokers, cached readings' partitions."""
+    def _carry(self, key_broker_id, key_name, broker_ids, parts_all, topics: "RowTopics") -> None:
+        """What the next chunk needs to renumber the state: log dirs, brokers, cached readings' partitions and
+        topics."""
         self.keys = (key_broker_id, key_name)
         self.brokers = broker_ids
         # Every state's cached rows (the sweep's too) move to the front of the next partitions table.
         rows = np.unique(np.concatenate([s.row[s.row >= 0] for s in self.states]))
         self.partitions = parts_all.take(pa.array(rows)) if len(rows) else pa.array([], pa.list_(PARTITION))
+        self.topics = topics.of(rows)
         for s in self.states:
             have = s.row >= 0
             s.row[have] = np.searchsorted(rows, s.row[have])
 
     def _records(self, o: kernel.Out, chunk: kernel.Chunk, status: pa.Array, key_broker_id: np.ndarray,
-                 key_name: np.ndarray, broker_ids: np.ndarray, parts_all: pa.Array) -> pa.RecordBatch:
+                 key_name: np.ndarray, broker_ids: np.ndarray, parts_all: pa.Array,
+                 topics: "RowTopics") -> pa.RecordBatch:
         s = len(chunk.t)
         params = self.params[0]
         t = pa.array(chunk.t, UTC_US)
@@ -376,7 +389,7 @@ class ClusterPass:
             pa.array(o.active_brokers.astype(np.int32)), pa.array(o.active_log_dirs), missing,
             pa.array(o.violations.astype(np.int32)), worst,
             pa.array(o.min_ratio, pa.float64(), mask=np.isnan(o.min_ratio)), since, closest,
-            self._predictive(o, key_broker_id, key_name),
+            self._predictive(o, key_broker_id, key_name), stop_column(o, topics),
         ], schema=RECORD)
 
     def _predictive(self, o: kernel.Out, key_broker_id: np.ndarray, key_name: np.ndarray) -> pa.Array:
@@ -415,6 +428,71 @@ class ClusterPass:
              opt_int(o.c_total), opt_float(o.c_ratio), opt_float(o.c_headroom), opt_float(o.c_fill),
              opt_float(o.c_eta), parts, _reasons(o.c_available[have], o.c_fill[have])], fields=list(CLOSEST))
         return pa.ListArray.from_arrays(pa.array(offsets), values)
+
+
+class RowTopics:
+    """The topics of the readings' rows as the kernel numbers them (the carried readings', then this chunk's volume
+    rows), taken from the columns only for the rows asked for: most rows' topics are never needed."""
+
+    def __init__(self, carried: pa.Array, column: pa.ChunkedArray, vrows: np.ndarray):
+        self.carried, self.column, self.vrows = carried, column, vrows
+
+    def of(self, rows: np.ndarray) -> pa.Array:
+        """The topics of `rows` (all >= 0), in their order; null where not known."""
+        rows = np.asarray(rows, np.int64)
+        n = len(self.carried)
+        old, new = rows < n, rows >= n
+        if new.all() and len(rows):
+            return self.column.take(pa.array(self.vrows[rows - n])).combine_chunks()
+        if old.all():
+            return self.carried.take(pa.array(rows)) if len(rows) else pa.array([], TOPICS)
+        parts = pa.concat_arrays([self.carried.take(pa.array(rows[old])),
+                                  self.column.take(pa.array(self.vrows[rows[new] - n])).combine_chunks()])
+        order = np.empty(len(rows), np.int64)
+        order[np.flatnonzero(old)] = np.arange(old.sum())
+        order[np.flatnonzero(new)] = old.sum() + np.arange(new.sum())
+        return parts.take(pa.array(order))
+
+
+def stop_column(o: kernel.Out, topics: RowTopics) -> pa.Array:
+    """The record's `stop` per snapshot (record.stop_of), over every violating entry in force the kernel listed for
+    a snapshot it stopped: null above a factor of 0; the sorted union of their topics when there is one, each one's
+    topics are known and the list fits model.STOP_TOPICS_BUDGET as compact JSON; else the cluster (the fallback
+    included). Vectorised: topics are taken for the listed rows only, unique per snapshot by a sort of
+    (snapshot, topic rank)."""
+    n = len(o.factor)
+    stopped = o.factor <= 0.0
+    counts = np.diff(o.stop_at)
+    snap = np.repeat(np.arange(n), counts)
+    rows = o.stop_row
+    unknown = np.bincount(snap[rows < 0], minlength=n) > 0
+    known = rows >= 0
+    lists = topics.of(rows[known]) if known.any() else pa.array([], TOPICS)
+    if lists.null_count:
+        unknown |= np.bincount(snap[known][_np(lists.is_null())], minlength=n) > 0
+    flat = pc.list_flatten(lists)
+    encoded = pc.dictionary_encode(flat) if len(flat) else None
+    words = np.array(encoded.dictionary.to_pylist() if encoded is not None else [], dtype=object)
+    order = np.argsort(words, kind="stable") if len(words) else np.zeros(0, np.int64)
+    rank = np.empty(len(words), np.int64)
+    rank[order] = np.arange(len(words))
+    width = max(len(words), 1)
+    owner = snap[known][_np(pc.list_parent_indices(lists))] if len(flat) else np.zeros(0, np.int64)
+    uniq = np.unique(owner * width + rank[encoded.indices.to_numpy(zero_copy_only=False)]) if len(flat) else \
+        np.zeros(0, np.int64)
+    of_snap, word = uniq // width, words[order][uniq % width] if len(uniq) else np.zeros(0, object)
+    sizes = np.array([len(json.dumps(w)) for w in words[order]], np.int64) if len(words) else np.zeros(0, np.int64)
+    per = np.bincount(of_snap, minlength=n)
+    json_bytes = 2 + np.bincount(of_snap, weights=sizes[uniq % width] if len(uniq) else None, minlength=n) + \
+        np.maximum(per - 1, 0)
+    listed = stopped & (o.source != kernel.FALLBACK) & (counts > 0) & ~unknown & (json_bytes <= STOP_TOPICS_BUDGET)
+    keep = listed[of_snap]
+    offsets = np.concatenate([[0], np.cumsum(np.where(listed, per, 0))]).astype(np.int32)
+    topic_lists = pa.ListArray.from_arrays(pa.array(offsets), pa.array(word[keep], pa.string()),
+                                           mask=pa.array(~listed))
+    scope = np.where(listed, STOP_TOPICS, STOP_CLUSTER).astype(object)
+    return pa.StructArray.from_arrays([pa.array(scope, pa.string()), topic_lists], fields=list(STOP),
+                                      mask=pa.array(~stopped))
 
 
 def _mark(code: np.ndarray, cond, c: int) -> None:
@@ -472,6 +550,9 @@ def _volume_codes(table: pa.Table, starts: np.ndarray, snap_of: np.ndarray, code
     more = _np(pc.greater(av, tot).fill_null(False))
     if more.any():
         _mark(code, is_volume & more, C_VOLUME + 4)
+    topics = table.column("topics")
+    if pc.list_flatten(topics).null_count:
+        _mark(code, is_volume & _null_elements(topics), C_VOLUME + 5)
     dup = _duplicate_volumes(bid, ldir, np.flatnonzero(is_volume), snap_of) if is_volume.any() else None
     if dup is not None:
         _mark(code, _any(dup, starts)[snap_of], C_DUP_VOLUMES)

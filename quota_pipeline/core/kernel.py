@@ -166,6 +166,11 @@ class Out:
     evicted: np.ndarray           # log dirs whose reading expired at the snapshot
     pred_key: np.ndarray          # the log dir of a predictive throttle (SnapshotSummary.predictive), NONE if none
     pred_eta: np.ndarray          # its ETA in seconds, NaN if none
+    # What a stop refuses (cache.stop_topics): per snapshot decided 0 on an observation or retained, the violating
+    # entries in force, every one of them (not only the closest); none for other snapshots.
+    stop_at: np.ndarray = None    # int64[S+1] offsets into stop_key and stop_row
+    stop_key: np.ndarray = None   # log dir numbers
+    stop_row: np.ndarray = None   # the row of each one's reading (its topics), NONE when it has none
 
 
 def run(state: State, chunk: Chunk, params: Params) -> Out:
@@ -181,8 +186,9 @@ def run(state: State, chunk: Chunk, params: Params) -> Out:
         np.full((s, n), np.nan), np.full((s, n), np.nan), np.full((s, n), np.nan), np.full((s, n), np.nan),
         np.full((s, n), NONE, np.int64),
         np.zeros(s), np.zeros(s, np.int8), np.zeros(s, np.int64), np.full(s, NONE, np.int64),
-        np.zeros(s, np.int64), np.zeros(s, np.int64), np.full(s, NONE, np.int64), np.full(s, np.nan))
-    _run(state.has, state.pinned, state.observed, state.total, state.available, state.offline, state.fill, state.row,
+        np.zeros(s, np.int64), np.zeros(s, np.int64), np.full(s, NONE, np.int64), np.full(s, np.nan),
+        np.zeros(s + 1, np.int64))
+    out.stop_key, out.stop_row = _run(state.has, state.pinned, state.observed, state.total, state.available, state.offline, state.fill, state.row,
          state.hist_t, state.hist_a, state.hist_n, state.registered, state.decision,
          (state.env_t, state.env_a, state.env_n, state.eta, state.env_m),
          chunk.t, chunk.ok, chunk.brokers_at, chunk.brokers, chunk.fenced_at, chunk.fenced, chunk.rows_at,
@@ -192,7 +198,7 @@ def run(state: State, chunk: Chunk, params: Params) -> Out:
          out.worst, out.worst_available, out.worst_ratio, out.missing_at, out.missing, out.closest, out.c_available,
          out.c_total, out.c_ratio, out.c_headroom, out.c_fill, out.c_eta, out.c_row,
          out.factor, out.source, out.valid_from, out.throttled_since, out.cached, out.evicted, out.pred_key,
-         out.pred_eta)
+         out.pred_eta, out.stop_at)
     out.missing = out.missing[:out.missing_at[-1]]
     return out
 
@@ -617,6 +623,29 @@ def _advance(decision, now, observed, policy_factor, validity_us, fallback):
 
 
 @numba.njit(cache=True, inline="always")
+def _stopped_by(has, pinned, registered, key_broker, offline, available, total, row, hard_kind, hard_value,
+                n_stop, stop_key, stop_row):
+    """The violating entries in force (keys and reading rows) appended from n_stop on, the arrays grown as needed:
+    what a stop refuses (cache.stop_topics). Returns (count, keys, rows)."""
+    keys = has.shape[0]
+    if n_stop + keys > stop_key.shape[0]:
+        size = max(2 * stop_key.shape[0], n_stop + keys)
+        more_keys = np.empty(size, np.int64)
+        more_rows = np.empty(size, np.int64)
+        more_keys[:n_stop] = stop_key[:n_stop]
+        more_rows[:n_stop] = stop_row[:n_stop]
+        stop_key, stop_row = more_keys, more_rows
+    for k in range(keys):
+        if not _in_force(has[k], pinned[k], registered[key_broker[k]]):
+            continue
+        if _factor(offline[k], available[k], total[k], hard_kind, hard_value, NO_LIMIT, 0.0)[1]:
+            stop_key[n_stop] = k
+            stop_row[n_stop] = row[k]
+            n_stop += 1
+    return n_stop, stop_key, stop_row
+
+
+@numba.njit(cache=True, inline="always")
 def _cache_counts(has, gone):
     """(cached, evicted): log dirs in the cache after the snapshot, and those that expired at it and were not read
     again (the streaming form counts keys that left)."""
@@ -638,7 +667,7 @@ def _run(has, pinned, observed, total, available, offline, fill, row, hist_t, hi
          eta_horizon_s, bucket_us, o_active_brokers, o_active_log_dirs, o_violations, o_policy_factor, o_complete, o_min_ratio, o_worst,
          o_worst_available, o_worst_ratio, o_missing_at, o_missing, o_closest, o_c_available, o_c_total, o_c_ratio,
          o_c_headroom, o_c_fill, o_c_eta, o_c_row, o_factor, o_source, o_valid_from, o_since, o_cached, o_evicted,
-         o_pred_key, o_pred_eta):
+         o_pred_key, o_pred_eta, o_stop_at):
     nb = registered.shape[0]
     listed = np.zeros(nb, np.bool_)     # brokers of this snapshot
     fenced_now = np.zeros(nb, np.bool_)
@@ -647,6 +676,9 @@ def _run(has, pinned, observed, total, available, offline, fill, row, hist_t, hi
     # The closest volumes' outputs as one argument (numba inlines a call of at most 30 arguments).
     c_out = (o_closest, o_c_available, o_c_total, o_c_ratio, o_c_headroom, o_c_fill, o_c_eta, o_c_row)
     n_missing = 0
+    n_stop = 0
+    stop_key = np.empty(16, np.int64)
+    stop_row = np.empty(16, np.int64)
     for i in range(t.shape[0]):
         now = t[i]
         _evict_expired(now, validity_us, has, pinned, observed, gone)
@@ -674,7 +706,13 @@ def _run(has, pinned, observed, total, available, offline, fill, row, hist_t, hi
         o_source[i] = source
         o_valid_from[i] = valid_from
         o_since[i] = since
+        o_stop_at[i] = n_stop
+        if factor <= 0.0 and source != FALLBACK:
+            n_stop, stop_key, stop_row = _stopped_by(has, pinned, registered, key_broker, offline, available, total,
+                                                     row, hard_kind, hard_value, n_stop, stop_key, stop_row)
         cached, evicted = _cache_counts(has, gone)
         o_cached[i] = cached
         o_evicted[i] = evicted
     o_missing_at[t.shape[0]] = n_missing
+    o_stop_at[t.shape[0]] = n_stop
+    return stop_key[:n_stop].copy(), stop_row[:n_stop].copy()

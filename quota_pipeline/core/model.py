@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import json
 from dataclasses import dataclass
 from enum import Enum
 from typing import Any, Iterable
@@ -104,6 +105,9 @@ class Volume:
     available_bytes: int | None
     error: str | None = None
     top_partitions: tuple[PartitionSize, ...] = ()
+    # The sorted distinct topics with a replica on the dir (future replicas included: a replica moving onto it
+    # writes to it): what a stop at this dir must refuse. None: not known (an offline dir, an older journal).
+    topics: tuple[str, ...] | None = None
 
     @property
     def offline(self) -> bool:
@@ -129,6 +133,7 @@ class Volume:
             "available_ratio": self.available_ratio,
             "error": self.error,
             **({"top_partitions": [p.to_json() for p in self.top_partitions]} if self.top_partitions else {}),
+            **({} if self.topics is None else {"topics": list(self.topics)}),
         }
 
 
@@ -226,6 +231,43 @@ class PredictiveThrottle:
                 "horizon_seconds": self.horizon_seconds}
 
 
+# The record's `stop` scopes (Stop.scope).
+STOP_TOPICS, STOP_CLUSTER = "topics", "cluster"
+# The most bytes the stop's topic list may take as compact JSON (stop_json_bytes); a longer one stops the
+# cluster instead. Half of Kafka's default max.message.bytes (1 MiB): the rest of the record is small.
+STOP_TOPICS_BUDGET = 512 * 1024
+
+
+@dataclass(frozen=True)
+class Stop:
+    """What a factor of 0 stops: the writes to `topics` (those with a replica on a log dir at its hard limit), or,
+    with scope cluster, every write."""
+
+    scope: str
+    topics: tuple[str, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        if self.scope == STOP_TOPICS:
+            return {"scope": STOP_TOPICS, "topics": list(self.topics)}
+        return {"scope": STOP_CLUSTER}
+
+
+CLUSTER_STOP = Stop(STOP_CLUSTER)
+
+
+def stop_json_bytes(topics: Iterable[str]) -> int:
+    """The bytes of the topic list as compact JSON (`["a","b"]`), the measure of STOP_TOPICS_BUDGET."""
+    return len(json.dumps(list(topics), separators=(",", ":")))
+
+
+def topics_stop(topics: tuple[str, ...] | None) -> Stop:
+    """The stop of a factor of 0 decided over violating entries whose topics' union is `topics` (None: some
+    entry's topics are not known, or none violates): those topics, unless their list exceeds the budget."""
+    if topics is None or stop_json_bytes(topics) > STOP_TOPICS_BUDGET:
+        return CLUSTER_STOP
+    return Stop(STOP_TOPICS, topics)
+
+
 @dataclass(frozen=True)
 class SnapshotSummary:
     """What steps 1-3 of the decision semantics yield for one snapshot: the input of step 4."""
@@ -245,6 +287,9 @@ class SnapshotSummary:
     # Set when the predictive step (eta.horizon) alone lowers the factor: its least factor is below 1 and below
     # every volume factor of the limits.
     predictive: PredictiveThrottle | None = None
+    # The sorted union of the topics of the violating entries in force, when at least one violates and every one's
+    # topics are known; None otherwise (what a stop at factor 0 refuses: Decision semantics, the stop).
+    stop_topics: tuple[str, ...] | None = None
 
     @property
     def violating(self) -> bool:

@@ -1,7 +1,7 @@
 """The published record: one ThrottleDecision per snapshot, and how step 4's result becomes one.
 
-Version 2 adds fields only (`throttled_since`, `closest_volumes`, later `predictive`); readers take versions 1 and
-2 and ignore fields they do not know.
+Version 2 adds fields only (`throttled_since`, `closest_volumes`, later `predictive` and `stop`); readers take
+versions 1 and 2 and ignore fields they do not know.
 """
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ from typing import Any
 
 from quota_pipeline.core.settings import Settings
 from quota_pipeline.core.model import (
-    ClosestVolume, Decision, DecisionSource, PartitionSize, PredictiveThrottle, RecordError, SnapshotSummary, Status, WorstVolume,
-    format_time, parse_time,
+    CLUSTER_STOP, STOP_TOPICS, ClosestVolume, Decision, DecisionSource, PartitionSize,
+    PredictiveThrottle, RecordError, SnapshotSummary, Status, Stop, WorstVolume, format_time, parse_time, topics_stop,
 )
 
 SCHEMA_VERSION = 2
@@ -43,6 +43,9 @@ class ThrottleDecision:
     # Why a predictive throttle is in force (SnapshotSummary.predictive): the log dir, its ETA and the horizon;
     # None when none is, and in records written before the field (a later version-2 field).
     predictive: PredictiveThrottle | None = None
+    # What a factor of 0 stops (stop_of): the topics on the log dirs at the hard limit, or the whole cluster; None
+    # when the factor is above 0, and in records written before the field (a later version-2 field).
+    stop: Stop | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -64,6 +67,7 @@ class ThrottleDecision:
             "throttled_since": format_time(self.throttled_since),
             "closest_volumes": [v.to_json() for v in self.closest_volumes],
             "predictive": None if self.predictive is None else self.predictive.to_json(),
+            "stop": None if self.stop is None else self.stop.to_json(),
         }
 
     @classmethod
@@ -91,6 +95,7 @@ class ThrottleDecision:
                 throttled_since=None if raw.get("throttled_since") is None else parse_time(raw["throttled_since"]),
                 closest_volumes=_closest_volumes(raw.get("closest_volumes")),
                 predictive=predictive_of(raw.get("predictive")),
+                stop=stop_from_json(raw.get("stop")),
                 schema_version=int(raw["schema_version"]),
             )
         except (KeyError, TypeError, ValueError, OverflowError) as exc:  # OverflowError: int(Infinity)
@@ -120,7 +125,31 @@ def build_record(s: SnapshotSummary, d: Decision, settings: Settings, decided_at
         throttled_since=d.throttled_since,
         closest_volumes=s.closest_volumes,
         predictive=s.predictive,
+        stop=stop_of(s, d),
     )
+
+
+def stop_of(s: SnapshotSummary, d: Decision) -> Stop | None:
+    """What the decision stops: nothing above a factor of 0; at 0, the topics of the violating entries in force
+    (s.stop_topics, RETAINED decisions included), else the whole cluster: on the fallback, when none violates (a
+    predictive factor of 0), when some violating entry's topics are not known, or when the list is too long for
+    the record (model.STOP_TOPICS_BUDGET)."""
+    if d.factor > 0:
+        return None
+    if d.source is DecisionSource.FALLBACK:
+        return CLUSTER_STOP
+    return topics_stop(s.stop_topics)
+
+
+def stop_from_json(raw: Any) -> Stop | None:
+    """The record's `stop`: absent (an older record) or null reads as none. Unlike the diagnostics it is acted on,
+    so one that cannot be read stops the cluster (the safe reading of a stop)."""
+    if raw is None:
+        return None
+    if isinstance(raw, dict) and raw.get("scope") == STOP_TOPICS and isinstance(raw.get("topics"), list) \
+            and all(isinstance(t, str) for t in raw["topics"]):
+        return Stop(STOP_TOPICS, tuple(raw["topics"]))
+    return CLUSTER_STOP
 
 
 def _closest_volumes(raw: Any) -> tuple[ClosestVolume, ...]:

@@ -19,13 +19,15 @@ from quota_pipeline.core.model import epoch_micros, parse_time
 from quota_pipeline.journal.layout import Sources
 
 SNAPSHOT_FIELDS = ("cluster_id", "observed_at", "status", "message", "brokers", "fenced_brokers")
-VOLUME_FIELDS = ("broker_id", "log_dir", "total_bytes", "available_bytes", "error", "top_partitions")
+VOLUME_FIELDS = ("broker_id", "log_dir", "total_bytes", "available_bytes", "error", "top_partitions", "topics")
 PARTITION = pa.struct([("topic", pa.string()), ("partition", pa.int32()), ("size_bytes", pa.int64())])
 SCHEMA = pa.schema([
     ("cluster_id", pa.string()), ("observed_at", pa.string()), ("status", pa.string()), ("message", pa.string()),
     ("brokers", pa.list_(pa.int64())), ("fenced_brokers", pa.list_(pa.int64())),
     ("broker_id", pa.int64()), ("log_dir", pa.string()), ("total_bytes", pa.int64()),
     ("available_bytes", pa.int64()), ("error", pa.string()), ("top_partitions", pa.list_(PARTITION)),
+    # The topics with a replica on the dir, null when not known (absent from files written before the column).
+    ("topics", pa.list_(pa.string())),
     ("tick", pa.int64()), ("journal_file", pa.string()), ("observed_us", pa.int64()),
 ])
 META_SOURCES = "quota_pipeline.journal.sources"
@@ -81,6 +83,7 @@ def representable(record: dict) -> bool:
     return all(opt_str(v.get("error")) and all(opt_int(v.get(k)) for k in ("broker_id", "total_bytes",
                                                                          "available_bytes"))
                and all(partition_fits(p) for p in v.get("top_partitions") or ())
+               and (v.get("topics") is None or isinstance(v["topics"], list))
                for v in record.get("volumes") or ())
 
 
@@ -222,7 +225,15 @@ def sources_of(path: Path | str) -> Sources | None:
 def row_groups(path: Path) -> Iterator[pa.Table]:
     pf = pq.ParquetFile(str(path))
     for i in range(pf.num_row_groups):
-        yield pf.read_row_group(i).cast(SCHEMA)
+        yield with_all_columns(pf.read_row_group(i)).cast(SCHEMA)
+
+
+def with_all_columns(table: pa.Table) -> pa.Table:
+    """A period file's rows with the columns it was written without (topics, before it was kept) as nulls."""
+    missing = [f for f in SCHEMA if f.name not in table.column_names]
+    for f in missing:
+        table = table.append_column(f, pa.nulls(table.num_rows, f.type))
+    return table.select(SCHEMA.names) if missing else table
 
 
 def read_tick(path: Path | Any, journal_file: str, tick: int) -> dict | None:
@@ -233,7 +244,9 @@ def read_tick(path: Path | Any, journal_file: str, tick: int) -> dict | None:
         return None
     first = rows[0]
     record = {k: first[k] for k in SNAPSHOT_FIELDS if k != "message"}
-    record["volumes"] = [{k: r[k] for k in VOLUME_FIELDS} for r in rows if r["broker_id"] is not None]
+    # Topics not known are left out, as the tick file leaves them out.
+    record["volumes"] = [{k: r.get(k) for k in VOLUME_FIELDS if k != "topics" or r.get(k) is not None}
+                         for r in rows if r["broker_id"] is not None]
     if first["message"] is not None:
         record["message"] = first["message"]
     return record

@@ -88,6 +88,11 @@ def _partitions_ok(v: dict) -> bool:
         and _is_int(p.get("size_bytes")) for p in parts)
 
 
+def _topics_broken(v: dict) -> bool:
+    topics = v.get("topics")
+    return topics is not None and not (isinstance(topics, list) and all(isinstance(t, str) for t in topics))
+
+
 def _duplicate_keys(r: dict) -> bool:
     keys = [(v.get("broker_id"), v.get("log_dir")) for v in _volumes(r)]
     return len(set(keys)) != len(keys)
@@ -116,6 +121,7 @@ VOLUME_RULES = (
     Rule("a volume without error needs integer total_bytes and available_bytes", _bytes_missing),
     Rule("volumes[] byte counts must be >= 0 (an offline dir has error set and null bytes)", _bytes_negative),
     Rule("volumes[].available_bytes must not exceed total_bytes", _more_available_than_total),
+    Rule("volumes[].topics must be a list of topic names (absent or null: not known)", _topics_broken),
 )
 DUPLICATE_VOLUMES = Rule("volumes lists the same (broker_id, log_dir) twice", _duplicate_keys)
 
@@ -137,7 +143,7 @@ PARQUET_COLUMNS = {
     "cluster_id": "string", "observed_at": "string", "status": "string", "message": "string",
     "brokers": "list<int>", "fenced_brokers": "list<int>", "broker_id": "int", "log_dir": "string",
     "total_bytes": "int", "available_bytes": "int", "error": "string", "observed_us": "int",
-    "top_partitions": "list<struct<topic: string, partition: int, size_bytes: int>>",
+    "top_partitions": "list<struct<topic: string, partition: int, size_bytes: int>>", "topics": "list<string>",
 }
 
 
@@ -195,7 +201,8 @@ def parse_snapshot(raw: Any) -> VolumeSnapshot:
     volumes = tuple(Volume(v["broker_id"], v["log_dir"], None, None, v["error"]) if v.get("error") is not None
                     else Volume(v["broker_id"], v["log_dir"], v["total_bytes"], v["available_bytes"],
                                 top_partitions=tuple(PartitionSize(p["topic"], p["partition"], p["size_bytes"])
-                                                     for p in v.get("top_partitions") or ()))
+                                                     for p in v.get("top_partitions") or ()),
+                                topics=None if v.get("topics") is None else tuple(v["topics"]))
                     for v in _volumes(raw))
     message = raw.get("message")
     return VolumeSnapshot(

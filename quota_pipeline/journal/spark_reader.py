@@ -26,6 +26,7 @@ VOLUME_TYPE = T.StructType([
     T.StructField("available_bytes", T.LongType()),
     T.StructField("error", T.StringType()),
     T.StructField("top_partitions", T.ArrayType(PARTITION_TYPE)),
+    T.StructField("topics", T.ArrayType(T.StringType())),
 ])
 SNAPSHOT_JSON_TYPE = T.StructType([
     T.StructField("cluster_id", T.StringType()),
@@ -58,6 +59,7 @@ def _volume_checks(volumes: Column) -> list[tuple[Column, str]]:
             v.error.isNull() & (v.total_bytes.isNull() | v.available_bytes.isNull()),
             (v.total_bytes < 0) | (v.available_bytes < 0),
             v.available_bytes > v.total_bytes,
+            F.coalesce(F.exists(v.topics, lambda x: x.isNull()), F.lit(False)),
         )
 
     def code(v: Column) -> Column:
@@ -71,7 +73,9 @@ def _volume_checks(volumes: Column) -> list[tuple[Column, str]]:
     first = F.array_min(F.transform(volumes, code))
     # Keys as strings: array_distinct over structs is about 8x slower on 1000-volume snapshots.
     keys = F.transform(volumes, lambda v: F.concat_ws("\u0000", v.broker_id.cast("string"), v.log_dir))
-    return [(first == i, rule.reason) for i, rule in enumerate(rules.VOLUME_RULES)] + [
+    topics = len(rules.VOLUME_RULES) - 1  # not a list (from_json reads it as null): found in the text
+    return [((first == i) | (_mistyped_topics(volumes) if i == topics else F.lit(False)), rule.reason)
+            for i, rule in enumerate(rules.VOLUME_RULES)] + [
         (F.size(F.array_distinct(keys)) != F.size(volumes), rules.DUPLICATE_VOLUMES.reason)]
 
 
@@ -109,6 +113,14 @@ def _mistyped_partitions(volumes: Column) -> Column:
     parsed = F.size(F.filter(F.coalesce(volumes, F.array().cast(T.ArrayType(VOLUME_TYPE))),
                              lambda v: v.top_partitions.isNotNull()))
     return F.col("text").contains('"top_partitions"') & (in_text != parsed)
+
+
+def _mistyped_topics(volumes: Column) -> Column:
+    """A topics value that from_json read as null though the text has one that is not null: fewer parsed lists
+    than the text holds. Only lines that mention topics pay for the count."""
+    in_text = F.size(F.split(F.col("text"), r'"topics"\s*:\s*[^n\s]')) - 1
+    parsed = F.size(F.filter(volumes, lambda v: v.topics.isNotNull()))
+    return F.col("text").contains('"topics"') & (in_text != parsed)
 
 
 def _bad_partitions(v: Column) -> Column:
@@ -208,7 +220,7 @@ def read_parquet(spark: SparkSession, paths: tuple[str, ...]) -> DataFrame:
             col("available_bytes", "bigint").alias("available_bytes"),
             col("error", "string").alias("error"),
             col("top_partitions", "array<struct<topic:string,partition:int,size_bytes:bigint>>")
-            .alias("top_partitions"))).alias("volume"),
+            .alias("top_partitions"), col("topics", "array<string>").alias("topics"))).alias("volume"),
     )
     # One snapshot per (file, cluster, observed_at); its location is its first row. The same snapshot in two
     # files is two snapshots, the second rejected as a duplicate, never one with its volumes twice.

@@ -242,8 +242,14 @@ def _volumes(broker_id: int, response: Any, problems: _BrokerProblems) -> list[V
             volumes.append(Volume(broker_id, r.log_dir, None, None, error=Errors.for_code(r.error_code).message))
         else:
             volumes.append(Volume(broker_id, r.log_dir, int(r.total_bytes), int(r.usable_bytes),
-                                  top_partitions=_largest_partitions(r)))
+                                  top_partitions=_largest_partitions(r), topics=_topics(r)))
     return volumes
+
+
+def _topics(result: Any) -> tuple[str, ...]:
+    """The sorted distinct topics with a replica on the log dir: every partition, future replicas included (a
+    replica being moved onto the dir writes to it), so that a stop at this dir refuses all that can fill it."""
+    return tuple(sorted({t.name for t in (result.topics or []) if t.partitions}))
 
 
 def _largest_partitions(result: Any) -> tuple[PartitionSize, ...]:

@@ -27,7 +27,7 @@ from quota_pipeline.core import kernel, trend
 from quota_pipeline.core.config import Limit, Limits
 from quota_pipeline.core.decision import DecisionState
 from quota_pipeline.core.record import SCHEMA_VERSION, ThrottleDecision
-from quota_pipeline.core.cluster_pass import PARTITION, ClusterPass
+from quota_pipeline.core.cluster_pass import PARTITION, TOPICS, ClusterPass
 from quota_pipeline.streaming.source import REMOVED  # also the status of the row reporting a dropped state
 from quota_pipeline.core.settings import Settings
 from quota_pipeline.core.model import (
@@ -52,7 +52,8 @@ def encode_state(state: DecisionState, config_name: str | None = None) -> str:
         "registered": sorted(state.cache.registered),
         "entries": [[e.broker_id, e.log_dir, epoch_micros(e.observed_at), e.total_bytes, e.available_bytes,
                      kernel.FENCED_PIN if e.fenced_pin else e.pinned,
-                     e.fill_rate, [[p.topic, p.partition, p.size_bytes] for p in e.top_partitions], e.eta_seconds]
+                     e.fill_rate, [[p.topic, p.partition, p.size_bytes] for p in e.top_partitions], e.eta_seconds,
+                     None if e.topics is None else list(e.topics)]
                     for e in state.cache.entries.values()],
         "history": [[b, ld, [list(h) for h in hist]] for (b, ld), hist in state.cache.history.items()],
         "buckets": [[b, ld, [list(m) for m in mins]] for (b, ld), mins in state.cache.buckets.items()],
@@ -62,16 +63,17 @@ def encode_state(state: DecisionState, config_name: str | None = None) -> str:
 
 
 def decode_state(text: str | None) -> DecisionState:
-    """The inverse of encode_state; a state written before fill rates and throttle episodes reads as without them."""
+    """The inverse of encode_state; a state written before fill rates, throttle episodes or topics reads as without
+    them (topics not known)."""
     if not text:
         return DecisionState()
     raw = json.loads(text)
     entries = {}
     for b, ld, t, total, avail, pinned, *extra in raw["entries"]:
-        fill, parts, eta = (extra + [None, [], None][len(extra):])[:3]
+        fill, parts, eta, topics = (extra + [None, [], None, None][len(extra):])[:4]
         entries[(b, ld)] = Entry(b, ld, from_epoch_micros(t), total, avail, bool(pinned), fill,
                                  tuple(PartitionSize(*p) for p in parts), fenced_pin=pinned == kernel.FENCED_PIN,
-                                 eta_seconds=eta)
+                                 eta_seconds=eta, topics=None if topics is None else tuple(topics))
     history = {(b, ld): tuple(tuple(h) for h in hist) for b, ld, hist in raw.get("history", [])}
     # A bucket saved before tops were kept ([t, least]) has an unknown top: it never passes for a clean-up.
     buckets = {(b, ld): tuple((*m, trend.UNKNOWN_TOP)[:3] for m in mins) for b, ld, mins in raw.get("buckets", [])}
@@ -118,7 +120,7 @@ def from_decision_state(columns: ClusterPass, state: DecisionState) -> ClusterPa
     keys = sorted(set(cache.entries) | set(cache.history) | set(cache.buckets))
     brokers = np.array(sorted(set(cache.registered) | {b for b, _ in keys}), np.int64)
     st = kernel.State.empty(len(keys), len(brokers))
-    partitions = []
+    partitions, topics = [], []
     for k, key in enumerate(keys):
         e = cache.entries.get(key)
         if e is not None:
@@ -130,9 +132,10 @@ def from_decision_state(columns: ClusterPass, state: DecisionState) -> ClusterPa
             st.available[k] = kernel.NONE if offline else e.available_bytes
             st.fill[k] = np.nan if e.fill_rate is None else e.fill_rate
             st.eta[k] = np.nan if e.eta_seconds is None else e.eta_seconds
-            if not offline or e.top_partitions:  # an offline dir that filled up keeps its last reading's
-                st.row[k] = len(partitions)
+            if not offline or e.top_partitions or e.topics is not None:  # an offline dir that filled up keeps its
+                st.row[k] = len(partitions)                                # last reading's
                 partitions.append([p.to_json() for p in e.top_partitions])
+                topics.append(None if e.topics is None else list(e.topics))
         hist = cache.history.get(key, ())[-kernel.FILL_READINGS:]
         st.hist_n[k] = len(hist)
         for j, (t, a) in enumerate(hist):
@@ -150,6 +153,7 @@ def from_decision_state(columns: ClusterPass, state: DecisionState) -> ClusterPa
     columns.keys = (np.array([b for b, _ in keys], np.int64), np.array([ld for _, ld in keys], dtype=object))
     columns.brokers = brokers
     columns.partitions = pa.array(partitions, pa.list_(PARTITION))
+    columns.topics = pa.array(topics, TOPICS)
     columns.used = np.full(len(keys), np.nan)  # replay's filled_bytes only, as ClusterPass.restore leaves it
     return columns
 
@@ -174,6 +178,8 @@ def flattened(frame: pd.DataFrame) -> pa.Table:
         "error": _strings(frame["error"]),
         "top_partitions": _list_array(frame["top_partitions"], pa.list_(PARTITION), lambda v: [
             _partition(p).to_json() for p in _list(v)] or None, empty_is_null=True),
+        # Null: not known; an empty list: a dir holding no partition.
+        "topics": _list_array(frame["topics"], TOPICS, lambda v: None if _missing(v) else [str(x) for x in v]),
         "_file": pc.dictionary_encode(files),
         "_offset": pa.array(np.zeros(n, np.int64)),
         "_line": pa.array(np.arange(1, n + 1, dtype=np.int64)),

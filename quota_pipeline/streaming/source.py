@@ -32,7 +32,7 @@ ROW_SCHEMA = (
     "config_name string, tick long, cluster_id string, observed_at timestamp, status string, message string, "
     "brokers array<int>, fenced_brokers array<int>, broker_id int, log_dir string, total_bytes long, "
     "available_bytes long, used_bytes long, available_ratio double, error string, "
-    "top_partitions array<struct<topic:string,partition:int,size_bytes:long>>"
+    "top_partitions array<struct<topic:string,partition:int,size_bytes:long>>, topics array<string>"
 )
 
 
@@ -100,11 +100,12 @@ class PollPartition(InputPartition):
 def snapshot_rows(config_name: str, tick: int, snap: VolumeSnapshot) -> Iterator[tuple]:
     observed = snap.observed_at.astimezone(UTC).replace(tzinfo=None)  # Spark reads naive as session TZ (UTC)
     yield (config_name, tick, snap.cluster_id, observed, snap.status.value, snap.message, list(snap.brokers),
-           list(snap.fenced_brokers), None, None, None, None, None, None, None, None)
+           list(snap.fenced_brokers), None, None, None, None, None, None, None, None, None)
     for v in snap.volumes:
         yield (config_name, tick, snap.cluster_id, observed, snap.status.value, None, None, None, v.broker_id,
                v.log_dir, v.total_bytes, v.available_bytes, v.used_bytes, v.available_ratio, v.error,
-               [(p.topic, p.partition, p.size_bytes) for p in v.top_partitions])
+               [(p.topic, p.partition, p.size_bytes) for p in v.top_partitions],
+               None if v.topics is None else list(v.topics))
 
 
 _observers: dict[str, object] = {}  # per worker process: admin connections survive across ticks
@@ -199,7 +200,7 @@ class KafkaVolumesReader(DataSourceStreamReader):
         now = dt.datetime.now(UTC).replace(tzinfo=None)
         for r in partition.removals:
             yield (r.config_name, r.tick, r.cluster_id, now, REMOVED, "its config left the fleet", None, None,
-                   None, None, None, None, None, None, None, None)
+                   None, None, None, None, None, None, None, None, None)
 
     def commit(self, end: dict) -> None:
         pass  # the journal is the durable record; nothing to acknowledge upstream

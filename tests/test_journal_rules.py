@@ -38,6 +38,8 @@ VALID = [
     snap(volumes=[vol(), vol(broker_id=2)]),
     snap(volumes=[vol(top_partitions=[{"topic": "orders", "partition": 3, "size_bytes": 40}])]),
     snap(observed_at="2026-11-21T10:00:00+01:00"),
+    snap(volumes=[vol(topics=["orders", "payments"]), vol(broker_id=2, topics=[]), vol(broker_id=3, topics=None)]),
+    snap(volumes=[vol(total_bytes=None, available_bytes=None, error="KAFKA_STORAGE_ERROR", topics=["orders"])]),
 ]
 # (line, the reason both readers must give)
 BAD = [
@@ -79,6 +81,11 @@ BAD = [
     (snap(volumes=[vol(available_bytes=-1), vol(broker_id=2, log_dir="")]),
      "volumes[].log_dir must be a non-empty string"),
     (snap(cluster_id="", status="OK"), "cluster_id must be a non-empty string"),
+    (snap(volumes=[vol(topics=["orders", None])]), rules.VOLUME_RULES[-1].reason),
+    (snap(volumes=[vol(), vol(broker_id=2, topics="orders")]), rules.VOLUME_RULES[-1].reason),
+    (snap(volumes=[vol(topics={"name": "orders"})]), rules.VOLUME_RULES[-1].reason),
+    (snap(volumes=[vol(topics=[None], available_bytes=-1)]),
+     "volumes[] byte counts must be >= 0 (an offline dir has error set and null bytes)"),
 ]
 
 

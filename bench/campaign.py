@@ -383,7 +383,8 @@ class Campaign:
         """`quota-pipeline enforce` on the job's properties, in its own session, checking the topic every second."""
         env = {**os.environ, "PYTHONUNBUFFERED": "1"}
         self.enforcer = subprocess.Popen(
-            [sys.executable, "-m", "quota_pipeline.cli", "enforce", str(self.conf), "--interval", "1"],
+            [sys.executable, "-m", "quota_pipeline.cli", "enforce", str(self.conf), "--interval", "1",
+             "--stop", "throttle"],
             stdout=(self.work / "enforcer.log").open("ab"), stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
             env=env, cwd=self.work, start_new_session=True)
 

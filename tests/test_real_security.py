@@ -102,8 +102,8 @@ def test_a_refused_login_or_certificate_is_one_error_line_naming_the_listener(re
     scram, ssl = real_kafka.bootstrap(rc.SASL), real_kafka.bootstrap(rc.SSL)
     commands = [(["observe", files["wrong-password"]], 3, scram),
                 (["quotas", "list", "--config", files["wrong-password"]], 1, scram),
-                (["enforce", files["wrong-password"], "--once"], 1, scram),
-                (["enforce", files["wrong-output-password"], "--once"], 1, scram),
+                (["enforce", files["wrong-password"], "--once", "--stop", "throttle"], 1, scram),
+                (["enforce", files["wrong-output-password"], "--once", "--stop", "throttle"], 1, scram),
                 (["run", files["wrong-output-password"], "--no-metrics"], 1, scram),
                 (["observe", files["untrusted"]], 3, ssl),
                 (["quotas", "list", "--config", files["untrusted"]], 1, ssl)]
@@ -130,7 +130,7 @@ def test_enforce_throttles_and_restores_through_scram_and_ssl(real_kafka: RealKa
     with QuotaAdmin(client_properties(real_kafka)) as admin, log.open("w") as out:
         before = admin.describe()
         job = subprocess.Popen([sys.executable, "-m", "quota_pipeline.cli", "enforce", files["scram"], "--interval",
-                                "1", "-v"], stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+                                "1", "-v", "--stop", "throttle"], stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
         try:
             now = dt.datetime.now(dt.timezone.utc)
             publish_decisions(real_kafka, conf.output_topic, [("secure", 0.0, now)])

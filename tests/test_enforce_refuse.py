@@ -300,3 +300,28 @@ def test_at_factor_0_no_quota_is_lowered_and_graded_factors_still_throttle(tmp_p
     enforcer.step()
     enforcer.step()
     assert quotas.describe() == base and not (tmp_path / "c1.json").exists()
+
+
+# ---- the command's settings ----------------------------------------------------------------------------------------
+
+def test_the_stop_mode_comes_from_the_flag_else_the_property_else_refuse():
+    from quota_pipeline.cli import build_parser
+    from quota_pipeline.commands.enforce import allow_everyone, refusal_warnings, scope_setting, stop_mode
+    from quota_pipeline.core import config as cfg
+
+    def conf(**extra: str) -> cfg.Config:
+        return cfg.parse({cfg.HARD_BYTES: "1", cfg.BOOTSTRAP: "k:9092", **extra})
+
+    args = build_parser().parse_args(["enforce", "c.properties"])
+    assert stop_mode(args, conf()) == "refuse"
+    assert stop_mode(args, conf(**{"quota.pipeline.enforce.stop": "throttle"})) == "throttle"
+    flagged = build_parser().parse_args(["enforce", "c.properties", "--stop", "refuse"])
+    assert stop_mode(flagged, conf(**{"quota.pipeline.enforce.stop": "throttle"})) == "refuse"
+    with pytest.raises(cfg.ConfigError):
+        conf(**{"quota.pipeline.enforce.stop": "pause"})
+    assert scope_setting(conf()) == "topics" and scope_setting(conf(**{"quota.pipeline.stop.scope": "cluster"})) == "cluster"
+    assert not allow_everyone(conf()) and allow_everyone(conf(**{"allow.everyone.if.no.acl.found": "true"}))
+    # Said once at start: excluded principals are refused too (only super.users escape), and allow.everyone unset.
+    warned = refusal_warnings(conf(**{cfg.EXCLUDED: "User:pipeline"}))
+    assert len(warned) == 2 and "super.users" in warned[0] and "User:pipeline" in warned[0]
+    assert refusal_warnings(conf(**{"allow.everyone.if.no.acl.found": "true"})) == []

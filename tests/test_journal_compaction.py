@@ -333,6 +333,23 @@ def test_journal_command_compacts_prunes_and_reports(tmp_path, capsys):
     assert "periods compacted" in capsys.readouterr().out
 
 
+def test_a_deeply_nested_or_misnamed_tick_file_is_set_aside_and_the_rest_of_the_journal_processed(tmp_path,
+                                                                                                    capsys):
+    recent_journal(tmp_path, 4, 2)
+    day = next(p for p in (tmp_path / "journal" / "a").iterdir() if p.is_dir())
+    tick = int(sorted(day.glob("*.json"))[-1].stem)
+    (day / f"{tick + 1}.json").write_text("[" * 100_000 + "]" * 100_000 + "\n")  # deeper than the stack
+    (day / f"{10 ** 15}.json").write_text("{}\n")  # a tick beyond the calendar
+    path = conf(tmp_path)
+    assert main(["journal", "stats", "--config", path]) == 0
+    assert main(["journal", "compact", "--config", path]) == 0
+    out = capsys.readouterr().out
+    assert out.count("a: compacted ") >= 2
+    assert f"{tick + 1}.json: left as JSON: unreadable" in out and "Traceback" not in out
+    assert (day / f"{tick + 1}.json").exists() and files(tmp_path, "*.parquet")
+    assert main(["journal", "prune", "--config", path]) == 0
+
+
 def test_a_journal_period_of_zero_is_a_config_error(tmp_path, capsys):
     with pytest.raises(SystemExit) as exit_:
         main(["journal", "stats", "--config", conf(tmp_path, **{"quota.pipeline.journal.period": "PT0S"})])

@@ -78,7 +78,10 @@ class Period:
 def tick_period(day: str, tick: int, interval_seconds: float, length: dt.timedelta) -> Period | None:
     """The period of tick file `<day>/<tick>.json`, or None when the current check interval does not put
     that tick on that day (the interval changed since): then the snapshot's own observed_at decides."""
-    start = tick_start(tick, interval_seconds)
+    try:
+        start = tick_start(tick, interval_seconds)
+    except (ValueError, OverflowError, OSError):  # a file name (outside text) beyond the calendar: not this day's
+        return None
     return Period.containing(start, length) if day_of(start) == day else None
 
 

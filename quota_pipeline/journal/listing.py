@@ -73,7 +73,7 @@ def observed_at_of(path: Path) -> dt.datetime | None:
             else:
                 value = m.group(1).decode()
         return parse_time(value)
-    except (OSError, ValueError, AttributeError, RecordError):
+    except (OSError, ValueError, AttributeError, RecordError, RecursionError):  # nesting deeper than the stack
         return None
 
 

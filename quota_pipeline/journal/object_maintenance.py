@@ -44,7 +44,7 @@ def observed_at(store: ObjectStore, key: str) -> dt.datetime | None:
             got = store.get(key)
             return None if got is None else parse_time(json.loads(got.data).get("observed_at"))
         return parse_time(m.group(1).decode())
-    except (ObjectStoreError, ValueError, AttributeError, RecordError):
+    except (ObjectStoreError, ValueError, AttributeError, RecordError, RecursionError):
         return None
 
 

@@ -46,7 +46,7 @@ def _entry(cluster_dir: Path, key_us: int, t: TickFile, kept: list) -> Entry | N
         record = json.loads(text)
     except FileNotFoundError:
         return None  # gone since the listing: a writer gave way to this tick's compacted snapshot
-    except (OSError, ValueError) as exc:
+    except (OSError, ValueError, RecursionError) as exc:  # RecursionError: nesting deeper than the stack
         kept.append((t.rel, f"unreadable: {exc}"))
         return None
     problem = rules.first_problem(record)

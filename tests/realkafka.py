@@ -90,6 +90,11 @@ def ready_timeout(seconds: float) -> float:
     return seconds * max(1.0, os.getloadavg()[0] / (os.cpu_count() or 1))
 
 
+# In an override's value: the node's own PLAINTEXT listener (host:port), chosen when the cluster starts; e.g. a plugin
+# that reads a topic on the broker that loads it.
+SELF_PLAINTEXT = "{self.plaintext}"
+
+
 @dataclass(frozen=True)
 class ClusterSpec:
     """What to start: node count, log dirs per node, an optional tmpfs log dir on node 1, JVM heap, overrides."""
@@ -263,6 +268,8 @@ def _start_once(spec: ClusterSpec, home: Path) -> RealKafka:
             # java.io.tmpdir, is shared by every broker of the machine).
             state = {"quota.pipeline.state.dir": str(root / f"node{layout.node_id}" / "callback-state")}
             overrides = {**state, **(rc.authorizer_properties() if spec.authorizer else {}), **spec.overrides}
+            own = f"127.0.0.1:{layout.ports[rc.PLAINTEXT]}"
+            overrides = {k: v.replace(SELF_PLAINTEXT, own) for k, v in overrides.items()}
             text = rc.server_properties(layout, voters, min(3, spec.nodes), tls.broker_properties(), overrides)
             cluster.nodes[layout.node_id] = NodeProcess(home, layout, root / f"node{layout.node_id}", text, spec.heap,
                                                          spec.jvm_opts)

@@ -12,8 +12,11 @@ import pytest
 from quota_pipeline.enforce.baseline import BaselineError, BaselineFile
 from quota_pipeline.enforce.enforcer import Enforcer
 from quota_pipeline.enforce.plan import Policy
+from quota_pipeline.broker.rules import CLUSTER_SCOPE, StopScope
+from quota_pipeline.core.model import CLUSTER_STOP, Stop
+from quota_pipeline.core.record import stop_from_json
 from quota_pipeline.enforce.refuse import (
-    INTERNAL_TOPICS, RefusalState, Scope, applies_to, companion_binding, deny_binding, plan, record_stop_topics,
+    INTERNAL_TOPICS, RefusalPolicy, RefusalState, Scope, applies_to, companion_binding, deny_binding, plan,
     refused_topics, stop_scope, wanted_bindings,
 )
 from quota_pipeline.enforce.refuser import RefusalFile, Refuser
@@ -21,12 +24,7 @@ from quota_pipeline.kafka.acls import Binding
 from quota_pipeline.kafka.client_quotas import PRODUCER_BYTE_RATE as PBR, Entity
 
 DECISIONS = "__quota_throttle_factors"
-
-
-@dataclass
-class StopField:
-    scope: str
-    topics: tuple[str, ...] = ()
+POLICY = RefusalPolicy(DECISIONS, frozenset({"pipeline"}))  # an excluded principal: no binding can exempt it
 
 
 @dataclass
@@ -43,7 +41,7 @@ class Answer:
 
 
 def topics_stop(*topics: str) -> Answer:
-    return Answer(0.0, "record", Record(StopField("topics", topics)))
+    return Answer(0.0, "record", Record(Stop("topics", topics)))
 
 
 class Killed(BaseException):
@@ -79,7 +77,7 @@ class FakeAcls:
 
 
 def refuser(acls: FakeAcls, tmp_path, **kw) -> Refuser:
-    return Refuser("c1", acls, RefusalFile(tmp_path / "c1.refusals.json"), DECISIONS, settle_seconds=0, **kw)
+    return Refuser("c1", acls, RefusalFile(tmp_path / "c1.refusals.json"), POLICY, settle_seconds=0, **kw)
 
 
 def state_file(tmp_path) -> set[str]:
@@ -94,29 +92,32 @@ OPERATORS_DENY = deny_binding("A")  # an operator's own binding: identical to th
 
 # ---- scope ---------------------------------------------------------------------------------------------------------
 
-def test_the_scope_follows_the_rule():
-    assert stop_scope(0.5, "record", Record(StopField("topics", ("A",))), "topics") is None
-    assert stop_scope(1.0, "record", None, "cluster") is None
-    named = stop_scope(0.0, "record", Record(StopField("topics", ("A",))), "topics")
-    assert named is not None and not named.cluster_wide and named.topics == {"A"}
-    assert stop_scope(0.0, "record", Record({"scope": "topics", "topics": ["A"]}), "topics").topics == {"A"}
-    # The whole cluster: the property, the fallback or the reader's start, or a record whose stop names no topics.
-    assert stop_scope(0.0, "record", Record(StopField("topics", ("A",))), "cluster").cluster_wide
-    assert stop_scope(0.0, "fallback", Record(StopField("topics", ("A",))), "topics").cluster_wide
-    assert stop_scope(0.0, "initial", None, "topics").cluster_wide
-    for stop in (None, StopField("cluster"), {"scope": "topics", "topics": "A"}, {"scope": "topics", "topics": [1]},
-                 {"scope": "topics"}, "topics"):
-        assert stop_scope(0.0, "record", Record(stop), "topics").cluster_wide, stop
-    assert record_stop_topics({"scope": "topics", "topics": []}) == ()
+def test_the_scope_follows_the_rule_the_broker_side_shares():
+    named = Record(Stop("topics", ("A",)))
+    assert stop_scope(POLICY, 0.5, "record", named) is None
+    assert stop_scope(POLICY, 1.0, "record", None) is None
+    scope = stop_scope(POLICY, 0.0, "record", named)
+    assert scope is not None and not scope.cluster_wide and scope.topics == {"A"}
+    # The whole cluster: the property, the fallback or the reader's start, or a record whose stop names no topics
+    # (absent, null, cluster or malformed: core.record reads each leniently).
+    cluster_policy = RefusalPolicy(DECISIONS, cluster_wide=True)
+    assert stop_scope(cluster_policy, 0.0, "record", named).cluster_wide
+    assert stop_scope(POLICY, 0.0, "fallback", named).cluster_wide
+    assert stop_scope(POLICY, 0.0, "initial", None).cluster_wide
+    for raw in (None, {"scope": "cluster"}, {"scope": "topics", "topics": "A"}, {"scope": "topics", "topics": [1]},
+                {"scope": "topics"}, "topics"):
+        assert stop_scope(POLICY, 0.0, "record", Record(stop_from_json(raw))).cluster_wide, raw
+    assert stop_scope(POLICY, 0.0, "record", Record(CLUSTER_STOP)).why == "factor 0, the record stops the cluster"
 
 
-def test_the_decision_topic_and_kafkas_internal_topics_are_never_refused():
+def test_the_decision_topic_and_kafkas_internal_topics_are_never_refused_and_no_principal_is_exempt():
     listed = ["A", DECISIONS, *INTERNAL_TOPICS]
-    assert refused_topics(Scope(True), listed, [], DECISIONS) == {"A"}
-    assert refused_topics(Scope(False, frozenset({"A", DECISIONS, "__consumer_offsets"})), [], [], DECISIONS) == {"A"}
-    assert refused_topics(None, listed, ["A"], DECISIONS) == set()
+    everything = Scope(CLUSTER_SCOPE)
+    assert refused_topics(everything, listed, [], POLICY) == {"A"}
+    assert refused_topics(Scope(StopScope(frozenset({"A", DECISIONS, "__consumer_offsets"}))), [], [], POLICY) == {"A"}
+    assert refused_topics(None, listed, ["A"], POLICY) == set()
     # Cluster-wide, a topic refused already stays refused even if the cluster no longer lists it to this principal.
-    assert refused_topics(Scope(True), ["B"], ["A"], DECISIONS) == {"A", "B"}
+    assert refused_topics(everything, ["B"], ["A"], POLICY) == {"A", "B"}
 
 
 def test_which_acls_apply_to_a_topic():
@@ -306,7 +307,7 @@ def test_at_factor_0_no_quota_is_lowered_and_graded_factors_still_throttle(tmp_p
 
 def test_the_stop_mode_comes_from_the_flag_else_the_property_else_refuse():
     from quota_pipeline.cli import build_parser
-    from quota_pipeline.commands.enforce import allow_everyone, refusal_warnings, scope_setting, stop_mode
+    from quota_pipeline.commands.enforce import allow_everyone, refusal_warnings, stop_mode
     from quota_pipeline.core import config as cfg
 
     def conf(**extra: str) -> cfg.Config:
@@ -319,7 +320,6 @@ def test_the_stop_mode_comes_from_the_flag_else_the_property_else_refuse():
     assert stop_mode(flagged, conf(**{"quota.pipeline.enforce.stop": "throttle"})) == "refuse"
     with pytest.raises(cfg.ConfigError):
         conf(**{"quota.pipeline.enforce.stop": "pause"})
-    assert scope_setting(conf()) == "topics" and scope_setting(conf(**{"quota.pipeline.stop.scope": "cluster"})) == "cluster"
     assert not allow_everyone(conf()) and allow_everyone(conf(**{"allow.everyone.if.no.acl.found": "true"}))
     # Said once at start: excluded principals are refused too (only super.users escape), and allow.everyone unset.
     warned = refusal_warnings(conf(**{cfg.EXCLUDED: "User:pipeline"}))

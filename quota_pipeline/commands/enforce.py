@@ -16,7 +16,7 @@ from quota_pipeline.core.config import Config
 from quota_pipeline.enforce import admits
 from quota_pipeline.enforce.plan import Policy, stop_floor
 from quota_pipeline.enforce.enforcer import DEFAULT_INTERVAL_SECONDS, DEFAULT_SETTLE_SECONDS, Enforcer, StepResult
-from quota_pipeline.enforce.refuse import SCOPE_CLUSTER, SCOPE_TOPICS, STOP_MODES, STOP_REFUSE
+from quota_pipeline.enforce.refuse import STOP_MODES, STOP_REFUSE, RefusalPolicy
 from quota_pipeline.enforce.refuser import RefusalFile, Refuser
 from quota_pipeline.kafka.acl_admin import AclAdmin, AclAdminError, AuthorizerMissing
 from quota_pipeline.kafka.quota_admin import QuotaAdmin, QuotaAdminError
@@ -25,7 +25,6 @@ from quota_pipeline.broker.reader import Reader
 
 EXIT_FAILED = 1
 STOP_PROPERTY = "quota.pipeline.enforce.stop"
-SCOPE_PROPERTY = "quota.pipeline.stop.scope"
 ALLOW_EVERYONE = "allow.everyone.if.no.acl.found"  # the brokers' setting, read from CONFIG as quota.window.num is
 STANDARD_AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
 NO_AUTHORIZER = (f"the cluster has no authorizer, so --stop refuse cannot refuse writes: set "
@@ -189,11 +188,6 @@ def stop_mode(args: argparse.Namespace, conf: Config) -> str:
     return args.stop or (conf.raw.get(STOP_PROPERTY) or "").strip() or STOP_REFUSE
 
 
-def scope_setting(conf: Config) -> str:
-    value = (conf.raw.get(SCOPE_PROPERTY) or "").strip()
-    return value if value in (SCOPE_TOPICS, SCOPE_CLUSTER) else SCOPE_TOPICS
-
-
 def allow_everyone(conf: Config) -> bool:
     """The brokers' allow.everyone.if.no.acl.found as CONFIG repeats it (DescribeConfigs does not show its value);
     unset: Kafka's default, false, which never grants anything."""
@@ -219,5 +213,5 @@ def stop_refuser(conf: Config, mode: str, cluster: str, acl_admin: AclAdmin | No
     """The refusing stop's part of the enforcer; in throttle mode only to release what a refusing run left."""
     if acl_admin is None:
         return None
-    return Refuser(cluster, acl_admin, store, conf.output_topic, mode=mode, scope_property=scope_setting(conf),
-                   allow_everyone=allow_everyone(conf), dry_run=dry_run)
+    return Refuser(cluster, acl_admin, store, RefusalPolicy.of(conf), mode=mode, allow_everyone=allow_everyone(conf),
+                   dry_run=dry_run)

@@ -7,17 +7,17 @@ after it is deleted. See docs/enforce.md.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any, Iterable
 
+from quota_pipeline.broker.rules import INTERNAL_TOPICS, SCOPE_CLUSTER, SCOPE_TOPICS, RefusalPolicy, StopScope
 from quota_pipeline.kafka.acls import ANY_HOST, Binding
+
+__all__ = ["INTERNAL_TOPICS", "SCOPE_CLUSTER", "SCOPE_TOPICS", "RefusalPolicy"]
 
 STOP_REFUSE, STOP_THROTTLE = "refuse", "throttle"
 STOP_MODES = (STOP_REFUSE, STOP_THROTTLE)
-SCOPE_TOPICS, SCOPE_CLUSTER = "topics", "cluster"
 EVERYONE = "User:*"
-# Kafka's own topics: refusing them would stop consumer groups' commits, transactions and share groups, not data.
-INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state", "__share_group_state"})
 DENY, COMPANION = "deny", "companion"
 
 
@@ -49,54 +49,48 @@ def kind_of(binding: Binding) -> str | None:
 
 @dataclass(frozen=True)
 class Scope:
-    """What a stop refuses now: every topic of the cluster, or the named ones; `why` is for the printed lines."""
+    """The stop in force (the rule the broker-side StopAuthorizer and the reader share: rules.RefusalPolicy), and
+    why, for the printed lines."""
 
-    cluster_wide: bool
-    topics: frozenset[str] = frozenset()
+    stop: StopScope
     why: str = ""
 
-    def covers(self, topic: str) -> bool:
-        return self.cluster_wide or topic in self.topics
+    @property
+    def cluster_wide(self) -> bool:
+        return self.stop.topics is None
+
+    @property
+    def topics(self) -> frozenset[str]:
+        return self.stop.topics or frozenset()
 
 
-def record_stop_topics(stop: Any) -> tuple[str, ...] | None:
-    """The topics of a record's `stop` when it is a well-formed {"scope": "topics", "topics": [strings]} (as parsed,
-    or as JSON), else None: anything else (absent, null, cluster, malformed) stops the whole cluster."""
-    if stop is None:
+def stop_scope(policy: RefusalPolicy, factor: float, basis: str, decision: Any) -> Scope | None:
+    """What the answer in force refuses (rules.RefusalPolicy.in_force): None above factor 0. At 0 the whole cluster
+    when quota.pipeline.stop.scope is `cluster`, when the answer is not a record's (the fallback, or the reader's start:
+    nothing says which topics), or when the record's stop names no topics; else the topics it names."""
+    inner = policy.in_force(factor, basis, getattr(decision, "stop", None) if basis == "record" else None)
+    if inner is None:
         return None
-    if isinstance(stop, Mapping):
-        scope, topics = stop.get("scope"), stop.get("topics")
+    if policy.cluster_wide:
+        why = f"factor 0, quota.pipeline.stop.scope={SCOPE_CLUSTER}"
+    elif basis != "record":
+        why = f"factor 0 ({basis}): no record says which topics"
+    elif inner.topics is None:
+        why = "factor 0, the record stops the cluster"
     else:
-        scope, topics = getattr(stop, "scope", None), getattr(stop, "topics", None)
-    if scope != SCOPE_TOPICS or not isinstance(topics, (list, tuple)) or not all(isinstance(t, str) for t in topics):
-        return None
-    return tuple(topics)
+        why = "factor 0, the record stops this topic"
+    return Scope(inner, why)
 
 
-def stop_scope(factor: float, basis: str, decision: Any, scope_property: str) -> Scope | None:
-    """What the answer in force refuses: None above factor 0. At 0 the whole cluster when quota.pipeline.stop.scope is
-    `cluster`, when the answer is not a record's (the fallback, or the reader's start: nothing says which topics), or
-    when the record's stop does not name topics; else the topics it names."""
-    if factor > 0.0:
-        return None
-    if scope_property == SCOPE_CLUSTER:
-        return Scope(True, why=f"factor 0, quota.pipeline.stop.scope={SCOPE_CLUSTER}")
-    if basis != "record":
-        return Scope(True, why=f"factor 0 ({basis}): no record says which topics")
-    topics = record_stop_topics(getattr(decision, "stop", None))
-    if topics is None:
-        return Scope(True, why="factor 0, the record stops the cluster")
-    return Scope(False, frozenset(topics), why="factor 0, the record stops this topic")
-
-
-def refused_topics(scope: Scope | None, listed: Iterable[str], ours: Iterable[str], decision_topic: str) -> set[str]:
+def refused_topics(scope: Scope | None, listed: Iterable[str], ours: Iterable[str], policy: RefusalPolicy) -> set[str]:
     """The topics to refuse now. Cluster-wide: every topic the cluster lists, and those the enforcer already refuses
     (a principal without DESCRIBE no longer sees a topic once it has an ACL: the stop must not lift itself).
-    Never the decision topic (the record that lifts the stop must get through) nor Kafka's internal topics."""
+    Never the decision topic nor Kafka's internal topics (RefusalPolicy.refuses; no principal is named: a binding for
+    User:* exempts nobody, only the brokers' super.users pass)."""
     if scope is None:
         return set()
     named = set(listed) | set(ours) if scope.cluster_wide else set(scope.topics)
-    return {t for t in named if t != decision_topic and t not in INTERNAL_TOPICS}
+    return {t for t in named if policy.refuses(scope.stop, t, None)}
 
 
 def applies_to(binding: Binding, topic: str) -> bool:
@@ -117,7 +111,6 @@ class Plan:
     record: tuple[Binding, ...] = ()  # the new ones among `create`: not in the state file yet
     delete: tuple[Binding, ...] = ()
     operators: tuple[Binding, ...] = ()  # wanted but present as someone else's binding: left alone, never ours
-    why: Mapping[str, str] = field(default_factory=dict)  # topic -> why it is refused or released
 
     @property
     def empty(self) -> bool:

@@ -18,8 +18,8 @@ from quota_pipeline.core import names
 from quota_pipeline.core.display import visible
 from quota_pipeline.enforce.baseline import BaselineError, _fsync_dir, write_atomically
 from quota_pipeline.enforce.refuse import (
-    COMPANION, DENY, STOP_REFUSE, Plan, RefusalState, Scope, creation_order, deletion_order, kind_of, plan,
-    refused_topics, stop_scope, wanted_bindings,
+    COMPANION, DENY, STOP_REFUSE, Plan, RefusalPolicy, RefusalState, Scope, creation_order, deletion_order, kind_of,
+    plan, refused_topics, stop_scope, wanted_bindings,
 )
 from quota_pipeline.kafka.acls import Binding
 
@@ -121,16 +121,15 @@ class Refuser:
     mode `refuse`: at factor 0 the topics of the stop's scope are refused; otherwise none. Any other mode (`throttle`)
     only deletes what an earlier refusing run left in the state file."""
 
-    def __init__(self, cluster: str, admin: AclPort, store: RefusalFile, decision_topic: str, *,
-                 mode: str = STOP_REFUSE, scope_property: str = "topics", allow_everyone: bool = False,
+    def __init__(self, cluster: str, admin: AclPort, store: RefusalFile, policy: RefusalPolicy, *,
+                 mode: str = STOP_REFUSE, allow_everyone: bool = False,
                  dry_run: bool = False, settle_seconds: float = DEFAULT_SETTLE_SECONDS,
                  monotonic: Callable[[], float] = time.monotonic) -> None:
         self.cluster = cluster
         self.admin = admin
         self.store = store
-        self.decision_topic = decision_topic
+        self.policy = policy  # the decision topic, quota.pipeline.stop.scope
         self.mode = mode
-        self.scope_property = scope_property
         self.allow_everyone = allow_everyone
         self.dry_run = dry_run
         self.settle_seconds = settle_seconds
@@ -150,7 +149,7 @@ class Refuser:
     def scope(self, answer: AnswerLike) -> Scope | None:
         if not self.refusing:
             return None
-        return stop_scope(answer.factor, answer.basis, answer.decision, self.scope_property)
+        return stop_scope(self.policy, answer.factor, answer.basis, answer.decision)
 
     def step(self, answer: AnswerLike) -> list[RefusalChange]:
         scope = self.scope(answer)
@@ -160,8 +159,7 @@ class Refuser:
         present = self.admin.topic_acls()
         ours = self._state.bindings
         listed = self.admin.topics() if scope is not None and scope.cluster_wide else []
-        topics = refused_topics(scope, listed, [b.resource_name for b in ours if kind_of(b) == DENY],
-                                self.decision_topic)
+        topics = refused_topics(scope, listed, [b.resource_name for b in ours if kind_of(b) == DENY], self.policy)
         wanted = wanted_bindings(topics, present, ours, self.allow_everyone)
         now = self._monotonic()
         settling = [b for b, at in self._created.items() if now - at < self.settle_seconds and b in ours]

@@ -22,12 +22,23 @@ COMMANDS = (
 )
 
 
+def _version() -> str:
+    """The installed distribution's version (a source tree that is not installed says so)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("quota-pipeline")
+    except PackageNotFoundError:
+        return "(not installed)"
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="quota-pipeline",
         description="Cluster-wide disk-pressure throttling for Apache Kafka, decided once by a Spark job "
                     "and published to a compacted topic that every broker's quota callback reads.",
     )
+    parser.add_argument("--version", action="version", version=f"quota-pipeline {_version()}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for name in COMMANDS:
         importlib.import_module(f"quota_pipeline.commands.{name}").register(sub)

@@ -34,3 +34,12 @@ def test_missing_java_says_how_to_install_it(argv, tmp_path):
     assert done.returncode == 3, done.stderr
     assert "apt-get install -y openjdk-17-jre-headless" in done.stderr
     assert not (tmp_path / "never.jsonl").exists()
+
+
+def test_version_names_the_installed_release(capsys):
+    from importlib.metadata import version
+
+    with pytest.raises(SystemExit) as done:
+        main(["--version"])
+    assert done.value.code == 0
+    assert capsys.readouterr().out.strip() == f"quota-pipeline {version('quota-pipeline')}"

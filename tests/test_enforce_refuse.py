@@ -325,3 +325,16 @@ def test_the_stop_mode_comes_from_the_flag_else_the_property_else_refuse():
     warned = refusal_warnings(conf(**{cfg.EXCLUDED: "User:pipeline"}))
     assert len(warned) == 2 and "super.users" in warned[0] and "User:pipeline" in warned[0]
     assert refusal_warnings(conf(**{"allow.everyone.if.no.acl.found": "true"})) == []
+
+
+def test_a_binding_it_just_deleted_and_still_shown_is_not_taken_for_someone_elses(tmp_path):
+    acls, clock = FakeAcls(), [0.0]
+    r = Refuser("c1", acls, RefusalFile(tmp_path / "c1.refusals.json"), POLICY, settle_seconds=5,
+                monotonic=lambda: clock[0])
+    r.step(topics_stop("A"))
+    clock[0] = 10.0
+    r.step(Answer(1.0))
+    acls.bindings.add(deny_binding("A"))  # Describe lags behind the delete
+    clock[0] = 11.0
+    assert [c.action for c in r.step(topics_stop("A"))] == ["deny"]  # the stop again: its own, recorded
+    assert state_file(tmp_path) == {"DENY WRITE A"}

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import os
 import time
 from dataclasses import dataclass
@@ -136,6 +137,7 @@ class Refuser:
         self._monotonic = monotonic
         self._state = store.load() or RefusalState(cluster)
         self._created: dict[Binding, float] = {}  # when this process sent each create (not shown at once)
+        self._deleted: dict[Binding, float] = {}  # ... and each delete (still shown for a moment)
         self._operators_said: set[Binding] = set()
 
     @property
@@ -156,12 +158,13 @@ class Refuser:
         if scope is None and not self._state.bindings:
             self._operators_said.clear()
             return []  # nothing to refuse, nothing of ours to release: no request at all
-        present = self.admin.topic_acls()
+        now = self._monotonic()
+        # A binding this process deleted moments ago may still be shown: it is not someone else's.
+        present = [b for b in self.admin.topic_acls() if now - self._deleted.get(b, -math.inf) >= self.settle_seconds]
         ours = self._state.bindings
         listed = self.admin.topics() if scope is not None and scope.cluster_wide else []
         topics = refused_topics(scope, listed, [b.resource_name for b in ours if kind_of(b) == DENY], self.policy)
         wanted = wanted_bindings(topics, present, ours, self.allow_everyone)
-        now = self._monotonic()
         settling = [b for b, at in self._created.items() if now - at < self.settle_seconds and b in ours]
         todo = plan(wanted, present, ours, settling)
         changes = self._describe(todo, scope, answer)
@@ -196,6 +199,9 @@ class Refuser:
             self._save(self._state.without(todo.delete))
             for b in todo.delete:
                 self._created.pop(b, None)
+                self._deleted[b] = now
+        for b in todo.create:
+            self._deleted.pop(b, None)
 
     def _save(self, state: RefusalState) -> None:
         self.store.save(state)

@@ -338,3 +338,15 @@ def test_a_binding_it_just_deleted_and_still_shown_is_not_taken_for_someone_else
     clock[0] = 11.0
     assert [c.action for c in r.step(topics_stop("A"))] == ["deny"]  # the stop again: its own, recorded
     assert state_file(tmp_path) == {"DENY WRITE A"}
+
+
+def test_the_companion_goes_when_an_operators_acl_comes_to_apply_to_the_topic(tmp_path):
+    acls = FakeAcls()
+    r = refuser(acls, tmp_path, allow_everyone=True)
+    r.step(topics_stop("A"))
+    assert acls.bindings == {deny_binding("A"), companion_binding("A")}
+    theirs = Binding("User:alice", "TOPIC", "A", "READ", pattern_type="PREFIXED")
+    acls.bindings.add(theirs)
+    [change] = r.step(topics_stop("A"))
+    assert change.action == "release" and "another ACL applies" in str(change)
+    assert acls.bindings == {deny_binding("A"), theirs} and state_file(tmp_path) == {"DENY WRITE A"}

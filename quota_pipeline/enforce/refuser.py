@@ -19,8 +19,8 @@ from quota_pipeline.core import names
 from quota_pipeline.core.display import visible
 from quota_pipeline.enforce.baseline import BaselineError, _fsync_dir, write_atomically
 from quota_pipeline.enforce.refuse import (
-    COMPANION, DENY, STOP_REFUSE, Plan, RefusalPolicy, RefusalState, Scope, creation_order, deletion_order, kind_of,
-    plan, refused_topics, stop_scope, wanted_bindings,
+    COMPANION, DENY, STOP_REFUSE, Plan, RefusalPolicy, RefusalState, Scope, creation_order, deletion_order,
+    deny_binding, kind_of, plan, refused_topics, stop_scope, wanted_bindings,
 )
 from quota_pipeline.kafka.acls import Binding
 
@@ -167,22 +167,28 @@ class Refuser:
         wanted = wanted_bindings(topics, present, ours, self.allow_everyone)
         settling = [b for b, at in self._created.items() if now - at < self.settle_seconds and b in ours]
         todo = plan(wanted, present, ours, settling)
-        changes = self._describe(todo, scope, answer)
+        changes = self._describe(todo, scope, answer, wanted)
         if not self.dry_run:
             self._apply(todo, now)
         return changes
 
-    def _describe(self, todo: Plan, scope: Scope | None, answer: AnswerLike) -> list[RefusalChange]:
-        released = (f"factor {answer.factor:g}, no stop" if scope is None or not self.refusing
-                    else "the topic left the stop's scope" if answer.factor <= 0.0 else f"factor {answer.factor:g}")
-        if not self.refusing:
-            released = f"--stop {self.mode}: the bindings of an earlier refusing run go"
-        out = [RefusalChange("deny", b, scope.why if scope is not None else "", self.dry_run)
+    def _describe(self, todo: Plan, scope: Scope | None, answer: AnswerLike, wanted: set[Binding]) -> list[RefusalChange]:
+        def released(b: Binding) -> str:
+            if not self.refusing:
+                return f"--stop {self.mode}: the bindings of an earlier refusing run go"
+            if scope is None:
+                return f"factor {answer.factor:g}, no stop"
+            if kind_of(b) == COMPANION and deny_binding(b.resource_name) in wanted:
+                return "another ACL applies to the topic now: it decides who reads it"
+            return "the topic left the stop's scope"
+        why = scope.why if scope is not None else ""
+        out = [RefusalChange("deny", b, why, self.dry_run)
                for batch in creation_order(todo.create) for b in batch]  # in the order they are sent
-        out += [RefusalChange("release", b, released, self.dry_run) for batch in deletion_order(todo.delete) for b in batch]
+        out += [RefusalChange("release", b, released(b), self.dry_run)
+                for batch in deletion_order(todo.delete) for b in batch]
         fresh = [b for b in todo.operators if b not in self._operators_said]
         self._operators_said = set(todo.operators)
-        out += [RefusalChange("operator", b, scope.why if scope is not None else "") for b in fresh]
+        out += [RefusalChange("operator", b, why) for b in fresh]
         return out
 
     def _apply(self, todo: Plan, now: float) -> None:

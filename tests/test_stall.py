@@ -91,8 +91,9 @@ def test_request_timeout_comes_from_the_output_settings():
 def scrape(metrics: Metrics) -> dict[str, float]:
     out = {}
     for line in generate_latest(metrics.registry).decode().splitlines():
-        if line.startswith("quota_pipeline_seconds_since_last_acknowledged_decision{") or \
-                line.startswith("quota_pipeline_last_acknowledged_decision_timestamp_seconds{"):
+        if line.startswith(("quota_pipeline_last_acknowledged_decision_age_seconds{",
+                            "quota_pipeline_seconds_since_last_acknowledged_decision{",
+                            "quota_pipeline_last_acknowledged_decision_timestamp_seconds{")):
             name, value = line.rsplit(" ", 1)
             out[name] = float(value)
     return out
@@ -101,7 +102,7 @@ def scrape(metrics: Metrics) -> dict[str, float]:
 def test_seconds_since_the_last_acknowledged_decision_grows_during_a_stall_and_resets():
     clock = ManualClock()
     metrics = Metrics(clock=clock)
-    since = 'quota_pipeline_seconds_since_last_acknowledged_decision{cluster="east"}'
+    since = 'quota_pipeline_last_acknowledged_decision_age_seconds{cluster="east"}'
     assert since not in scrape(metrics)
     clock.advance(4)
     metrics.awaiting(["east"])  # never acknowledged: counts from the job's start
@@ -114,6 +115,9 @@ def test_seconds_since_the_last_acknowledged_decision_grows_during_a_stall_and_r
     assert seen[since] == 0.0
     assert seen['quota_pipeline_last_acknowledged_decision_timestamp_seconds{cluster="east"}'] == \
         clock.now().timestamp()
+    clock.advance(5)  # the name before metric names ended in their unit is still served, for one release
+    seen = scrape(metrics)
+    assert seen['quota_pipeline_seconds_since_last_acknowledged_decision{cluster="east"}'] == seen[since] == 5.0
 
 
 def test_a_stall_is_logged_once_with_what_the_publisher_waits_for(caplog):

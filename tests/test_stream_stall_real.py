@@ -41,7 +41,7 @@ REQUEST_TIMEOUT_MS = 8000
 STALL_S = min(REPLICA_LAG_MS, REQUEST_TIMEOUT_MS) / 1000 - 1  # less the follower's last fetch before the record
 VALIDITY_S = 5
 ENDED = "acknowledged the waiting decision(s) after"
-SINCE = re.compile(r'^quota_pipeline_seconds_since_last_acknowledged_decision\{cluster="stall-test"\} (\S+)$', re.M)
+SINCE = re.compile(r'^quota_pipeline_last_acknowledged_decision_age_seconds\{cluster="stall-test"\} (\S+)$', re.M)
 ACKED = re.compile(r'^quota_pipeline_last_acknowledged_decision_timestamp_seconds\{cluster="stall-test"\} (\S+)$',
                    re.M)
 

@@ -65,7 +65,7 @@ def decision_age() -> timeseries.Panel:
                                "{{cluster}} since the last record", "B"))
             .with_target(query(f"2 * quota_pipeline_check_interval_seconds{{{CLUSTER}}}",
                                "{{cluster}} 2 check intervals", "C"))
-            .with_target(query(f"quota_pipeline_seconds_since_last_acknowledged_decision{{{CLUSTER}}}",
+            .with_target(query(f"quota_pipeline_last_acknowledged_decision_age_seconds{{{CLUSTER}}}",
                                "{{cluster}} since the last acknowledgement", "D"))
             .with_target(query(f"0.5 * quota_pipeline_validity_seconds{{{CLUSTER}}}",
                                "{{cluster}} half the validity", "E"))

@@ -178,9 +178,11 @@ class Metrics:
         self._volumes[key] = seen
 
 
-SINCE_ACKNOWLEDGED = "quota_pipeline_seconds_since_last_acknowledged_decision"
+SINCE_ACKNOWLEDGED = "quota_pipeline_last_acknowledged_decision_age_seconds"
 SINCE_ACKNOWLEDGED_HELP = ("Seconds since the output cluster last acknowledged a decision of the cluster (since the "
                            "job's start before the first); grows while a delivery stalls")
+# The name before metric names ended in their unit; served as well for one release, then removed.
+DEPRECATED_SINCE_ACKNOWLEDGED = "quota_pipeline_seconds_since_last_acknowledged_decision"
 
 
 class _SinceAcknowledged:
@@ -190,14 +192,21 @@ class _SinceAcknowledged:
         self.metrics = metrics
 
     def describe(self) -> list:
-        return [GaugeMetricFamily(SINCE_ACKNOWLEDGED, SINCE_ACKNOWLEDGED_HELP, labels=["cluster"])]
+        return [GaugeMetricFamily(name, help_, labels=["cluster"]) for name, help_ in self._names()]
 
     def collect(self) -> Iterable[GaugeMetricFamily]:
-        family = GaugeMetricFamily(SINCE_ACKNOWLEDGED, SINCE_ACKNOWLEDGED_HELP, labels=["cluster"])
         now = self.metrics.clock.now().timestamp()
-        for key, at in sorted(dict(self.metrics.acknowledged_at).items()):
-            family.add_metric([key], max(0.0, now - at))
-        yield family
+        ages = sorted(dict(self.metrics.acknowledged_at).items())
+        for name, help_ in self._names():
+            family = GaugeMetricFamily(name, help_, labels=["cluster"])
+            for key, at in ages:
+                family.add_metric([key], max(0.0, now - at))
+            yield family
+
+    @staticmethod
+    def _names() -> tuple[tuple[str, str], ...]:
+        return ((SINCE_ACKNOWLEDGED, SINCE_ACKNOWLEDGED_HELP),
+                (DEPRECATED_SINCE_ACKNOWLEDGED, f"Deprecated: use {SINCE_ACKNOWLEDGED}. {SINCE_ACKNOWLEDGED_HELP}"))
 
 
 def _remove(gauge: Gauge, labels: tuple) -> None:

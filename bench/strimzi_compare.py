@@ -734,6 +734,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--strimzi-jar", type=Path, help=f"a Strimzi plugin jar (default: {STRIMZI_JAR}, fetched "
                         "from Maven Central with mvn -f bench/strimzi dependency:copy)")
     parser.add_argument("--strimzi-interval", default="2", help="Strimzi's storage.check-interval, seconds (2)")
+    parser.add_argument("--callback-jar", type=Path, help="this project's plugin jar (default: built from "
+                        "broker-callback/ with mvn package)")
     parser.add_argument("--mutes", default="PT32S,PT60S", help="this project's throttle.max.mute settings")
     parser.add_argument("--clients", help="librdkafka client counts, comma-separated (8; none when --java-clients "
                         "is given without it)")
@@ -809,9 +811,10 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     _patch_cluster_start()
     systems = args.systems.split(",")
-    strimzi = args.strimzi_jar or ensure_jar(STRIMZI_JAR, ["mvn", "-q", "-B", "-f", str(STRIMZI_POM),
-                                                           "dependency:copy"], "Strimzi's plugin")
-    ours = callback_jar() if {"quota-pipeline", "refuse"} & set(systems) else None
+    strimzi = (args.strimzi_jar or ensure_jar(STRIMZI_JAR, ["mvn", "-q", "-B", "-f", str(STRIMZI_POM),
+                                                            "dependency:copy"], "Strimzi's plugin")
+               ) if "strimzi" in systems else None
+    ours = (args.callback_jar or callback_jar()) if {"quota-pipeline", "refuse"} & set(systems) else None
     work = Path(tempfile.mkdtemp(prefix="strimzi-compare-"))
     classes = compile_java(home, work / "classes") if any(k == "java" for k, _ in args.client_sets) else None
     outcomes: list[Outcome] = []

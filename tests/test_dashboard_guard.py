@@ -35,6 +35,22 @@ def test_the_host_given_with_host_is_served():
     assert client(host="dash.internal").get("/", headers={"host": "other.internal"}).status_code == 421
 
 
+def test_a_name_allowed_for_an_ingress_is_served_and_others_still_refused():
+    app = create_app(feed=object(), host="0.0.0.0", extra_hosts=("Dash.Example.com",))  # type: ignore[arg-type]
+    c = TestClient(app, base_url="http://dash.example.com")
+    assert c.get("/", headers={"host": "dash.example.com"}).status_code == 200
+    assert c.get("/", headers={"host": "dash.example.com:443"}).status_code == 200
+    assert c.get("/", headers={"host": "evil.example"}).status_code == 421
+
+
+def test_the_dashboard_command_takes_allowed_hosts():
+    from quota_pipeline.cli import build_parser
+
+    args = build_parser().parse_args(["dashboard", "--config", "c.properties", "--allowed-host", "a.example",
+                                      "--allowed-host", "b.example"])
+    assert args.allowed_host == ["a.example", "b.example"]
+
+
 def test_a_wildcard_bind_allows_this_machines_names():
     import socket
 

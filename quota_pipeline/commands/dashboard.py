@@ -34,6 +34,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--host", default="127.0.0.1",
                    help="address to listen on (default 127.0.0.1, this machine only; the page has no login: "
                         "expose it only behind a proxy that has one)")
+    p.add_argument("--allowed-host", action="append", default=[], metavar="NAME",
+                   help="a Host header name to answer besides loopback and --host: the name a proxy or an Ingress "
+                        "serves the page under (repeat for several); any other name is refused (421), which keeps "
+                        "pages elsewhere from reaching it through DNS rebinding")
     add_feed_arguments(p)
     p.set_defaults(func=run)
 
@@ -82,7 +86,8 @@ def run(args: argparse.Namespace) -> int:
     except OSError as exc:
         fail(f"cannot listen on {args.host}:{args.port} ({exc.strerror or exc}); choose another port with --port")
     feed = Feed.of(conf, window, args.max_points).start()
-    server = DashboardServer(feed, sock, host=args.host)  # its Host header is accepted, with loopback names
+    # Its Host header is accepted, with loopback names and those allowed.
+    server = DashboardServer(feed, sock, host=args.host, extra_hosts=tuple(args.allowed_host))
     print(f"dashboard on {server.url} following {conf.output_topic} on {feed.follower.bootstrap} "
           f"(Ctrl-C stops)", flush=True)
     try:

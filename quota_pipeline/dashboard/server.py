@@ -38,10 +38,11 @@ SECURITY_HEADERS = [
 ]
 
 
-def allowed_hosts(host: str | None) -> frozenset[str]:
-    """Host header names the dashboard answers: loopback, the `--host` given, and with a wildcard bind this
-    machine's names. Any other name is a page elsewhere reaching it through DNS rebinding: refused."""
-    names = set(LOOPBACK_NAMES)
+def allowed_hosts(host: str | None, extra: tuple[str, ...] = ()) -> frozenset[str]:
+    """Host header names the dashboard answers: loopback, the `--host` given, with a wildcard bind this machine's
+    names, and `extra` (`--allowed-host`: the name a proxy or an Ingress serves it under). Any other name is a page
+    elsewhere reaching it through DNS rebinding: refused."""
+    names = set(LOOPBACK_NAMES) | {_host_name(e) for e in extra}
     if host:
         names.add(host.strip("[]").lower())
         if host in ("0.0.0.0", "::", ""):
@@ -144,7 +145,8 @@ class PageCache:
 
 
 def create_app(feed: Feed, closing: threading.Event | None = None, push_seconds: float = 0.5,
-               heartbeat_seconds: float = 5.0, host: str | None = None) -> Starlette:
+               heartbeat_seconds: float = 5.0, host: str | None = None,
+               extra_hosts: tuple[str, ...] = ()) -> Starlette:
     """The ASGI app over `feed`: `/` the page, `/api/overview`, `/api/cluster/{key}`, `/api/events` (SSE, ended
     when `closing` is set so that a shutdown need not cut open pages off)."""
     cache = PageCache(feed)
@@ -174,7 +176,7 @@ def create_app(feed: Feed, closing: threading.Event | None = None, push_seconds:
         Route("/", index), Route("/api/overview", overview), Route("/api/cluster/{key:path}", cluster),
         Route("/api/events", events), Route("/healthz", health),
         Mount("/static", StaticFiles(directory=STATIC), name="static"),
-    ], middleware=[Middleware(Guard, hosts=allowed_hosts(host))])
+    ], middleware=[Middleware(Guard, hosts=allowed_hosts(host, extra_hosts))])
 
 
 async def _overview_events(cache: PageCache, closing: threading.Event, push_seconds: float,
@@ -207,13 +209,15 @@ def bind(host: str, port: int) -> socket.socket:
 class DashboardServer:
     """uvicorn serving the app on a bound socket: `run()` in the foreground, or `start()`/`stop()` in a thread."""
 
-    def __init__(self, feed: Feed, sock: socket.socket, host: str | None = None) -> None:
+    def __init__(self, feed: Feed, sock: socket.socket, host: str | None = None,
+                 extra_hosts: tuple[str, ...] = ()) -> None:
         import uvicorn
 
         self.sock = sock
         self.closing = threading.Event()
         host = host if host is not None else str(sock.getsockname()[0])
-        config = uvicorn.Config(create_app(feed, self.closing, host=host), log_level="warning", access_log=False,
+        config = uvicorn.Config(create_app(feed, self.closing, host=host, extra_hosts=extra_hosts),
+                                log_level="warning", access_log=False,
                                 lifespan="off", timeout_graceful_shutdown=2)
         closing = self.closing
 

@@ -30,7 +30,9 @@ def snapshot(tick: int, interval_s: float, cluster: str = "c1", brokers: int = 2
     if tick % 13 == 0:
         return VolumeSnapshot(cluster, observed, Status.TIMEOUT, message="DescribeLogDirs timed out")
     volumes = tuple(Volume(b, f"/d{d}", 100 * GB, (tick * 7919 + b * 31 + d) % (100 * GB),
-                           top_partitions=tuple(PartitionSize(f"t{b}", p, GB * (p + 1) + tick) for p in range(d)))
+                           top_partitions=tuple(PartitionSize(f"t{b}", p, GB * (p + 1) + tick) for p in range(d)),
+                           # the topics on the dir: not known in some polls (written before the field), none on /d0
+                           topics=None if tick % 5 == 0 else tuple(sorted({f"t{b}", "shared"})) if d else ())
                     if (tick + b) % 17 else Volume(b, f"/d{d}", None, None, "KAFKA_STORAGE_ERROR")
                     for b in range(1, brokers + 1) for d in range(dirs))
     return VolumeSnapshot(cluster, observed, Status.SUCCESS, tuple(range(1, brokers + 1)), (), volumes)
@@ -56,7 +58,7 @@ def _records_of_parquet(path: str) -> list[dict]:
     for group in by_snapshot.values():
         first = group[0]
         record = {k: first[k] for k in SNAPSHOT_FIELDS if k in first and first[k] is not None}
-        record["volumes"] = [{k: r[k] for k in VOLUME_FIELDS} for r in group if r["broker_id"] is not None]
+        record["volumes"] = [{k: r.get(k) for k in VOLUME_FIELDS} for r in group if r["broker_id"] is not None]
         out.append(record)
     return out
 

@@ -185,6 +185,31 @@ def test_a_late_tick_in_a_compacted_period_is_read_then_merged_in_order(tmp_path
     assert us == sorted(us)
 
 
+def test_a_period_file_written_before_topics_reads_them_as_not_known_and_takes_late_ticks(tmp_path):
+    from dataclasses import replace
+
+    journal, written = three_hours(tmp_path)
+    now = T0 + 3 * HOUR + dt.timedelta(minutes=5)
+    start = first_tick(IV)
+    late = next(t for t in range(start + 100, start + 200) if t % 5 and t % 13)  # a poll with topics known
+    (tmp_path / "a" / layout.tick_file(late, layout.tick_start(late, IV))).unlink()
+    run_pass(cluster(tmp_path, interval_s=IV), now)
+    period = tmp_path / "a" / Period.containing(T0, HOUR).file
+    table = pq.read_table(period)
+    assert "topics" in table.column_names
+    footer = {k: v for k, v in pq.read_metadata(period).metadata.items() if k != b"ARROW:schema"}
+    pq.write_table(table.drop_columns(["topics"]).replace_schema_metadata(footer), period)  # as written before
+    unknown = {t: replace(s, volumes=tuple(replace(v, topics=None) for v in s.volumes)) for t, s in written.items()}
+    tick = start + 5
+    assert journal.read("a", tick, layout.tick_start(tick, IV)) == unknown[tick]
+    snap = snapshot(late, IV)
+    assert snap.volumes[-1].topics is not None and journal.write("a", late, layout.tick_start(late, IV), snap) == snap
+    report = run_pass(cluster(tmp_path, interval_s=IV), now)
+    assert [(r.added, r.removed) for r in report.rewritten] == [(1, 1)]
+    merged = {s.observed_at: s for s in view(tmp_path)}
+    assert merged[snap.observed_at] == snap and merged[unknown[tick].observed_at] == unknown[tick]
+
+
 def test_a_rerun_of_a_compacted_tick_gets_the_first_snapshot_not_a_new_one(tmp_path):
     journal, written = three_hours(tmp_path)
     run_pass(cluster(tmp_path, interval_s=IV), T0 + 3 * HOUR + dt.timedelta(minutes=5))

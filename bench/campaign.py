@@ -331,8 +331,10 @@ class Campaign:
             "quota.pipeline.throttle.max.mute": f"PT{s.max_mute_s:g}S",
             f"{P}throttle.factor.validity.duration": f"PT{s.validity_s:g}S",
             f"{P}throttle.factor.fallback": str(s.fallback),
-            # The refusing stop: the authorizer over Kafka's own, open as a cluster without ACLs is.
-            **({"authorizer.class.name": AUTHORIZER, "allow.everyone.if.no.acl.found": "true"} if s.refuse else {})}
+            # The refusing stop: the authorizer over Kafka's own, open as a cluster without ACLs is; the controllers
+            # (User:ANONYMOUS on PLAINTEXT) are super users, as StandardAuthorizer needs before its ACLs load.
+            **({"authorizer.class.name": AUTHORIZER, "allow.everyone.if.no.acl.found": "true",
+                "super.users": "User:ANONYMOUS"} if s.refuse else {})}
         overrides = {
             **callback, "log.segment.bytes": str(MiB), "log.retention.bytes": str(2 * MiB),
             "log.retention.check.interval.ms": "2000", "log.segment.delete.delay.ms": "1000",

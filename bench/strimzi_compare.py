@@ -297,9 +297,11 @@ def run_scenario(system: str, setting: str, jar: Path, kind: str, clients_n: int
     elif system == "refuse":
         # Both plugins, as deployed for the refusing stop: the authorizer refuses writes at factor 0 (delegating
         # everything else to Kafka's StandardAuthorizer, open as a cluster without ACLs is), the callback grades.
+        # The controllers authorize each other's votes before the ACLs have loaded, which StandardAuthorizer allows
+        # super users only: on PLAINTEXT listeners every node is User:ANONYMOUS (a stop refuses super users too).
         overrides.update({"client.quota.callback.class": PIPELINE_CLASS, "quota.pipeline.cluster.name": "bench",
                           "authorizer.class.name": REFUSE_CLASS, "allow.everyone.if.no.acl.found": "true",
-                          "quota.pipeline.stop.scope": setting})
+                          "super.users": "User:ANONYMOUS", "quota.pipeline.stop.scope": setting})
     else:
         overrides.update({"client.quota.callback.class": PIPELINE_CLASS, "quota.pipeline.cluster.name": "bench",
                           "quota.pipeline.throttle.max.mute": setting})

@@ -47,6 +47,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    from quota_pipeline.commands.common import resolve_config
+    resolve_config(args)
     try:
         return int(args.func(args) or 0)
     except KeyboardInterrupt:

@@ -43,3 +43,29 @@ def test_version_names_the_installed_release(capsys):
         main(["--version"])
     assert done.value.code == 0
     assert capsys.readouterr().out.strip() == f"quota-pipeline {version('quota-pipeline')}"
+
+
+@pytest.mark.parametrize("command, rest", [
+    (["validate"], []), (["observe"], []), (["enforce"], []), (["replay"], ["--input", "i", "--output", "o"]),
+    (["acls"], []), (["dashboard"], []), (["tail"], []), (["quotas", "list"], []), (["journal", "stats"], []),
+    (["run"], [])])
+def test_every_command_takes_its_configuration_as_config_or_dash_dash_config(command, rest):
+    from quota_pipeline.cli import build_parser
+    from quota_pipeline.commands.common import resolve_config
+
+    def parsed(argv: list[str]):
+        args = build_parser().parse_args(argv)
+        resolve_config(args)
+        return args.configs if command == ["run"] else args.config
+
+    positional = parsed([*command, "a.properties", *rest])
+    option = parsed([*command, "--config", "a.properties", *rest])
+    assert positional == option and option in ("a.properties", ["a.properties"])
+
+
+def test_two_different_configuration_files_are_one_error_line(capsys):
+    with pytest.raises(SystemExit) as done:
+        main(["validate", "a.properties", "--config", "b.properties"])
+    assert done.value.code == 2
+    assert capsys.readouterr().err.strip() == ("error: two configuration files given (a.properties and --config "
+                                               "b.properties): give one")

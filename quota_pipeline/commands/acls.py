@@ -7,7 +7,7 @@ import sys
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from quota_pipeline.commands.common import configure_logging, fail, load_or_exit
+from quota_pipeline.commands.common import add_config_argument, configure_logging, fail, load_or_exit
 from quota_pipeline.core import config as cfg
 from quota_pipeline.core.properties import ADMIN_PREFIX, OUTPUT_KAFKA_PREFIX
 from quota_pipeline.kafka.acls import (
@@ -38,7 +38,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                     "are used. Existing bindings are kept; any other principal allowed to write the topic is "
                     "reported. Exit code 1 when a cluster refuses or cannot be reached, 2 for bad input. "
                     "See docs/security.md.")
-    p.add_argument("--config", required=True, metavar="CONF", help="the pipeline's .properties file")
+    add_config_argument(p, "the pipeline's .properties file")
     p.add_argument("--pipeline-principal", metavar="PRINCIPAL",
                    help=f"the pipeline's principal on the output cluster (default: the SASL user of "
                         f"{OUTPUT_KAFKA_PREFIX}*, else of {ADMIN_PREFIX}*); {_PRINCIPAL_HELP}")

@@ -4,7 +4,7 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
-from typing import NoReturn
+from typing import Any, NoReturn
 
 from quota_pipeline.core import config as cfg
 from quota_pipeline.core.display import VisibleFormatter, visible
@@ -18,6 +18,33 @@ def fail(message: str, code: int = EXIT_USAGE) -> NoReturn:
     """One `error:` line on stderr and the exit code: what a user sees instead of a traceback."""
     print(f"error: {message}", file=sys.stderr)
     raise SystemExit(code)
+
+
+def add_config_argument(p: argparse.ArgumentParser, help: str, *, required: bool = True, many: bool = False,
+                        dest: str = "config") -> None:
+    """The configuration file, taken in either form every command accepts: `CONFIG` or `--config CONFIG` (`many`:
+    several, in either form or both). `resolve_config` puts what was given on `args.<dest>` after parsing."""
+    p.add_argument("config_given", nargs="*" if many else "?", metavar="CONFIG", help=f"{help} (or --config)")
+    p.add_argument("--config", dest="config_option", action="append" if many else "store", metavar="CONFIG",
+                   help="the same as CONFIG" + ("; repeat for more" if many else ""))
+    p.set_defaults(config_form=(dest, required, many))
+
+
+def resolve_config(args: argparse.Namespace) -> None:
+    """After parsing: the configuration given as CONFIG or --config on `args.<dest>`, or one error line (exit 2)."""
+    if not hasattr(args, "config_form"):
+        return
+    dest, required, many = args.config_form
+    given, option = args.config_given, args.config_option
+    if many:
+        value: Any = [*(given or []), *(option or [])]
+    else:
+        if given and option and given != option:
+            fail(f"two configuration files given ({given} and --config {option}): give one")
+        value = given or option
+    if required and not value:
+        fail("give the configuration file: CONFIG or --config CONFIG")
+    setattr(args, dest, value)
 
 
 def load_or_exit(path: str, require_admin: bool = True) -> cfg.Config:

@@ -7,7 +7,7 @@ import logging
 
 import isodate
 
-from quota_pipeline.commands.common import configure_logging, fail, load_or_exit
+from quota_pipeline.commands.common import add_config_argument, configure_logging, fail, load_or_exit
 from quota_pipeline.core.config import Config
 
 DEFAULT_PORT = 8404
@@ -28,8 +28,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                     "check intervals, and says so when the topic or its cluster cannot be reached (it keeps "
                     "retrying). Needs nothing but the topic.",
     )
-    p.add_argument("--config", required=True, metavar="CONF",
-                   help="a pipeline .properties file: the topic, its cluster, the check interval and the fallback")
+    add_config_argument(p, "a pipeline .properties file: the topic, its cluster, the check interval and the fallback")
     p.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"port to serve on (default {DEFAULT_PORT}; 0: any)")
     p.add_argument("--host", default="127.0.0.1",
                    help="address to listen on (default 127.0.0.1, this machine only; the page has no login: "

@@ -11,7 +11,9 @@ from pathlib import Path
 from quota_pipeline.core.display import visible
 from quota_pipeline.core.names import UnsafePath
 from quota_pipeline.enforce.baseline import BaselineError, baseline_file
-from quota_pipeline.commands.common import EXIT_CONFIG, add_bootstrap_override, configure_logging, fail, load_with_override
+from quota_pipeline.commands.common import (
+    EXIT_CONFIG, add_bootstrap_override, add_config_argument, configure_logging, fail, load_with_override,
+)
 from quota_pipeline.core.config import Config
 from quota_pipeline.enforce import admits
 from quota_pipeline.enforce.plan import Policy, stop_floor
@@ -46,7 +48,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                     "fails in --once mode, 2 for an invalid configuration or a cluster without an authorizer in "
                     "--stop refuse mode.",
     )
-    p.add_argument("config", metavar="CONFIG", help="the Strimzi-compatible .properties file")
+    add_config_argument(p, "the Strimzi-compatible .properties file")
     add_bootstrap_override(p, "the cluster to enforce on")
     p.add_argument("--cluster", metavar="NAME",
                    help="the decision key to follow (default: quota.pipeline.cluster.name, else the cluster id)")

@@ -5,7 +5,7 @@ import argparse
 import json
 import sys
 
-from quota_pipeline.commands.common import EXIT_CONFIG, fail, load_or_exit
+from quota_pipeline.commands.common import EXIT_CONFIG, add_config_argument, fail, load_or_exit
 from quota_pipeline.core.display import markup, text as shown, visible
 
 LOCK_WAIT_S = 60.0
@@ -32,9 +32,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     actions = p.add_subparsers(dest="journal_action", metavar="ACTION", required=True)
     for name, (short, long) in ACTIONS.items():
         a = actions.add_parser(name, help=short, description=long)
-        a.add_argument("--config", required=True, action="append", metavar="CONF",
-                       help="the cluster's .properties file (its journal path, check interval, period and "
-                            "retention); repeat for more clusters")
+        add_config_argument(a, "the cluster's .properties file (its journal path, check interval, period and "
+                               "retention); several for more clusters", many=True)
         if name == "stats":
             a.add_argument("--json", action="store_true", help="print JSON instead of a table")
         else:

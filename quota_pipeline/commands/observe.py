@@ -5,7 +5,9 @@ import argparse
 import json
 import sys
 
-from quota_pipeline.commands.common import add_bootstrap_override, configure_logging, load_with_override
+from quota_pipeline.commands.common import (
+    add_bootstrap_override, add_config_argument, configure_logging, load_with_override,
+)
 from quota_pipeline.core.model import Status
 from quota_pipeline.kafka.observer import Observer
 
@@ -21,8 +23,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                     "Exit code 0 when the status is SUCCESS, 3 for any other status (the record is printed "
                     "either way, and one `error:` line on stderr says why), 2 for an invalid configuration.",
     )
-    p.add_argument("config", metavar="CONFIG", nargs="?",
-                   help="the .properties file; optional with --bootstrap-server")
+    add_config_argument(p, "the .properties file; optional with --bootstrap-server", required=False)
     add_bootstrap_override(p, "observe this cluster; no CONFIG needed then")
     p.add_argument("--pretty", action="store_true", help="indent the JSON")
     p.add_argument("-v", "--verbose", action="store_true", help="log the Kafka client's connection details")

@@ -11,7 +11,9 @@ from rich.table import Table
 
 from quota_pipeline.core.display import text, visible
 
-from quota_pipeline.commands.common import add_bootstrap_override, configure_logging, fail, load_with_override
+from quota_pipeline.commands.common import (
+    add_bootstrap_override, add_config_argument, configure_logging, fail, load_with_override,
+)
 from quota_pipeline.kafka.quota_admin import Change, QuotaAdmin, QuotaAdminError
 from quota_pipeline.kafka.client_quotas import (
     CLIENT_ID, CLIENT_KEYS, CONSUMER_BYTE_RATE, CONTROLLER_MUTATION_RATE, DEFAULT_NAME, IP, PRODUCER_BYTE_RATE,
@@ -29,8 +31,8 @@ _VALUE_FLAGS = (
 
 def register(sub: argparse._SubParsersAction) -> None:
     conn = argparse.ArgumentParser(add_help=False)
-    conn.add_argument("--config", metavar="CONF",
-                      help="Strimzi-compatible .properties file: connects with its kafka.admin.* settings")
+    add_config_argument(conn, "Strimzi-compatible .properties file: connects with its kafka.admin.* settings",
+                        required=False)
     add_bootstrap_override(conn, "connect here; no --config needed then")
     conn.add_argument("--timeout", type=float, metavar="SECONDS",
                       help="how long to wait for the cluster (default: kafka.admin.request.timeout.ms, else 30)")

@@ -6,7 +6,7 @@ import sys
 import time
 from pathlib import Path
 
-from quota_pipeline.commands.common import load_or_exit
+from quota_pipeline.commands.common import add_config_argument, load_or_exit
 from quota_pipeline.core.display import text as shown, visible
 
 
@@ -22,9 +22,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                     "--sweep decides the same snapshots under several values of one limit, the validity or the "
                     "fallback in the same run; --report draws it all into one HTML file.",
     )
-    p.add_argument("--config", required=True, metavar="CONF",
-                   help="the .properties file whose limits, validity and fallback to apply "
-                        "(kafka.admin.bootstrap.servers is not needed for replay)")
+    add_config_argument(p, "the .properties file whose limits, validity and fallback to apply "
+                           "(kafka.admin.bootstrap.servers is not needed for replay)")
     p.add_argument("--input", required=True, metavar="PATH", help="journal file or directory")
     p.add_argument("--output", required=True, metavar="OUT",
                    help="decisions: OUT ending in .jsonl gives one JSON line per record, anything else a "

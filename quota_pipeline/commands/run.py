@@ -7,7 +7,7 @@ import signal
 import sys
 from pathlib import Path
 
-from quota_pipeline.commands.common import configure_logging, fail, load_or_exit
+from quota_pipeline.commands.common import add_config_argument, configure_logging, fail, load_or_exit
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -22,7 +22,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                     "when a config's validity does not cover the check interval plus the longest acks=all stall "
                     "(docs/design.md). SIGTERM or Ctrl-C stops after the running micro-batch.",
     )
-    p.add_argument("configs", nargs="*", metavar="CONFIG", help=".properties file(s), one per cluster")
+    add_config_argument(p, ".properties file(s), one per cluster", required=False, many=True, dest="configs")
     p.add_argument("--clusters-dir", metavar="DIR", help="also run every *.properties file in DIR")
     p.add_argument("--master", help="Spark master (default local[*] with task retries)")
     p.add_argument("--no-metrics", action="store_true", help="do not start the Prometheus endpoint")

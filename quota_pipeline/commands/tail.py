@@ -8,7 +8,7 @@ import sys
 import time
 from typing import TYPE_CHECKING
 
-from quota_pipeline.commands.common import configure_logging
+from quota_pipeline.commands.common import add_config_argument, configure_logging
 from quota_pipeline.core.display import visible
 from quota_pipeline.commands.dashboard import add_feed_arguments, load_feed_config, quiet_kafka
 
@@ -33,8 +33,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                     "details of the clusters at risk (why, the log dirs closest to the limit, their largest "
                     "partitions). Ctrl-C stops. Exit code 1 when --once cannot read the topic.",
     )
-    p.add_argument("--config", required=True, metavar="CONF",
-                   help="a pipeline .properties file: the topic, its cluster, the check interval and the fallback")
+    add_config_argument(p, "a pipeline .properties file: the topic, its cluster, the check interval and the fallback")
     p.add_argument("--json", action="store_true",
                    help="print every record's JSON value on one line as it arrives (history first); records that "
                         "cannot be read and changes of the topic's availability go to stderr")

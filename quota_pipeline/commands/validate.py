@@ -4,8 +4,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-from quota_pipeline.broker.stop import describe as describe_stop
-from quota_pipeline.commands.common import load_or_exit
+from quota_pipeline.broker.stop import STOP_AUTHORIZER, describe as describe_stop
+from quota_pipeline.commands.common import add_config_argument, load_or_exit
 from quota_pipeline.core.display import visible
 
 CHECK_TIMEOUT_S = 3.0  # validate is interactive: an unreachable output cluster costs this, then a note
@@ -21,7 +21,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                     "replica.lag.time.max.ms and warns (stderr, exit code 0) when the validity does not cover the "
                     "check interval plus the longest acks=all stall; unreachable, it says it could not check.",
     )
-    p.add_argument("config", metavar="CONFIG", help="path of the .properties file (the broker config works)")
+    add_config_argument(p, "path of the .properties file (the broker config works)")
     p.add_argument("--offline", action="store_true",
                    help="do not contact the output cluster (skips the validity check against its stalls)")
     p.set_defaults(func=run)
@@ -31,7 +31,9 @@ def run(args: argparse.Namespace) -> int:
     conf = load_or_exit(args.config)
     for key, value in conf.effective().items():
         print(visible(f"{key}={value}"))  # the file's own text: a control character is shown escaped
-    for line in describe_stop(conf.stop_limit(), conf.produce):  # what quota.pipeline.throttle.max.mute means
+    # What a stop admits: a refusal when the brokers' authorizer is StopAuthorizer, else the quota's throttle.
+    refusal = conf.raw.get("authorizer.class.name", "").strip() == STOP_AUTHORIZER
+    for line in describe_stop(conf.stop_limit(), conf.produce, refusal=refusal, scope=conf.stop_scope):
         print(line)
     if not args.offline:
         from quota_pipeline.kafka.publisher import stall_warning

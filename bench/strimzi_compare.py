@@ -340,7 +340,17 @@ def run_scenario(system: str, setting: str, jar: Path, kind: str, clients_n: int
             stop_job(job)
         if watcher is not None:
             watcher.close()
+        keep_logs(cluster, work / f"{system}-{setting}-{kind}{clients_n}-{scenario}-{time.strftime('%H%M%S')}")
         cluster.stop()
+
+
+def keep_logs(cluster: Any, into: Path) -> None:
+    """Each node's server.log (rolled files included) beside the job's log, for a look after the run."""
+    import shutil
+    for n in cluster.node_ids:
+        for path in cluster.nodes[n].logs.glob("server.log*"):
+            (into / f"node{n}").mkdir(parents=True, exist_ok=True)
+            shutil.copy(path, into / f"node{n}" / path.name)
 
 
 def return_wait(system: str) -> float:

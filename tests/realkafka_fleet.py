@@ -188,9 +188,12 @@ def _librdkafka_main(bootstrap: str, topic: str, client_id: str, seconds: int, a
         now = time.time()
         if state["refusing"]:
             if state["pending"] and now - probed >= PROBE_EVERY_S:
-                state["pending"] -= 1
                 probed = now
-                producer.produce(topic, value=value, on_delivery=delivered)
+                try:
+                    producer.produce(topic, value=value, on_delivery=delivered)
+                    state["pending"] -= 1
+                except BufferError:  # the refused records are still leaving the queue
+                    pass
             producer.poll(0.05)
         elif rate and not state["pending"] and sent * record_bytes >= rate * (now - start):
             producer.poll(min(0.05, record_bytes / rate))

@@ -99,6 +99,18 @@ def test_excluded_client_ids_are_deprecated_and_ignored(tmp_path, capsys):
     assert "quota.pipeline.excluded.client.ids is deprecated and ignored" in capsys.readouterr().err
 
 
+def test_validate_says_which_stop_the_brokers_apply(tmp_path, capsys):
+    main(["validate", "--offline", write(tmp_path, BOOT + HARD)])
+    out = capsys.readouterr().out
+    assert "# at a stop each client gets 24966 bytes/s per broker" in out
+    assert "# producers below that per-client limit are not slowed at all" in out
+    main(["validate", "--offline", write(tmp_path, BOOT + HARD + "authorizer.class.name="
+                                     "io.quotapipeline.callback.StopAuthorizer\nquota.pipeline.stop.scope=cluster\n")])
+    out = capsys.readouterr().out
+    assert "# at factor 0 the brokers' StopAuthorizer refuses the writes to every topic" in out
+    assert "at a stop each client gets" not in out
+
+
 def test_validate_acceptance_four_errors_exit_2(tmp_path, capsys):
     path = write(tmp_path, BOOT + HARD +
                  "client.quota.callback.static.storage.per.volume.limit.min.available.ratio=1.5\n"

@@ -113,8 +113,21 @@ class StopClock:
             return max(0.0, (now - self._started).total_seconds())
 
 
-def describe(stop: StopLimit, produce: float | None, clients: tuple[int, ...] = (1, 8, 100, 300)) -> list[str]:
-    """What a stop means with this configuration, as `validate` prints it (comment lines of a properties file)."""
+STOP_AUTHORIZER = "io.quotapipeline.callback.StopAuthorizer"
+
+
+def describe(stop: StopLimit, produce: float | None, clients: tuple[int, ...] = (1, 8, 100, 300), *,
+             refusal: bool = False, scope: str = "topics") -> list[str]:
+    """What a stop means with this configuration, as `validate` prints it (comment lines of a properties file).
+    `refusal`: the brokers' authorizer.class.name is StopAuthorizer, which refuses the writes at factor 0."""
+    if refusal:
+        refused = "every topic" if scope == "cluster" else "the topics the decision names (every topic when it names none)"
+        lines = [f"# at factor 0 the brokers' StopAuthorizer refuses the writes to {refused}, never to the decision "
+                 "topic, Kafka's internal topics or excluded principals: nothing is appended, no client is muted, and "
+                 "a producer that retries is back at the release"]
+        if produce is not None:
+            lines.append("# graded factors (between 0 and 1): clients share produce x factor")
+        return lines
     if stop.fixed:
         return [f"# at a stop each client gets {stop.floor:.0f} bytes/s per broker (deprecated fixed floor): a 1 MiB "
                 f"request is muted about {stop.mute_seconds(0):.0f} s, so a producer is back within that after the "
@@ -128,7 +141,9 @@ def describe(stop: StopLimit, produce: float | None, clients: tuple[int, ...] = 
              f"# a broker admits about N x {_rate(per_client)} from N librdkafka clients in a long stop ({totals}); "
              "Java clients (16 KiB batches) are held to the limit itself",
              f"# after the release a producer is back within {first:.0f} s after a stop of up to {first / 2:.0f} s, "
-             f"within twice the stop's length after a longer one, never later than {longest:.0f} s"]
+             f"within twice the stop's length after a longer one, never later than {longest:.0f} s",
+             "# producers below that per-client limit are not slowed at all; with "
+             f"authorizer.class.name={STOP_AUTHORIZER} the brokers refuse the writes instead"]
     if produce is not None and produce > stop.enter_limit():
         lines.append(f"# graded factors: clients share produce x factor (the total stays bounded); factors up to "
                      f"{stop.enter_limit() / produce:.4g} count as a stop")

@@ -162,7 +162,7 @@ def _librdkafka_main(bootstrap: str, topic: str, client_id: str, seconds: int, a
     or at `rate` bytes/s. It behaves as an application that must not lose a record: a record whose delivery failed
     (a refused write: TOPIC_AUTHORIZATION_FAILED is not retried by librdkafka) is kept and produced again; while
     writes are refused it sends one of them every PROBE_EVERY_S, and once one is acknowledged all of them again."""
-    from confluent_kafka import KafkaError, Producer
+    from confluent_kafka import KafkaError, KafkaException, Producer
     state = {"acked": 0, "refused": 0, "failed": 0, "pending": 0, "refusing": False}
 
     def delivered(err, msg) -> None:
@@ -194,6 +194,8 @@ def _librdkafka_main(bootstrap: str, topic: str, client_id: str, seconds: int, a
                     state["pending"] -= 1
                 except BufferError:  # the refused records are still leaving the queue
                     pass
+                except KafkaException:  # refused at once: librdkafka holds the topic failed until its metadata
+                    pass  # is refreshed (it asks again soon after a refusal)
             producer.poll(0.05)
         elif rate and not state["pending"] and sent * record_bytes >= rate * (now - start):
             producer.poll(min(0.05, record_bytes / rate))
@@ -206,6 +208,11 @@ def _librdkafka_main(bootstrap: str, topic: str, client_id: str, seconds: int, a
                     sent += 1
                 producer.poll(0)
             except BufferError:  # the queue is full: wait as an application would
+                producer.poll(0.05)
+            except KafkaException as exc:  # a refusal librdkafka answers itself (the topic is failed for now)
+                if not state["pending"]:
+                    sent, state["pending"] = sent + 1, 1  # the new record is kept, to be sent again
+                state["refusing"] = exc.args[0].code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
                 producer.poll(0.05)
         if state["acked"] != reported:
             reported = state["acked"]

@@ -41,7 +41,7 @@ def stop_broker(callback_jar: Path) -> Iterator[RealKafka]:  # noqa: F811
             "quota.pipeline.output.kafka.bootstrap.servers": SELF_PLAINTEXT,
             "client.quota.callback.static.throttle.factor.validity.duration": "PT5M"}) as cluster:
         create_topic(cluster.bootstrap(), DECISIONS)
-        for topic in ("data-a", "data-b"):
+        for topic in ("data-a", "data-b", "data-c"):
             _create_data_topic(cluster.bootstrap(), topic)
         yield cluster
 
@@ -129,6 +129,28 @@ def test_both_plugins_load_and_share_one_follower(stop_broker: RealKafka):
     # A combined node loads two callbacks and two authorizers: one consumer of the decision topic for all four.
     assert f"shares the decision follower of {DECISIONS} with 3 other plugin(s)" in log
     assert log.count(f"following {DECISIONS} (") <= 1
+
+
+def test_acls_reach_the_delegate_through_the_wrapper(stop_broker: RealKafka):
+    """CreateAcls goes to the controller's authorizer (its ACL mutator), the ACL comes back to every authorizer
+    through the metadata (addAcl), DescribeAcls lists it (acls), and the delegate applies it."""
+    from confluent_kafka.admin import (
+        AclBinding, AclBindingFilter, AclOperation, AclPermissionType, AdminClient, ResourcePatternType, ResourceType,
+    )
+    bootstrap = stop_broker.bootstrap()
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    deny = AclBinding(ResourceType.TOPIC, "data-c", ResourcePatternType.LITERAL, "User:ANONYMOUS", "*",
+                      AclOperation.WRITE, AclPermissionType.DENY)
+    for future in admin.create_acls([deny]).values():
+        future.result(10)
+    listed = admin.describe_acls(AclBindingFilter(ResourceType.TOPIC, "data-c", ResourcePatternType.LITERAL, None,
+                                                  None, AclOperation.ANY, AclPermissionType.ANY)).result(10)
+    assert [(b.name, b.operation, b.permission_type) for b in listed] == [
+        ("data-c", AclOperation.WRITE, AclPermissionType.DENY)]
+    app = OneRecord(bootstrap)
+    wait_for_answer(app, "data-c", want_refused=True)  # no stop: the delegate's ACL refuses it
+    assert OneRecord(bootstrap).send("data-b") is None
+    assert "[StandardAuthorizer 1] Initialized with" in server_log(stop_broker)
 
 
 def test_at_factor_0_a_write_is_refused_and_nothing_appended_while_the_decision_topic_takes_writes(

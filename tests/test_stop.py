@@ -242,3 +242,24 @@ def test_the_observer_lists_every_topic_with_a_replica_on_the_dir_future_ones_in
     assert [p.topic for p in d0.top_partitions] == ["orders", "orders", "audit"]  # the largest: no future replica
     assert d1.topics == () and d2.offline and d2.topics is None
     assert d0.to_json()["topics"] == ["audit", "moving", "orders"] and "topics" not in d2.to_json()
+
+
+def test_lists_that_join_alike_are_told_apart(tmp_path):
+    """The compiled pass unites each distinct list of topics once, found by joining a list's names: [] and [""],
+    and a name holding the separator, are still told apart."""
+    s = settings()
+    snaps = [ok(0, topics(1, 5 * GB, []), topics(2, 5 * GB, [""])),
+             ok(10, topics(1, 5 * GB, []), topics(2, 50 * GB, [""])),
+             ok(20, topics(1, 5 * GB, ["a\x1fb"]), topics(2, 5 * GB, ["a", "b"])),
+             ok(30, topics(1, 5 * GB, ["a\x1fb"]), topics(2, 50 * GB, ["a", "b"]))]
+    assert stops(tmp_path, snaps, s) == [{"scope": "topics", "topics": [""]}, {"scope": "topics", "topics": []},
+                                         {"scope": "topics", "topics": ["a", "a\x1fb", "b"]},
+                                         {"scope": "topics", "topics": ["a\x1fb"]}]
+
+
+def test_topics_are_taken_chunk_by_chunk_in_the_order_asked():
+    from quota_pipeline.core.cluster_pass import _take
+    column = pa.chunked_array([pa.array([["a"], None], pa.list_(pa.string())), pa.array([[], ["b", "c"]],
+                                                                                         pa.list_(pa.string()))])
+    assert _take(column, np.array([3, 0, 1, 2, 3])).to_pylist() == [["b", "c"], ["a"], None, [], ["b", "c"]]
+    assert _take(column, np.zeros(0, np.int64)).to_pylist() == []

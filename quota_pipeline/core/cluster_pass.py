@@ -16,7 +16,7 @@ import pyarrow.compute as pc
 
 from quota_pipeline.core import cache, kernel
 from quota_pipeline.core.model import (STOP_CLUSTER, STOP_TOPICS, STOP_TOPICS_BUDGET, RecordError, epoch_micros,
-                                       parse_time)
+                                       parse_time, stop_json_bytes)
 from quota_pipeline.core.settings import Settings
 from quota_pipeline.journal import rules
 
@@ -441,55 +441,95 @@ class RowTopics:
         """The topics of `rows` (all >= 0), in their order; null where not known."""
         rows = np.asarray(rows, np.int64)
         n = len(self.carried)
-        old, new = rows < n, rows >= n
-        if new.all() and len(rows):
-            return self.column.take(pa.array(self.vrows[rows - n])).combine_chunks()
-        if old.all():
-            return self.carried.take(pa.array(rows)) if len(rows) else pa.array([], TOPICS)
-        parts = pa.concat_arrays([self.carried.take(pa.array(rows[old])),
-                                  self.column.take(pa.array(self.vrows[rows[new] - n])).combine_chunks()])
+        old = rows < n
+        parts = pa.concat_arrays([self.carried.take(pa.array(rows[old])).cast(TOPICS),
+                                  _take(self.column, self.vrows[rows[~old] - n]).cast(TOPICS)])
+        if old.all() or not old.any():
+            return parts
         order = np.empty(len(rows), np.int64)
         order[np.flatnonzero(old)] = np.arange(old.sum())
-        order[np.flatnonzero(new)] = old.sum() + np.arange(new.sum())
+        order[np.flatnonzero(~old)] = old.sum() + np.arange((~old).sum())
         return parts.take(pa.array(order))
+
+
+def _take(column: pa.ChunkedArray, rows: np.ndarray) -> pa.Array:
+    """column.take(rows), chunk by chunk: a chunked take of lists of strings combines the whole column first (4.7 s
+    against 1.0 s for 460k rows of a 4.7M-row column of 20 topics each)."""
+    if not len(rows) or column.num_chunks == 0:
+        return pa.array([], column.type)
+    bounds = np.concatenate([[0], np.cumsum([len(c) for c in column.chunks])])
+    which = np.searchsorted(bounds, rows, side="right") - 1
+    order = np.argsort(which, kind="stable")
+    parts = [column.chunk(c).take(pa.array(rows[order][which[order] == c] - bounds[c])) for c in np.unique(which)]
+    taken = pa.concat_arrays(parts)
+    if (np.diff(which) >= 0).all():
+        return taken
+    back = np.empty(len(rows), np.int64)
+    back[order] = np.arange(len(rows))
+    return taken.take(pa.array(back))
+
+
+def _list_ids(lists: pa.Array) -> tuple[np.ndarray, list]:
+    """Each list's number among the distinct lists (-1 for a null list), and one row holding each: the union of a
+    snapshot's topics is formed once per distinct combination of lists, not per row."""
+    joined = pc.binary_join(lists, "\x1f")
+    if pc.any(pc.match_substring(pc.list_flatten(lists), "\x1f")).as_py():  # no topic holds it, unless a forged one
+        keys = [None if v is None else tuple(v) for v in lists.to_pylist()]
+        number: dict = {}
+        ids = np.array([-1 if k is None else number.setdefault(k, len(number)) for k in keys], np.int64)
+    else:
+        j = pc.dictionary_encode(joined).indices.fill_null(-1).to_numpy(zero_copy_only=False).astype(np.int64)
+        length = pc.list_value_length(lists).fill_null(0).to_numpy(zero_copy_only=False).astype(np.int64)
+        # The length tells [] from [""] (both join to "").
+        uniq, ids = np.unique(np.where(j < 0, -1, j * (int(length.max(initial=0)) + 1) + length),
+                              return_inverse=True)
+        ids = ids.reshape(-1) - (1 if uniq[0] < 0 else 0)  # a null list: -1
+    first = np.full(int(ids.max(initial=-1)) + 1, -1, np.int64)
+    at = np.flatnonzero(ids >= 0)
+    first[ids[at][::-1]] = at[::-1]
+    return ids, first.tolist()
 
 
 def stop_column(o: kernel.Out, topics: RowTopics) -> pa.Array:
     """The record's `stop` per snapshot (record.stop_of), over every violating entry in force the kernel listed for
     a snapshot it stopped: null above a factor of 0; the sorted union of their topics when there is one, each one's
     topics are known and the list fits model.STOP_TOPICS_BUDGET as compact JSON; else the cluster (the fallback
-    included). Vectorised: topics are taken for the listed rows only, unique per snapshot by a sort of
-    (snapshot, topic rank)."""
+    included). Topics are taken for the listed rows only, and each distinct combination of lists is united once
+    (a long stop lists the same dirs' topics snapshot after snapshot)."""
     n = len(o.factor)
     stopped = o.factor <= 0.0
     counts = np.diff(o.stop_at)
     snap = np.repeat(np.arange(n), counts)
     rows = o.stop_row
-    unknown = np.bincount(snap[rows < 0], minlength=n) > 0
     known = rows >= 0
-    lists = topics.of(rows[known]) if known.any() else pa.array([], TOPICS)
-    if lists.null_count:
-        unknown |= np.bincount(snap[known][_np(lists.is_null())], minlength=n) > 0
-    flat = pc.list_flatten(lists)
-    encoded = pc.dictionary_encode(flat) if len(flat) else None
-    words = np.array(encoded.dictionary.to_pylist() if encoded is not None else [], dtype=object)
-    order = np.argsort(words, kind="stable") if len(words) else np.zeros(0, np.int64)
-    rank = np.empty(len(words), np.int64)
-    rank[order] = np.arange(len(words))
-    width = max(len(words), 1)
-    owner = snap[known][_np(pc.list_parent_indices(lists))] if len(flat) else np.zeros(0, np.int64)
-    uniq = np.unique(owner * width + rank[encoded.indices.to_numpy(zero_copy_only=False)]) if len(flat) else \
-        np.zeros(0, np.int64)
-    of_snap, word = uniq // width, words[order][uniq % width] if len(uniq) else np.zeros(0, object)
-    sizes = np.array([len(json.dumps(w)) for w in words[order]], np.int64) if len(words) else np.zeros(0, np.int64)
-    per = np.bincount(of_snap, minlength=n)
-    json_bytes = 2 + np.bincount(of_snap, weights=sizes[uniq % width] if len(uniq) else None, minlength=n) + \
-        np.maximum(per - 1, 0)
-    listed = stopped & (o.source != kernel.FALLBACK) & (counts > 0) & ~unknown & (json_bytes <= STOP_TOPICS_BUDGET)
-    keep = listed[of_snap]
-    offsets = np.concatenate([[0], np.cumsum(np.where(listed, per, 0))]).astype(np.int32)
-    topic_lists = pa.ListArray.from_arrays(pa.array(offsets), pa.array(word[keep], pa.string()),
-                                           mask=pa.array(~listed))
+    unknown = np.bincount(snap[~known], minlength=n) > 0
+    lists = topics.of(rows[known])
+    ids, first = _list_ids(lists) if len(lists) else (np.zeros(0, np.int64), [])
+    owner = snap[known]
+    unknown |= np.bincount(owner[ids < 0], minlength=n) > 0
+    listed = stopped & (o.source != kernel.FALLBACK) & (counts > 0) & ~unknown
+    use = listed[owner]
+    width = len(first) + 1
+    pairs = np.unique(owner[use] * width + ids[use])
+    p_snap, p_id = pairs // width, pairs % width
+    lo = np.searchsorted(p_snap, np.arange(n))
+    hi = np.searchsorted(p_snap, np.arange(n), side="right")
+    combos: dict[tuple, int] = {}
+    combo_of = np.full(n, -1, np.int64)
+    for i in np.flatnonzero(listed):
+        combo_of[i] = combos.setdefault(tuple(p_id[lo[i]:hi[i]].tolist()), len(combos))
+    cache: dict[int, list] = {}
+
+    def of_list(k: int) -> list:
+        if k not in cache:
+            cache[k] = lists[first[k]].as_py()
+        return cache[k]
+
+    unions = [sorted(set().union(*(of_list(k) for k in key))) for key in combos]
+    fits = np.array([stop_json_bytes(u) <= STOP_TOPICS_BUDGET for u in unions] + [False])
+    listed &= fits[combo_of]
+    topic_lists = pa.array(unions, TOPICS).take(pa.array(np.where(listed, combo_of, 0), mask=~listed)) \
+        if unions else pa.nulls(n, TOPICS)
     scope = np.where(listed, STOP_TOPICS, STOP_CLUSTER).astype(object)
     return pa.StructArray.from_arrays([pa.array(scope, pa.string()), topic_lists], fields=list(STOP),
                                       mask=pa.array(~stopped))

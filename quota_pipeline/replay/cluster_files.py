@@ -40,11 +40,22 @@ class Task:
         return cls(raw["cluster_id"], tuple(raw["files"]))
 
 
+# Topics as read: dictionary-encoded names, as the Parquet pages hold them. Decoding every name of every row cost
+# 5.5 s per 3M rows of 20 topics, 1.1 s this way; only the rows a stop or the carried state needs are decoded.
+TOPICS_READ = pa.list_(pa.dictionary(pa.int32(), pa.string()))
+
+
 def read(path: str, groups: Sequence[int], columns: Sequence[str]) -> pa.Table:
     """Row groups of one file, the journal's columns (absent ones as nulls), with each row's origin."""
     f = pq.ParquetFile(path)
     names = set(f.schema_arrow.names)
-    table = f.read_row_groups(list(groups), columns=[c for c in columns if c in names], use_threads=True)
+    if "topics" in columns and "topics" in names and pa.types.is_list(f.schema_arrow.field("topics").type) and \
+            pa.types.is_string(f.schema_arrow.field("topics").type.value_type):
+        f = pq.ParquetFile(path, read_dictionary=["topics.list.element"])
+    wanted = [c for c in columns if c in names]
+    # A nested column read as dictionary comes one row group at a time.
+    table = pa.concat_tables([f.read_row_groups([g], columns=wanted, use_threads=True) for g in groups]) \
+        if len(groups) != 1 else f.read_row_groups(list(groups), columns=wanted, use_threads=True)
     sizes = [f.metadata.row_group(g).num_rows for g in range(f.metadata.num_row_groups)]
     begins = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
     lines = np.concatenate([np.arange(begins[g], begins[g + 1], dtype=np.int64) + 1 for g in groups]) \
@@ -55,9 +66,10 @@ def read(path: str, groups: Sequence[int], columns: Sequence[str]) -> pa.Table:
             out[c] = pc.dictionary_encode(table.column(c).cast(pa.string()))  # staged: the JSONL file per row
         elif c in names:
             col = table.column(c)
-            out[c] = col if c in ORIGIN or col.type == TYPES.get(c, col.type) else pc.cast(col, TYPES[c])
+            want = TOPICS_READ if c == "topics" else TYPES.get(c, col.type)
+            out[c] = col if c in ORIGIN or col.type == want else pc.cast(col, want)
         elif c in TYPES:
-            out[c] = pa.nulls(table.num_rows, TYPES[c])
+            out[c] = pa.nulls(table.num_rows, TOPICS_READ if c == "topics" else TYPES[c])
     if "_file" not in names:
         out["_file"] = pa.DictionaryArray.from_arrays(pa.array(np.zeros(table.num_rows, np.int32)), pa.array([path]))
         out["_offset"] = pa.array(np.zeros(table.num_rows, np.int64))

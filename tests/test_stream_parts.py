@@ -97,7 +97,7 @@ def test_a_partition_polls_its_clusters_at_the_same_time_and_journals_each(tmp_p
     assert all(journal.last_cluster_id(n) == f"id-{n}" for n in names)
 
 
-def test_a_journaled_tick_is_returned_not_polled_again(tmp_path, monkeypatch):
+def test_a_journaled_tick_is_returned_to_a_rerun_not_polled_again(tmp_path, monkeypatch):
     conf = cfg.parse(props("a", tmp_path))
     polls = []
 
@@ -111,8 +111,8 @@ def test_a_journaled_tick_is_returned_not_polled_again(tmp_path, monkeypatch):
 
     monkeypatch.setattr("quota_pipeline.kafka.observer.Observer", FakeObserver)
     monkeypatch.setattr(source, "_observers", {})
-    first = source.poll_or_replay("a", conf, 42)
-    again = source.poll_or_replay("a", conf, 42)
+    first = source.poll_or_replay("a", conf, 42, "token-of-the-first-run")
+    again = source.poll_or_replay("a", conf, 42, "token-of-the-rerun", rerun=True)
     assert polls == [1] and again == first
     assert Journal(conf.effective_journal_path).last_cluster_id("a") == "real-id"
 
@@ -130,7 +130,7 @@ def test_a_failed_poll_is_filed_under_the_last_known_cluster_id(tmp_path, monkey
 
     monkeypatch.setattr("quota_pipeline.kafka.observer.Observer", Failing)
     monkeypatch.setattr(source, "_observers", {})
-    assert source.poll_or_replay("a", conf, 7).cluster_id == "real-id"
+    assert source.poll_or_replay("a", conf, 7, "token").cluster_id == "real-id"
 
 
 def test_journal_is_first_writer_wins(tmp_path):

@@ -20,7 +20,6 @@ Why it is safe at every point (kill -9 included):
 from __future__ import annotations
 
 import datetime as dt
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
@@ -28,6 +27,7 @@ from typing import Callable
 from quota_pipeline.journal import layout
 from quota_pipeline.journal.layout import Period
 from quota_pipeline.journal.listing import Listing, PeriodFile, TickFile
+from quota_pipeline.journal.private import write_private
 
 Step = Callable[[str], None]  # called after each step by name; tests inject failures (and kill -9) here
 WRITER_TMP_STALE_S = 3600     # a writer's temporary file lives milliseconds; an hour-old one is abandoned
@@ -157,16 +157,11 @@ def record_length(cluster_dir: Path, length: dt.timedelta) -> None:
     """Adds `length` to _periods (the store looks a compacted tick up under every length used) before the
     first period file of that length exists."""
     import isodate
-    import os
 
     path = cluster_dir / layout.PERIODS_FILE
     known = path.read_text().split() if path.exists() else []
     text = isodate.duration_isoformat(length)
     if text in known:
         return
-    tmp = cluster_dir / f".{layout.PERIODS_FILE}.{os.getpid()}.{time.monotonic_ns()}"
-    tmp.write_text("\n".join([*known, text]) + "\n")
-    with tmp.open("rb") as fh:
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
+    write_private(path, ("\n".join([*known, text]) + "\n").encode())
     fsync_dir(cluster_dir)

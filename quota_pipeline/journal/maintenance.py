@@ -21,6 +21,7 @@ from quota_pipeline.core import names
 from quota_pipeline.journal import compaction
 from quota_pipeline.journal.compaction import Plan, Prune, Step, no_step
 from quota_pipeline.journal.listing import FooterCache, Usage, scan, usage
+from quota_pipeline.journal.private import FILE_MODE, private_dirs
 from quota_pipeline.journal.rewrite import Rewritten, rewrite
 
 
@@ -91,8 +92,8 @@ def period_problem(conf: cfg.Config) -> str | None:
 @contextmanager
 def locked(cluster_dir: Path, wait_s: float = 0.0) -> Iterator[None]:
     """The cluster's maintenance lock (flock: released by the kernel if the holder dies, kill -9 included)."""
-    cluster_dir.mkdir(parents=True, exist_ok=True)
-    fd = os.open(cluster_dir / "_lock", os.O_CREAT | os.O_RDWR, 0o644)
+    private_dirs(cluster_dir)
+    fd = os.open(cluster_dir / "_lock", os.O_CREAT | os.O_RDWR | os.O_NOFOLLOW, FILE_MODE)
     try:
         deadline = time.monotonic() + wait_s
         while True:

@@ -5,6 +5,11 @@ PUTs the tick file with `If-None-Match: *`: the store refuses the second PUT of 
 at one tick never journal two snapshots. As on a local disk, a write that wins after compaction moved the first
 attempt's tick file into a period file gives way to the compacted snapshot (and deletes its own tick file, which
 readers skip anyway: the period file lists it).
+
+`claim` is the streaming source's write: a new batch takes only an object holding its own token
+(journal/ownership.py); any other object at the tick's key is copied aside to `<tick>.json.rejected-<n>` and
+replaced by a PUT under `If-Match` on the ETag it was judged by, so neither a file planted meanwhile nor another
+attempt of the same task is overwritten unseen, and no lock is needed.
 """
 from __future__ import annotations
 
@@ -14,7 +19,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import isodate
 
-from quota_pipeline.journal import layout, period_file
+from quota_pipeline.journal import layout, ownership, period_file
 from quota_pipeline.journal.layout import Period
 from quota_pipeline.journal.objstore import ObjectStore, ObjectStoreError, store_for
 
@@ -41,6 +46,35 @@ def write(store: ObjectStore, config_name: str, tick: int, tick_time: dt.datetim
             return record
     raise ObjectStoreError(f"s3://{store.bucket}/{store.key(rel)}: conditional PUT kept conflicting; "
                            f"is another writer stuck?")
+
+
+def claim(store: ObjectStore, rel: str, text: str, token: str) -> tuple[dict | None, list[tuple[str, str]]]:
+    """Journal `text` at `rel` for the batch holding `token`: (None, what was set aside) when this PUT is the one
+    the journal holds, (the record, ...) when an earlier attempt of the same task journaled the tick first."""
+    data, aside = text.encode(), []
+    for _ in range(CONFLICT_TRIES):
+        if store.put(rel, data, if_none_match=True) is not None:
+            return None, aside
+        got = store.get(rel)
+        if got is None:
+            continue  # gone since the refused PUT: try again
+        held = ownership.owned_record(got.data, token)
+        if held is not None:
+            return held, aside
+        aside.append((rel, _keep_aside(store, rel, got.data)))
+        if store.put(rel, data, if_match=got.etag) is not None:
+            return None, aside
+    raise ObjectStoreError(f"s3://{store.bucket}/{store.key(rel)}: replaced {CONFLICT_TRIES} times by objects this "
+                           f"job did not write while it journaled its poll; who else writes the journal?")
+
+
+def _keep_aside(store: ObjectStore, rel: str, data: bytes) -> str:
+    for n in range(1, ownership.MAX_ASIDE + 1):
+        name = ownership.aside_name(rel, n)
+        if store.put(name, data, if_none_match=True) is not None:
+            return name
+    raise ObjectStoreError(f"s3://{store.bucket}/{store.key(rel)}: {ownership.MAX_ASIDE} rejected objects already "
+                           f"beside it")
 
 
 def compacted(store: ObjectStore, config_name: str, tick: int, tick_time: dt.datetime) -> dict | None:

@@ -19,6 +19,7 @@ from quota_pipeline.journal.compaction import Compact, Step, _unlink_all, fsync_
 from quota_pipeline.journal.layout import Sources
 from quota_pipeline.journal.listing import TickFile, observed_at_of
 from quota_pipeline.journal.period_file import Entry, PeriodWriter, row_groups, rows_of
+from quota_pipeline.journal.private import FILE_MODE, private_dirs
 
 CHUNK_FILES = 64  # tick files parsed per table (bounded memory whatever the cluster's size)
 SORT_KEYS = [("observed_us", "ascending"), ("journal_file", "ascending")]
@@ -130,10 +131,11 @@ def rewrite(cluster_dir: Path, action: Compact, step: Step = no_step,
                          before - sum(t.size for t in action.leftovers), removed)
     record_length(cluster_dir, action.period.end - action.period.start)
     step("lengths-recorded")
-    final.parent.mkdir(parents=True, exist_ok=True)
+    private_dirs(final.parent)
     tmp = final.parent / f"{layout.COMPACT_TMP_PREFIX}{uuid.uuid4().hex}.parquet"
     footer = action.existing.footer if action.existing else None
     writer = PeriodWriter(tmp, str(action.period))
+    os.chmod(tmp, FILE_MODE)  # the journal is the job user's alone, as its tick files are
     try:
         for table in _merged(row_groups(final) if footer else iter(()), itertools.chain([first], tables)):
             writer.write(table)

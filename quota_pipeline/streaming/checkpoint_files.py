@@ -1,6 +1,7 @@
 """The few checkpoint files the driver reads before Spark starts (commits, offsets), on a local disk or on s3a://."""
 from __future__ import annotations
 
+import json
 import os
 
 from quota_pipeline.streaming.s3a import is_s3a, object_uri
@@ -32,3 +33,30 @@ def read_text(directory: str, name: str) -> str | None:
             return f.read()
     except FileNotFoundError:
         return None
+
+
+QUERY_DIR = "query"  # the streaming query's own checkpoint (offsets, commits, state) under the configured path
+
+
+def query_dir(checkpoint_path: str) -> str:
+    return join(checkpoint_path, QUERY_DIR)
+
+
+def last_planned(query_checkpoint: str) -> dict | None:
+    """The source's end offsets (config name -> tick) of the last micro-batch Spark planned, from its offsets log;
+    None without one.
+
+    Spark writes `<checkpoint>/offsets/<batch id>` before it runs the batch: a version line, the batch metadata,
+    then one line per source (the job has one). Read before the query plans anything, this is the one batch
+    Spark may run again from the log (when `commits/<batch id>` is missing): a re-run, not a new batch.
+    """
+    offsets = join(query_checkpoint, "offsets")
+    batches = sorted(int(name) for name in names(offsets) if name.isdigit())
+    if not batches:
+        return None
+    lines = (read_text(offsets, str(batches[-1])) or "").splitlines()
+    try:
+        value = json.loads(lines[2])
+    except (IndexError, ValueError):
+        return None
+    return value if isinstance(value, dict) else None

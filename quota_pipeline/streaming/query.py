@@ -115,15 +115,17 @@ class StreamJob:
         spark = self._spark()
         spark.dataSource.register(KafkaVolumesSource)
         # One polling task per executor core: the cores poll side by side, each task its clusters all at once.
+        # The source reads the query's checkpoint to tell a re-run batch (may read the journal) from a new one.
         rows = (spark.readStream.format("kafka_volumes").option("clusters", clusters_option(self.configs))
-                .option("poll_tasks", str(spark.sparkContext.defaultParallelism)).load())
+                .option("poll_tasks", str(spark.sparkContext.defaultParallelism))
+                .option("checkpoint", checkpoint_files.query_dir(self.first.checkpoint_path)).load())
         decisions = rows.groupBy("cluster_id").transformWithStateInPandas(
             statefulProcessor=DecisionProcessor(self.settings, self.output_keys, self.clock),
             outputStructType=OUTPUT_SCHEMA, outputMode="Append", timeMode="None")
         self._publisher = self._publisher or Publisher(self.first.output_settings, self.first.output_topic,
                                                        on_acknowledged=self.metrics.acknowledged, clock=self.clock)
         self._query = (decisions.writeStream.queryName("quota-pipeline")
-                       .option("checkpointLocation", checkpoint_files.join(self.first.checkpoint_path, "query"))
+                       .option("checkpointLocation", checkpoint_files.query_dir(self.first.checkpoint_path))
                        .foreachBatch(self._batch).start())
         return self._query
 
@@ -175,7 +177,7 @@ class StreamJob:
 
     def resuming(self) -> bool:
         """Whether the checkpoint holds a committed micro-batch: this job ran against its output cluster before."""
-        commits = checkpoint_files.join(self.first.checkpoint_path, "query", "commits")
+        commits = checkpoint_files.join(checkpoint_files.query_dir(self.first.checkpoint_path), "commits")
         return any(name.isdigit() for name in checkpoint_files.names(commits))
 
     def start_output(self) -> str | None:
@@ -204,7 +206,7 @@ class StreamJob:
             maintenance.stop()
 
     def _log_fleet_change(self) -> None:
-        change = fleet_change(checkpoint_files.join(self.first.checkpoint_path, "query"), list(self.settings))
+        change = fleet_change(checkpoint_files.query_dir(self.first.checkpoint_path), list(self.settings))
         if change is None:
             return
         for name in change.added:

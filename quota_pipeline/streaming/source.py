@@ -7,14 +7,18 @@ cluster added (polled at once) or removed (left out) continues the others. A mic
 invented. The clusters due are spread over at most `poll_tasks` input partitions (one per executor
 core), and a partition polls all of its clusters at once in threads: every cluster of a tick is
 observed at about the same moment, however many clusters share a core. A snapshot is journaled before
-its rows are returned, and a re-read of a tick after a restart returns the journaled snapshot instead of
-polling again: exactly-once from the source's side. Rows: one status row per snapshot (broker_id null,
-so a failed poll still reaches the state machine) and one row per volume.
+its rows are returned. Only a re-run reads the journal: the micro-batch Spark planned before this query started
+(its end offsets are the last entry of the checkpoint's offsets log when the source is created, before the
+query plans anything) returns the journaled snapshot of its ticks instead of polling again, exactly-once from
+the source's side. Every other batch is new: it polls, and journals the poll under a token of its own
+(journal/ownership.py), never taking a tick file it did not write as its observation. Rows: one status row per
+snapshot (broker_id null, so a failed poll still reaches the state machine) and one row per volume.
 """
 from __future__ import annotations
 
 import datetime as dt
 import json
+import logging
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from typing import Iterator
@@ -25,7 +29,11 @@ from pyspark.sql.types import StructType
 from quota_pipeline.core import config as cfg
 from quota_pipeline.core.clock import SYSTEM, Clock
 from quota_pipeline.core.model import UTC, Status, VolumeSnapshot
-from quota_pipeline.journal.store import Journal
+from quota_pipeline.journal import ownership
+from quota_pipeline.journal.store import Claimed, Journal
+from quota_pipeline.streaming import checkpoint_files
+
+log = logging.getLogger("quota_pipeline")
 
 REMOVED = "REMOVED"  # the status of a row that says a cluster left the fleet (never a poll's status)
 ROW_SCHEMA = (
@@ -75,9 +83,15 @@ MAX_POLL_THREADS = 64  # per partition; each poll mostly waits on its cluster's 
 
 @dataclass(frozen=True)
 class TickPartition(InputPartition):
+    """One cluster's tick to observe. `rerun`: the batch was planned before this query started, so the journal's
+    snapshot of the tick (if any) is what was decided and perhaps published then. `token`: the driver's random
+    token for this tick of this batch; a tick file is the batch's own only if it holds it."""
+
     config_name: str
     props_json: str
     tick: int
+    token: str = ""
+    rerun: bool = False
 
 
 @dataclass(frozen=True)
@@ -111,13 +125,21 @@ def snapshot_rows(config_name: str, tick: int, snap: VolumeSnapshot) -> Iterator
 _observers: dict[str, object] = {}  # per worker process: admin connections survive across ticks
 
 
-def poll_or_replay(config_name: str, conf: cfg.Config, tick: int) -> VolumeSnapshot:
-    """The snapshot of `tick`: from the journal if it was taken before, else a new poll, journaled."""
+def poll_or_replay(config_name: str, conf: cfg.Config, tick: int, token: str, rerun: bool = False) -> VolumeSnapshot:
+    """The snapshot of `tick`: a re-run's from the journal when it holds one, else a new poll, journaled under
+    `token` (a file already there is taken only when it holds `token`: a retried attempt of this very task)."""
     journal = Journal(conf.effective_journal_path)
     at = tick_time(conf, tick)
-    journaled = journal.read(config_name, tick, at)
-    if journaled is not None:
-        return journaled
+    if rerun:
+        journaled = journal.read_valid(config_name, tick, at)
+        if journaled is not None:
+            return journaled
+    claimed = journal.claim(config_name, tick, at, _poll(config_name, conf, journal), token)
+    warn_foreign(config_name, tick, claimed)
+    return claimed.snapshot
+
+
+def _poll(config_name: str, conf: cfg.Config, journal: Journal) -> VolumeSnapshot:
     from quota_pipeline.kafka.observer import Observer
 
     observer = _observers.get(config_name)
@@ -126,20 +148,42 @@ def poll_or_replay(config_name: str, conf: cfg.Config, tick: int) -> VolumeSnaps
     snap = observer.poll()  # type: ignore[attr-defined]
     if snap.status is Status.SUCCESS:
         journal.remember_cluster_id(config_name, snap.cluster_id)
-    else:
-        # A fresh worker that never reached the cluster cannot know its id; the journal does.
-        known = journal.last_cluster_id(config_name)
-        if known:
-            snap = replace(snap, cluster_id=known)
-    return journal.write(config_name, tick, at, snap)
+        return snap
+    # A fresh worker that never reached the cluster cannot know its id; the journal does.
+    known = journal.last_cluster_id(config_name)
+    return replace(snap, cluster_id=known) if known else snap
+
+
+def foreign_warning(config_name: str, tick: int, claimed: Claimed) -> str | None:
+    """The one log line saying what the journal held in a tick's place that this job did not write, if anything."""
+    found = []
+    if claimed.set_aside:
+        found.append(", ".join(f"tick file {ownership.shown(f)} (kept as {ownership.shown(a)})"
+                               for f, a in claimed.set_aside[:3]) + (" ..." if len(claimed.set_aside) > 3 else ""))
+    if claimed.listed_by_period_file:
+        found.append("a period file that lists this open tick")
+    if not found:
+        return None
+    return (f"{config_name}: tick {tick}: the journal held {' and '.join(found)} that this job did not write; not "
+            f"used: the tick was polled and the poll journaled. Who else can write the journal?")
+
+
+def warn_foreign(config_name: str, tick: int, claimed: Claimed) -> None:
+    line = foreign_warning(config_name, tick, claimed)
+    if line:
+        log.warning(line)
 
 
 class KafkaVolumesReader(DataSourceStreamReader):
-    def __init__(self, clusters: list[ObservedCluster], clock: Clock = SYSTEM, poll_tasks: int = 2) -> None:
+    def __init__(self, clusters: list[ObservedCluster], clock: Clock = SYSTEM, poll_tasks: int = 2,
+                 replanned: dict | None = None) -> None:
+        """`replanned`: the end offsets of the last batch in the checkpoint's offsets log when the query started,
+        the only batch Spark may run again from the log (None: no checkpoint, every batch is new)."""
         self.clusters = clusters
         self.clock = clock
         self.poll_tasks = max(1, poll_tasks)
         self.configs = {c.name: c.config for c in clusters}
+        self.replanned = replanned
 
     def _now_ticks(self) -> dict[str, int]:
         now = self.clock.now()
@@ -173,8 +217,14 @@ class KafkaVolumesReader(DataSourceStreamReader):
             out.extend(Removal(name, cluster_id, int(start[name])) for cluster_id in sorted(ids))
         return out
 
+    def is_rerun(self, end: dict) -> bool:
+        """Whether (start, end] is the batch the checkpoint had planned before this query started. A new batch ends
+        past it (Spark plans one only when some cluster's tick moved on), so it can never match."""
+        return self.replanned is not None and end == self.replanned
+
     def partitions(self, start: dict, end: dict) -> list[PollPartition]:
-        due = self.due(start, end)
+        rerun = self.is_rerun(end)
+        due = [replace(t, token=ownership.new_token(), rerun=rerun) for t in self.due(start, end)]
         removals = tuple(self.removals(start))
         # Round-robin over the names in order: a cluster keeps its partition while the fleet does not change, and
         # each partition gets about as many clusters to poll.
@@ -187,7 +237,7 @@ class KafkaVolumesReader(DataSourceStreamReader):
     def read(self, partition: PollPartition) -> Iterator[tuple]:
         def poll(tick: TickPartition) -> VolumeSnapshot:
             return poll_or_replay(tick.config_name, cfg.parse(json.loads(tick.props_json), tick.config_name),
-                                  tick.tick)
+                                  tick.tick, tick.token, tick.rerun)
 
         ticks = partition.ticks
         if len(ticks) <= 1:
@@ -218,7 +268,11 @@ class KafkaVolumesSource(DataSource):
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
         clusters = [ObservedCluster(c["name"], c["props"]) for c in json.loads(self.options["clusters"])]
-        return KafkaVolumesReader(clusters, poll_tasks=int(self.options.get("poll_tasks", "2")))
+        # Spark creates its sources before it plans or re-runs a batch: the log's last entry is the previous run's.
+        checkpoint = self.options.get("checkpoint") or (
+            checkpoint_files.query_dir(clusters[0].config.checkpoint_path) if clusters else None)
+        return KafkaVolumesReader(clusters, poll_tasks=int(self.options.get("poll_tasks", "2")),
+                                  replanned=checkpoint_files.last_planned(checkpoint) if checkpoint else None)
 
 
 def clusters_option(configs: list[cfg.Config]) -> str:

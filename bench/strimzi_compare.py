@@ -46,6 +46,7 @@ combination of scenario, client set and system runs on its own cluster, one afte
 from __future__ import annotations
 
 import argparse
+import errno
 import json
 import re
 import os
@@ -193,8 +194,12 @@ class Ballast:
         delta = st.f_bavail * st.f_frsize - int(FILL_TO * st.f_blocks * st.f_frsize)
         size = self.path.stat().st_size if self.path.exists() else 0
         if delta > 0:
-            with open(self.path, "ab") as fh:
-                fh.write(bytes(delta))
+            try:
+                with open(self.path, "ab") as fh:
+                    fh.write(bytes(delta))
+            except OSError as exc:  # the partitions grew meanwhile: what fitted stays, the next tick trims it
+                if exc.errno != errno.ENOSPC:
+                    raise
         elif delta < 0 and size > 0:
             os.truncate(self.path, max(0, size + delta))
 

@@ -244,3 +244,17 @@ def test_the_warning_names_the_files_quoted_and_capped():
     assert line is not None and "\n" not in line and len(line) < 700 and '"a/2026-11-27/999' in line
     assert source.foreign_warning("a", 9, Claimed(FULL)) is None
     assert "period file" in source.foreign_warning("a", 9, Claimed(FULL, (), True))
+
+
+@pytest.mark.parametrize("kind", ["fifo", "directory"])
+def test_a_rerun_neither_blocks_nor_fails_on_what_is_not_a_tick_file(tmp_path, observer, kind):
+    conf = cfg.parse(props("a", tmp_path))
+    target = tmp_path / "ckpt" / "journal" / "a" / layout.tick_file(4, source.tick_time(conf, 4))
+    target.parent.mkdir(parents=True)
+    os.mkfifo(target) if kind == "fifo" else target.mkdir()
+    got = source.poll_or_replay("a", conf, 4, ownership.new_token(), rerun=True)
+    assert got.volumes == FULL.volumes and target.is_file() and observer == [1]
+
+
+def test_an_empty_token_owns_nothing():
+    assert ownership.owned_record(json.dumps({ownership.TOKEN_FIELD: ""}).encode(), "") is None

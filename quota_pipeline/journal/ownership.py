@@ -34,7 +34,7 @@ def record_text(snap: VolumeSnapshot, token: str) -> str:
 
 def owned_record(data: bytes | None, token: str) -> dict[str, Any] | None:
     """The record `data` holds when it carries `token` (an earlier attempt of the same task wrote it), else None."""
-    if not data:
+    if not data or not token:
         return None
     try:
         record = json.loads(data)

@@ -148,7 +148,7 @@ class Journal:
         (fsync, then link or PUT), so such a file is not one it wrote, and a re-run polls instead of failing on it."""
         try:
             return self.read(config_name, tick, tick_time)
-        except (ValueError, RecursionError):  # JSONDecodeError, RecordError, UnicodeDecodeError
+        except (ValueError, RecursionError, OSError):  # JSONDecodeError, RecordError, UnicodeDecodeError, a directory
             return None
 
     def claim(self, config_name: str, tick: int, tick_time: dt.datetime, snap: VolumeSnapshot,
@@ -188,7 +188,10 @@ class Journal:
                         return None, aside
                     except FileExistsError:
                         pass
-                    held = ownership.owned_record(_regular_file_bytes(target), token)
+                    try:
+                        held = ownership.owned_record(_regular_file_bytes(target), token)
+                    except (NotRegularFile, OSError):
+                        held = None
                     if held is not None:
                         return held, aside
                     moved = _move_aside(target)
@@ -254,10 +257,8 @@ class Journal:
 
     def _read_text(self, rel: str) -> str | None:
         if self._is_local:
-            try:
-                return (self._local_root / rel).read_text(encoding="utf-8")
-            except FileNotFoundError:
-                return None
+            data = _regular_file_bytes(self._local_root / rel)
+            return None if data is None else data.decode("utf-8")
         if (store := self._objects) is not None:
             got = store.get(rel)
             return None if got is None else got.data.decode("utf-8")
@@ -276,17 +277,19 @@ class Journal:
         return fs, base.rstrip("/")
 
 
+class NotRegularFile(ValueError):
+    """A symlink, a FIFO, a directory where the journal keeps a file: never one the job wrote, never followed."""
+
+
 def _regular_file_bytes(path: Path) -> bytes | None:
-    """The bytes of a regular file at `path` (never through a symlink, never blocking on a FIFO); b"" for anything
-    else there, None when nothing is."""
+    """The bytes of the regular file at `path`, None when there is nothing; NotRegularFile for anything else (it
+    is neither followed nor opened: a FIFO would block the reader)."""
     try:
         if not stat.S_ISREG(os.lstat(path).st_mode):
-            return b""
+            raise NotRegularFile(f"{ownership.shown(str(path))}: not a regular file")
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
     except FileNotFoundError:
         return None
-    except OSError:
-        return b""
     with os.fdopen(fd, "rb") as fh:
         return fh.read()
 

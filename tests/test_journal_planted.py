@@ -20,6 +20,7 @@ from quota_pipeline.journal.inputs import find_inputs
 from quota_pipeline.journal.objstore import Got
 from quota_pipeline.journal.store import Journal
 from quota_pipeline.streaming import checkpoint_files, source
+from tests.s3proxy_fixtures import s3proxy  # noqa: F401 - the session's S3Proxy, for the object-store test
 
 T = dt.datetime(2026, 11, 27, 6, 0, tzinfo=dt.timezone.utc)
 FULL = ok(0, vol(1, 0), vol(2, 50 * GB), brokers=(1, 2), cluster="real-id")      # the real cluster: a disk is full
@@ -258,3 +259,39 @@ def test_a_rerun_neither_blocks_nor_fails_on_what_is_not_a_tick_file(tmp_path, o
 
 def test_an_empty_token_owns_nothing():
     assert ownership.owned_record(json.dumps({ownership.TOKEN_FIELD: ""}).encode(), "") is None
+
+
+def test_on_an_object_store_a_planted_tick_is_set_aside_and_a_retry_takes_its_own(s3proxy):  # noqa: F811
+    """Against S3Proxy's conditional PUTs. (Its If-Match is not atomic under concurrent PUTs, as S3's is, so attempts
+    racing a planted object are the MemoryStore tests' part.)"""
+    import uuid
+
+    journal, token, tick = Journal(s3proxy.uri(f"journal-{uuid.uuid4().hex[:12]}")), ownership.new_token(), 42
+    rel = journal.path("a", tick, T)
+    journal._objects.put(rel, (json.dumps(FINE.to_json()) + "\n").encode())
+    first = journal.claim("a", tick, T, FULL, token)
+    assert first.snapshot == FULL and [a for _, a in first.set_aside] == [rel + ".rejected-1"]
+    assert json.loads(journal._objects.get(rel + ".rejected-1").data) == FINE.to_json()
+    retry = journal.claim("a", tick, T, replace(FULL, observed_at=T), token)
+    assert retry.snapshot == FULL and not retry.set_aside  # first writer wins among the task's attempts
+    other = journal.claim("a", tick, T, replace(FULL, observed_at=T), ownership.new_token())
+    assert other.snapshot.observed_at == T and [a for _, a in other.set_aside] == [rel + ".rejected-2"]
+    assert journal.read_valid("a", tick, T) == other.snapshot  # what a re-run would take
+
+
+def test_attempts_of_one_task_racing_a_planted_object_agree_on_one_poll():
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+
+    store, rel, token = MemoryStore(), "a/2026-11-27/42.json", ownership.new_token()
+    lock = threading.Lock()
+    put, get = store.put, store.get
+    store.put = lambda *a, **k: (lock.acquire(), put(*a, **k), lock.release())[1]  # S3 applies a PUT atomically
+    store.get = lambda rel: (lock.acquire(), get(rel), lock.release())[1]
+    put(rel, json.dumps(FINE.to_json()).encode())
+    texts = [ownership.record_text(replace(FULL, observed_at=FULL.observed_at + dt.timedelta(seconds=i)), token)
+             for i in range(8)]
+    with ThreadPoolExecutor(8) as pool:
+        results = list(pool.map(lambda t: object_journal.claim(store, rel, t, token), texts))
+    held = json.loads(store.objects[rel][0])
+    assert all((h or json.loads(t)) == held for (h, _), t in zip(results, texts))

@@ -63,7 +63,12 @@ def claim(store: ObjectStore, rel: str, text: str, token: str) -> tuple[dict | N
             return held, aside
         aside.append((rel, _keep_aside(store, rel, got.data)))
         if store.put(rel, data, if_match=got.etag) is not None:
-            return None, aside
+            now = store.get(rel)  # a store whose If-Match is not atomic (S3Proxy) may have let a sibling win too
+            if now is None or now.data == data:
+                return None, aside
+            held = ownership.owned_record(now.data, token)
+            if held is not None:
+                return held, aside
     raise ObjectStoreError(f"s3://{store.bucket}/{store.key(rel)}: replaced {CONFLICT_TRIES} times by objects this "
                            f"job did not write while it journaled its poll; who else writes the journal?")
 

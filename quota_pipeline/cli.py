@@ -32,8 +32,20 @@ def _version() -> str:
         return "(not installed)"
 
 
+class _Parser(argparse.ArgumentParser):
+    """Every parse (the command line, and callers that build the parser themselves) ends with the configuration
+    file on `args.config`, however it was given (commands.common.add_config_argument)."""
+
+    def parse_known_args(self, args=None, namespace=None):  # type: ignore[override]
+        from quota_pipeline.commands.common import resolve_config
+
+        parsed, extras = super().parse_known_args(args, namespace)
+        resolve_config(parsed)
+        return parsed, extras
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="quota-pipeline",
         description="Cluster-wide disk-pressure throttling for Apache Kafka, decided once by a Spark job "
                     "and published to a compacted topic that every broker's quota callback reads.",
@@ -47,8 +59,6 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    from quota_pipeline.commands.common import resolve_config
-    resolve_config(args)
     try:
         return int(args.func(args) or 0)
     except KeyboardInterrupt:

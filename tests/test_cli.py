@@ -51,11 +51,9 @@ def test_version_names_the_installed_release(capsys):
     (["run"], [])])
 def test_every_command_takes_its_configuration_as_config_or_dash_dash_config(command, rest):
     from quota_pipeline.cli import build_parser
-    from quota_pipeline.commands.common import resolve_config
 
-    def parsed(argv: list[str]):
+    def parsed(argv: list[str]):  # as callers that build the parser themselves see it (streaming/s3a.py, tests)
         args = build_parser().parse_args(argv)
-        resolve_config(args)
         return args.configs if command == ["run"] else args.config
 
     positional = parsed([*command, "a.properties", *rest])

@@ -220,9 +220,9 @@ def test_the_polling_task_journals_on_s3_and_a_rerun_reads_it_instead_of_polling
 
     monkeypatch.setattr("quota_pipeline.kafka.observer.Observer", Observer)
     monkeypatch.setattr(source, "_observers", {})
-    first = source.poll_or_replay("a", conf, 42)
-    assert source.poll_or_replay("a", conf, 42) == first and polls == [1]  # a re-run batch: no second poll
-    assert source.poll_or_replay("a", conf, 43).cluster_id == "real-id"  # a failed poll, filed under the id
+    first = source.poll_or_replay("a", conf, 42, "token-42")
+    assert source.poll_or_replay("a", conf, 42, "token-rerun", rerun=True) == first and polls == [1]  # no second poll
+    assert source.poll_or_replay("a", conf, 43, "token-43").cluster_id == "real-id"  # a failed poll, filed under the id
     assert keys(s3proxy, root) == sorted(["a/_cluster_id", *(f"a/{layout.tick_file(t, source.tick_time(conf, t))}"
                                                              for t in (42, 43))])
 

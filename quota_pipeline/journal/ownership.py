@@ -5,8 +5,8 @@ journal could otherwise plant a snapshot for a future tick ("all disks fine") an
 instead of a poll. The driver gives each tick of a new batch a random token, which the tick file records
 (`journal_token`): a tick file holding the token was written by an attempt of that very task (a retried or
 duplicate task), so first writer wins among the job's own attempts; any other file in the tick's place is moved
-aside to `<tick>.json.rejected-<n>`, a name no reader takes for a tick file (replay, compaction and `Journal.read`
-match `<tick>.json` only), and the batch journals its poll in its place.
+aside to `<tick>.json.rejected-<n>`, a name no reader takes for a journal file (compaction and `Journal.read` match
+`<tick>.json`, replay's `.json`/`.jsonl` suffixes), and the batch journals its poll in its place.
 """
 from __future__ import annotations
 

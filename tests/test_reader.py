@@ -167,12 +167,12 @@ def test_a_fallback_record_means_the_readers_own_fallback():
     assert r.current_factor() == 0.2
 
 
-def test_a_tombstone_retires_the_clusters_decision():
+def test_a_tombstone_is_absence_and_never_shortens_a_stop():
     r = reader()
     r.apply_record(b"c1", encode(decision("c1", 0.0)))
     r.apply_record(b"c1", None)
-    assert r.decision("c1") is None
-    assert r.current_factor() == 1.0
+    assert r.decision("c1") is not None and r.stats.tombstones == 1
+    assert r.current_factor() == 0.0
 
 
 def test_the_record_key_names_the_cluster():

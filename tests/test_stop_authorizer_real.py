@@ -19,7 +19,7 @@ from typing import Any, Iterator
 
 import pytest
 
-from tests.kafka_fixtures import create_topic, decision, publish
+from tests.kafka_fixtures import create_topic, decision, publish, wait_until
 from tests.realkafka import SELF_PLAINTEXT, RealKafka, kafka_home
 from tests.test_broker_callback_real import CALLBACK, callback_broker, callback_jar, server_log  # noqa: F401
 
@@ -143,10 +143,12 @@ def test_acls_reach_the_delegate_through_the_wrapper(stop_broker: RealKafka):
                       AclOperation.WRITE, AclPermissionType.DENY)
     for future in admin.create_acls([deny]).values():
         future.result(10)
-    listed = admin.describe_acls(AclBindingFilter(ResourceType.TOPIC, "data-c", ResourcePatternType.LITERAL, None,
-                                                  None, AclOperation.ANY, AclPermissionType.ANY)).result(10)
-    assert [(b.name, b.operation, b.permission_type) for b in listed] == [
-        ("data-c", AclOperation.WRITE, AclPermissionType.DENY)]
+    def listed() -> list:
+        found = admin.describe_acls(AclBindingFilter(ResourceType.TOPIC, "data-c", ResourcePatternType.LITERAL, None,
+                                                     None, AclOperation.ANY, AclPermissionType.ANY)).result(10)
+        return [(b.name, b.operation, b.permission_type) for b in found]
+    # The ACL travels through the metadata log: DescribeAcls right after CreateAcls may not show it yet.
+    assert wait_until(listed, timeout=15.0, interval=0.2) == [("data-c", AclOperation.WRITE, AclPermissionType.DENY)]
     app = OneRecord(bootstrap)
     wait_for_answer(app, "data-c", want_refused=True)  # no stop: the delegate's ACL refuses it
     assert OneRecord(bootstrap).send("data-b") is None
@@ -193,10 +195,10 @@ def test_a_targeted_stop_refuses_its_topic_while_another_keeps_producing(stop_br
     assert [app.send("data-b") for _ in range(20)] == [None] * 20
     assert end_offset(bootstrap, "data-b") == before + 20
     assert refused(app.send("data-a"))
-    # librdkafka refuses the next records of the refused topic itself, with the same error, until it has refreshed
-    # its metadata.
-    assert refused(app.raised[-1]) and app.raised[-1].str() == "Unable to produce message: Broker: Topic " \
-        "authorization failed", app.raised
+    # librdkafka may also refuse the next records of the refused topic itself (produce() raises the same error)
+    # until it has refreshed its metadata: whether it did depends on the timing of that refresh.
+    assert all(refused(e) and e.str() == "Unable to produce message: Broker: Topic authorization failed"
+               for e in app.raised), app.raised
 
 
 def test_a_client_named_like_the_publisher_gets_no_exemption(stop_broker: RealKafka):
@@ -223,3 +225,15 @@ def test_after_the_release_a_retry_is_acknowledged_within_2_s(stop_broker: RealK
     print(f"stop authorizer: a retry acknowledged {acknowledged:.2f} s after the release record")
     assert acknowledged < 2.0, f"acknowledged {acknowledged:.2f} s after the release"
     assert not any(t > 0 for t in app.throttles), f"a refused producer was also muted: {app.throttles}"
+
+
+def test_a_tombstone_on_the_decision_topic_does_not_lift_the_stop(stop_broker: RealKafka):
+    """A tombstone has no date and any writer of the topic can write one: the broker reads it as absence, and the
+    stop in force stays until its own valid_until."""
+    bootstrap = stop_broker.bootstrap()
+    app = OneRecord(bootstrap)
+    publish_decision(stop_broker, 0.0)
+    wait_for_answer(app, "data-a", want_refused=True)
+    publish(bootstrap, DECISIONS, [(CLUSTER.encode(), None)])
+    time.sleep(2.0)  # well past the follower's next fetch
+    assert refused(app.send("data-a")), "a tombstone lifted the stop"

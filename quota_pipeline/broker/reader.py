@@ -260,9 +260,10 @@ class Reader(Background):
         """Take one topic record; False when it was skipped or ignored. Never raises on bad input."""
         cluster_key = key.decode("utf-8", "replace") if key is not None else None
         if value is None:
+            # A tombstone has no date, and anyone who can write the topic can write one: it is read as absence, so
+            # the decision in force stays until its own valid_until and a tombstone never shortens a stop.
             if cluster_key is not None:
                 with self._lock:
-                    self._held.pop(cluster_key, None)  # a tombstone retires the cluster's decision
                     self.stats.tombstones += 1
             return False
         try:

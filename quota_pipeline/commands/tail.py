@@ -49,7 +49,8 @@ def print_record(key: bytes | None, value: bytes | None, where: str, readable: b
     """--json: readable values to stdout as one compact line; the rest to stderr, in words."""
     name = "no key" if key is None else f"'{visible(key.decode('utf-8', 'backslashreplace'))}'"
     if value is None:
-        print(f"tombstone for {name} {visible(where)}: the cluster's decisions are retired", file=sys.stderr, flush=True)
+        print(f"tombstone for {name} {visible(where)}: read as absence, the decision in force stays until its "
+              "valid_until", file=sys.stderr, flush=True)
     elif readable:
         print(json.dumps(json.loads(value), separators=(",", ":")), flush=True)
     else:

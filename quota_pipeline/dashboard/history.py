@@ -188,11 +188,7 @@ class History:
         brokers refuse it too, and shown as the latest it would hide every genuine decision after it."""
         name = key.decode("utf-8", "replace") if key is not None else None
         if value is None:
-            with self._lock:
-                if name is not None and self._clusters.pop(name, None) is not None:
-                    self.version += 1  # a tombstone retires the cluster
-                    self._log.touch(name)
-            return False
+            return False  # a tombstone is read as absence, as brokers read it: the decision in force stays
         try:
             decision = read_decision(value)
         except (ValueError, RecursionError) as exc:  # JSON, rules, unicode; deep nesting

@@ -64,11 +64,9 @@ final class DecisionHolder {
             if (recordKey == null) {
                 return Outcome.OTHER_CLUSTER;
             }
+            // A tombstone has no date, and anyone who can write the topic can write one: it is read as absence, so
+            // the decision in force stays until its own valid_until and a tombstone never shortens a stop.
             tombstones.incrementAndGet();
-            if (recordKey.equals(cluster) && held != null) {
-                held = null;
-                log.info("a tombstone{} retired the decision of {}", where, cluster);
-            }
             return Outcome.TOMBSTONE;
         }
         DecisionRecord record;

@@ -135,19 +135,7 @@ def run(args: argparse.Namespace, stop: threading.Event | None = None) -> int:
             except UnsafePath as exc:
                 fail(str(exc))
             refusal_store = RefusalFile.beside(store.path, store.root)
-            acl_admin = None
-            if mode == STOP_REFUSE or refusal_store.load() is not None:
-                acl_admin = AclAdmin(conf.admin, ADMIN_SETTINGS)
-            if mode == STOP_REFUSE:
-                assert acl_admin is not None
-                try:
-                    if not acl_admin.authorizer():
-                        raise AuthorizerMissing(NO_AUTHORIZER)
-                except AuthorizerMissing:
-                    print(f"error: {NO_AUTHORIZER}", file=sys.stderr)
-                    return EXIT_CONFIG
-                for line in refusal_warnings(conf):
-                    logging.warning(line)
+            acl_admin = acl_admin_for(conf, mode, refusal_store)
             with Reader(conf, cluster=cluster) as reader:
                 wake = threading.Event()
                 reader.on_change(lambda *_: wake.set())
@@ -165,16 +153,7 @@ def run(args: argparse.Namespace, stop: threading.Event | None = None) -> int:
                     report(enforcer.step(), args.dry_run)
                     refusals()
                     return 0
-                print(visible(f"enforcing decisions for {cluster} from {conf.output_topic}; baseline file {store.path}"))
-                if mode == STOP_REFUSE:
-                    print(visible(f"at factor 0 writes are refused (--stop refuse): DENY WRITE for User:* on each "
-                                  f"topic of the stop; refusal state file {refusal_store.path}"))
-                for line in ([] if mode == STOP_REFUSE else
-                             admits.describe(conf.stop_limit(), enforcer.policy.produce_floor, conf.produce)):
-                    print(line)  # what quota.pipeline.throttle.max.mute means here
-                for warning in admits.warnings(conf.produce):
-                    logging.warning(warning)
-                sys.stdout.flush()
+                say_what_it_does(conf, mode, cluster, enforcer, store.path, refusal_store.path)
                 enforcer.run(stop, wake, args.interval, report=lambda r: (report(r, args.dry_run), refusals()))
                 return 0
     except AuthorizerMissing:
@@ -183,6 +162,35 @@ def run(args: argparse.Namespace, stop: threading.Event | None = None) -> int:
     except (QuotaAdminError, AclAdminError, BaselineError, ClusterRefused) as exc:
         print(f"error: {visible(exc)}", file=sys.stderr)
         return EXIT_FAILED
+
+
+def acl_admin_for(conf: Config, mode: str, refusal_store: RefusalFile) -> AclAdmin | None:
+    """The ACL client the refusing stop needs (also to release what a refusing run left), None without one; raises
+    AuthorizerMissing when the cluster has no authorizer to refuse with."""
+    if mode != STOP_REFUSE and refusal_store.load() is None:
+        return None
+    acl_admin = AclAdmin(conf.admin, ADMIN_SETTINGS)
+    if mode == STOP_REFUSE:
+        if not acl_admin.authorizer():
+            raise AuthorizerMissing(NO_AUTHORIZER)
+        for line in refusal_warnings(conf):
+            logging.warning(line)
+    return acl_admin
+
+
+def say_what_it_does(conf: Config, mode: str, cluster: str, enforcer: Enforcer, baseline: Path,
+                     refusals: Path) -> None:
+    """The start lines: what is followed, where the state lives, and what a stop means in this mode."""
+    print(visible(f"enforcing decisions for {cluster} from {conf.output_topic}; baseline file {baseline}"))
+    if mode == STOP_REFUSE:
+        print(visible(f"at factor 0 writes are refused (--stop refuse): DENY WRITE for User:* on each topic of the "
+                      f"stop; refusal state file {refusals}"))
+    else:
+        for line in admits.describe(conf.stop_limit(), enforcer.policy.produce_floor, conf.produce):
+            print(line)  # what quota.pipeline.throttle.max.mute means here
+    for warning in admits.warnings(conf.produce):
+        logging.warning(warning)
+    sys.stdout.flush()
 
 
 def stop_mode(args: argparse.Namespace, conf: Config) -> str:

@@ -6,7 +6,7 @@ import os
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from quota_pipeline.core import names
 from quota_pipeline.core.config import CHECKPOINT_PATH
@@ -53,9 +53,14 @@ class BaselineError(RuntimeError):
     """The baseline file cannot be read or written; the message names the file and what to do."""
 
 
-class BaselineFile:
-    """One JSON file per enforced cluster, written with temp file + fsync + rename (+ fsync of the directory),
-    so a crash leaves the old record or the new one, never a torn one."""
+class StateFile:
+    """A JSON state file confined to its root, written with temp file + fsync + rename (+ fsync of the directory), so a
+    crash leaves the old record or the new one, never a torn one. Subclasses name it and say what to do when it
+    cannot be read (`BROKEN`) and what a failed write left unchanged (`NOT_WRITTEN`)."""
+
+    WHAT = "state file"
+    BROKEN = ""
+    NOT_WRITTEN = ""
 
     def __init__(self, path: str | os.PathLike[str], root: str | os.PathLike[str] | None = None):
         self.path = Path(path)
@@ -65,35 +70,50 @@ class BaselineFile:
         try:
             names.inside(self.root, self.path)
         except names.UnsafePath as exc:
-            raise BaselineError(f"the baseline file {visible(self.path)}: {exc}") from None
+            raise BaselineError(f"the {self.WHAT} {visible(self.path)}: {exc}") from None
 
-    def load(self) -> EnforcerState | None:
+    def _load(self, parse: Callable[[Any], Any]) -> Any:
+        """`parse` of the file's JSON, None when there is no file."""
         self._confined()
         try:
             text = self.path.read_text(encoding="utf-8")
         except FileNotFoundError:
             return None
         except OSError as exc:
-            raise BaselineError(f"cannot read the baseline file {self.path}: {exc}") from None
+            raise BaselineError(f"cannot read the {self.WHAT} {self.path}: {exc}") from None
         try:
-            return EnforcerState.from_json(json.loads(text))
+            return parse(json.loads(text))
         except (ValueError, KeyError, TypeError) as exc:
-            raise BaselineError(f"the baseline file {self.path} is not valid ({exc}); it holds the quotas to restore: "
-                                "repair it, or restore the quotas by hand and delete it") from None
+            raise BaselineError(f"the {self.WHAT} {self.path} is not valid ({exc}); {self.BROKEN}") from None
 
-    def save(self, state: EnforcerState) -> None:
-        data = json.dumps(state.to_json(), indent=1, sort_keys=True).encode()
+    def _save(self, raw: dict[str, Any]) -> None:
+        data = json.dumps(raw, indent=1, sort_keys=True).encode()
         self._confined()
         try:
             write_atomically(self.path, data)
         except OSError as exc:
-            raise BaselineError(f"cannot write the baseline file {self.path}: {exc}; nothing was changed on the "
-                                "cluster; make the directory writable or pass --baseline PATH") from None
+            raise BaselineError(f"cannot write the {self.WHAT} {self.path}: {exc}; {self.NOT_WRITTEN}; make the "
+                                "directory writable or pass --baseline PATH") from None
 
     def delete(self) -> None:
         self._confined()
-        self.path.unlink(missing_ok=True)
-        _fsync_dir(self.path.parent)
+        if self.path.exists():
+            self.path.unlink(missing_ok=True)
+            _fsync_dir(self.path.parent)
+
+
+class BaselineFile(StateFile):
+    """One JSON file per enforced cluster: the operator's quotas (baseline) and what the enforcer wrote."""
+
+    WHAT = "baseline file"
+    BROKEN = "it holds the quotas to restore: repair it, or restore the quotas by hand and delete it"
+    NOT_WRITTEN = "nothing was changed on the cluster"
+
+    def load(self) -> EnforcerState | None:
+        return self._load(EnforcerState.from_json)
+
+    def save(self, state: EnforcerState) -> None:
+        self._save(state.to_json())
 
 
 def baseline_file(explicit: str | None, checkpoint_path: str, cluster: str) -> BaselineFile:

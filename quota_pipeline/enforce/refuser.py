@@ -6,18 +6,15 @@ point leaves a record of every binding that may be ours, and a restarted enforce
 """
 from __future__ import annotations
 
-import json
 import logging
 import math
-import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Protocol, Sequence
 
-from quota_pipeline.core import names
 from quota_pipeline.core.display import visible
-from quota_pipeline.enforce.baseline import BaselineError, _fsync_dir, write_atomically
+from quota_pipeline.enforce.baseline import StateFile
 from quota_pipeline.enforce.refuse import (
     COMPANION, DENY, STOP_REFUSE, Plan, RefusalPolicy, RefusalState, Scope, creation_order, deletion_order,
     deny_binding, kind_of, plan, refused_topics, stop_scope, wanted_bindings,
@@ -65,55 +62,27 @@ class RefusalChange:
         return f"topic {topic}: {would}release, {what} deleted: {self.why}"
 
 
-class RefusalFile:
-    """The state file beside the baseline file, written like it (temp file, fsync, rename, fsync of the directory)."""
+class RefusalFile(StateFile):
+    """The state file beside the baseline file, written like it: the bindings the enforcer wrote (write-ahead)."""
 
-    def __init__(self, path: str | os.PathLike[str], root: str | os.PathLike[str] | None = None):
-        self.path = Path(path)
-        self.root = Path(root) if root is not None else self.path.parent
+    WHAT = "refusal state file"
+    BROKEN = ("it lists the DENY bindings the enforcer wrote: repair it, or delete those bindings by hand "
+              "(kafka-acls.sh --remove) and delete the file")
+    NOT_WRITTEN = "no binding was created"
 
     @classmethod
     def beside(cls, baseline_path: Path, root: Path | None = None) -> "RefusalFile":
         """`<cluster>.refusals.json` next to `<cluster>.json`."""
         return cls(baseline_path.with_name(baseline_path.stem + ".refusals.json"), root)
 
-    def _confined(self) -> None:
-        try:
-            names.inside(self.root, self.path)
-        except names.UnsafePath as exc:
-            raise BaselineError(f"the refusal state file {visible(self.path)}: {exc}") from None
-
     def load(self) -> RefusalState | None:
-        self._confined()
-        try:
-            text = self.path.read_text(encoding="utf-8")
-        except FileNotFoundError:
-            return None
-        except OSError as exc:
-            raise BaselineError(f"cannot read the refusal state file {self.path}: {exc}") from None
-        try:
-            return RefusalState.from_json(json.loads(text))
-        except (ValueError, KeyError, TypeError) as exc:
-            raise BaselineError(f"the refusal state file {self.path} is not valid ({exc}); it lists the DENY bindings "
-                                "the enforcer wrote: repair it, or delete those bindings by hand "
-                                "(kafka-acls.sh --remove) and delete the file") from None
+        return self._load(RefusalState.from_json)
 
     def save(self, state: RefusalState) -> None:
-        self._confined()
         if not state.bindings:
             self.delete()
             return
-        try:
-            write_atomically(self.path, json.dumps(state.to_json(), indent=1, sort_keys=True).encode())
-        except OSError as exc:
-            raise BaselineError(f"cannot write the refusal state file {self.path}: {exc}; no binding was created; "
-                                "make the directory writable or pass --baseline PATH") from None
-
-    def delete(self) -> None:
-        self._confined()
-        if self.path.exists():
-            self.path.unlink()
-            _fsync_dir(self.path.parent)
+        self._save(state.to_json())
 
 
 class Refuser:

@@ -235,7 +235,8 @@ public class StopAuthorizer implements ClusterMetadataAuthorizer, Monitorable {
                 log.info("stop of {} lifted: writes accepted again (factor {}, {})", c.holder().cluster(),
                         answer.factor(), answer.reason());
             } else {
-                log.info("stop of {} in force: writes to {} refused (factor 0, {})", c.holder().cluster(),
+                log.info("stop of {} in force: writes to {} refused, never to the decision topic, Kafka's internal "
+                        + "topics or excluded principals (factor 0, {})", c.holder().cluster(),
                         scope.describe(), answer.reason());
             }
         }

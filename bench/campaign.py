@@ -304,7 +304,14 @@ class Campaign:
         """A replica of the load topic on every node's tmpfs dir: the checker then knows, without the pipeline's
         word, that a low tmpfs dir stops the load topic (a targeted stop refuses the topics of the full dir)."""
         from confluent_kafka.admin import AdminClient
-        partitions = AdminClient(self.observed.client_config()).list_topics("load", timeout=30).topics["load"].partitions
+        admin = AdminClient(self.observed.client_config())
+        partitions: dict = {}
+
+        def every_node_listed() -> bool:  # right after the topic's creation the metadata may not list it all yet
+            partitions.clear()
+            partitions.update(admin.list_topics("load", timeout=30).topics["load"].partitions)
+            return all(any(n in m.replicas for m in partitions.values()) for n in self.tmpfs_dirs)
+        self._wait(every_node_listed, 60, "the load topic's replicas in the metadata")
         for node, directory in self.tmpfs_dirs.items():
             partition = next(p for p, m in sorted(partitions.items()) if node in m.replicas)
 

@@ -26,7 +26,7 @@ def start(bootstrap: str, topic: str, client_id: str, rate: float, record_bytes:
 
 def main(bootstrap: str, topic: str, client_id: str, rate: float, record_bytes: int, batch_bytes: int,
          seconds: float) -> None:
-    from confluent_kafka import Producer
+    from confluent_kafka import KafkaException, Producer
     tally = Tally()
     producer = Producer({"bootstrap.servers": bootstrap, "client.id": client_id, "linger.ms": 5,
                          "batch.size": batch_bytes, "throttle_cb": tally.throttled, "log_level": 0})
@@ -41,6 +41,8 @@ def main(bootstrap: str, topic: str, client_id: str, rate: float, record_bytes: 
                 due = max(due + record_bytes / rate, now - 1.0)  # catch up at most 1 s after a stall
             except BufferError:
                 pass
+            except KafkaException:  # refused at once (the topic is failed until librdkafka's next metadata)
+                due = max(due + record_bytes / rate, now - 1.0)
         producer.poll(max(0.0, min(due, tally.next_report) - time.time()))
         tally.report_if_due()
 

@@ -113,10 +113,13 @@ def publish(cluster: RealKafka, topic: str, factor: float, stop: dict[str, Any] 
 
 def produce_once(cluster: RealKafka, topic: str, producer: Any = None) -> Any:
     """One record to `topic`: None when acknowledged, else the delivery error."""
-    from confluent_kafka import Producer
+    from confluent_kafka import KafkaException, Producer
     producer = producer or Producer({**cluster.client_config(), "linger.ms": 0, "message.timeout.ms": 5000})
     outcome: list[Any] = []
-    producer.produce(topic, b"x" * 100, on_delivery=lambda err, msg: outcome.append(err))
+    try:
+        producer.produce(topic, b"x" * 100, on_delivery=lambda err, msg: outcome.append(err))
+    except KafkaException as refused:  # librdkafka refuses at once a topic its metadata already marks unauthorized
+        return refused.args[0]
     producer.flush(10)
     return outcome[0] if outcome else "no delivery report within 10 s"
 

@@ -19,6 +19,7 @@ producer settings, 10 kB records). After a warm-up, node 1's log dir is filled t
 
   targeted as fill, with a second topic (spare) on nodes 2 and 3 only, written by half the clients: a targeted
            refusing stop refuses the load topic (a replica on node 1's full dir) and keeps the spare one producing.
+           It runs for the refuse system only (a quota throttles every topic), with the first client set only.
 
 Loads: --clients (librdkafka at full speed), --java-clients, --small-apps (librdkafka, 1 kB records, 8 kB/s each,
 acks=all: applications below any per-client stop limit). Every producer behaves as an application that loses no
@@ -75,6 +76,7 @@ CALLBACK_MODULE = ROOT / "broker-callback"
 STRIMZI_CLASS = "io.strimzi.kafka.quotas.StaticQuotaCallback"
 PIPELINE_CLASS = "io.quotapipeline.callback.PipelineQuotaCallback"
 P = "client.quota.callback.static."
+PIPELINE_PRINCIPAL = f"User:{rk.SCRAM_USER}"  # the job's output principal (SCRAM), never throttled
 PRODUCE = 2_000_000  # bytes/s per broker, shared by the clients (both plugins)
 RATIO, FILL_TO = 0.10, 0.05  # min.available.ratio; node 1 is filled to 5 % free
 TMPFS_MB = 64
@@ -297,6 +299,8 @@ def start_clients(kind: str, n: int, cluster: Any, home: Path, classes: Path | N
 def run_scenario(system: str, setting: str, jar: Path, kind: str, clients_n: int, scenario: str, stop_s: float,
                  home: Path, work: Path, classes: Path | None = None, window_num: int = 11) -> Outcome:
     overrides = {**common_overrides(), "quota.window.num": str(window_num)}
+    if system != "strimzi":
+        overrides[P + "excluded.principal.name.list"] = PIPELINE_PRINCIPAL
     if system == "strimzi":
         overrides.update({"client.quota.callback.class": STRIMZI_CLASS, P + "storage.check-interval": setting})
     elif system == "refuse":
@@ -467,7 +471,12 @@ def start_pipeline(cluster, setting: str, work: Path, window_num: int = 11):
     """`quota-pipeline run` at PT1S observing the cluster and publishing to it; waits for its first 1.0."""
     from tests.realkafka_props import write_properties
     from tests.stream_job import TopicWatcher, start_job
-    props = {"client.quota.callback.static.kafka.admin.bootstrap.servers": cluster.bootstrap(),
+    from tests.realkafka_props import client_properties, prefixed
+    # The job publishes as its own principal, which the brokers exclude from the quota (PIPELINE_PRINCIPAL): sharing
+    # the broker-wide produce quota with the producers, its decisions waited out their throttle (3-5 s per record).
+    cluster.create_scram_user()
+    props = {**prefixed("quota.pipeline.output.kafka.", client_properties(cluster, rc.SASL)),
+             "client.quota.callback.static.kafka.admin.bootstrap.servers": cluster.bootstrap(),
              P + "storage.per.volume.limit.min.available.ratio": str(RATIO), P + "storage.check.interval": "PT1S",
              P + "throttle.factor.validity.duration": "PT20S", P + "throttle.factor.fallback": "1.0",
              P + "produce": str(PRODUCE), "quota.pipeline.cluster.name": "bench",
@@ -692,7 +701,7 @@ def _trade_off(ax, outcomes: list[Outcome]) -> None:
     edge = 1.15 * max(backs + [10.0])
     for o in outcomes:
         color = colors.setdefault(f"{o.system} {o.setting}", f"C{len(colors)}")
-        marker = "s" if o.kind == "java" else {1: "^", 32: "D"}.get(o.clients, "o")
+        marker = {"java": "s", "small": "v"}.get(o.kind) or {1: "^", 32: "D"}.get(o.clients, "o")
         back = o.back_max_s if o.back_max_s is not None else edge
         whole, last = 100 * o.admitted_share, 100 * o.last20_share
         ax.plot([back, back], [whole, last], color=color, alpha=0.4)
@@ -840,8 +849,10 @@ def main(argv: list[str] | None = None) -> int:
            ([("quota-pipeline", m, ours) for m in args.mutes.split(",")] if "quota-pipeline" in systems else []) + \
            ([("refuse", scope, ours) for scope in args.scopes.split(",")] if "refuse" in systems else [])
     for scenario in args.scenario_list:
-        for kind, n in args.client_sets:
+        for kind, n in args.client_sets[:1] if scenario == "targeted" else args.client_sets:
             for system, setting, jar in runs:
+                if scenario == "targeted" and system != "refuse":
+                    continue  # only a refusing stop targets topics; the throttle is broker-wide
                 started = time.time()
                 o = run_scenario(system, setting, jar, kind, n, scenario, args.stop_seconds, home, work, classes,
                                  args.quota_window_num)

@@ -1,6 +1,5 @@
 package io.quotapipeline.callback;
 
-import java.nio.file.Path;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.EnumMap;
@@ -55,6 +54,12 @@ final class CallbackConfig {
     static final String QUOTA_WINDOW_SIZE = "quota.window.size.seconds";
     static final String MAX_CLOCK_SKEW = Q + "reader.max.clock.skew";
     static final String STATE_DIR = Q + "state.dir";
+    /** The keys decision records are signed with (DecisionSignature); never printed. */
+    static final String SIGNING_KEYS = Q + "signing.keys";
+    /** Kafka's own broker settings naming its data directories: the last decision is kept beside that data. */
+    static final List<String> DATA_DIRS = List.of("log.dirs", "log.dir", "metadata.log.dir");
+    /** Kafka's default log.dir. */
+    static final String KAFKA_DEFAULT_LOG_DIR = "/tmp/kafka-logs";
     /** How far a record's observed_at or decided_at may be ahead of the reader's clock (docs/broker-side.md). */
     static final String DEFAULT_MAX_CLOCK_SKEW = "PT30S";
     static final String DEFAULT_TOPIC = "__quota_throttle_factors";
@@ -88,19 +93,23 @@ final class CallbackConfig {
                     "The longest a producer may stay muted after the release (ISO-8601, at least PT32S with Kafka's default quota window); each client's produce limit at a stop follows from it")
             .define(MAX_CLOCK_SKEW, STRING, DEFAULT_MAX_CLOCK_SKEW, rule(Iso8601::duration), LOW,
                     "How far a record's observed_at or decided_at may be ahead of this broker's clock (ISO-8601); a record further ahead is refused, and a valid_until is honoured at most until observed_at + the validity + this")
-            .define(STATE_DIR, STRING, defaultStateDir(), rule(v -> v), LOW,
-                    "Where the broker keeps the last decision it applied (<cluster>.decision.json), so a restart starts from it when the decision topic cannot be read yet; empty keeps it in memory only");
+            .define(STATE_DIR, STRING, null, rule(v -> v), LOW,
+                    "Where the broker keeps the last decision it applied (<cluster>.decision.json), so a restart starts from it when the decision topic cannot be read yet; by default the first of the broker's log.dirs; empty keeps it in memory only")
+            .define(SIGNING_KEYS, STRING, null, rule(DecisionSignature::parse), HIGH,
+                    "<id>:<secret> entries, ','-separated, at most two: a record not signed (HMAC-SHA-256, header " + DecisionSignature.HEADER + ") with one of them is refused; not set: no signature is required");
 
     private final Map<String, String> values;
     private final Map<String, Object> consumerSettings;
+    private final String stateDir;
 
     private final int quotaWindowNum;
     private final int quotaWindowSizeSeconds;
 
-    private CallbackConfig(Map<String, String> values, Map<String, Object> consumerSettings, int quotaWindowNum,
-                           int quotaWindowSizeSeconds) {
+    private CallbackConfig(Map<String, String> values, Map<String, Object> consumerSettings, String stateDir,
+                           int quotaWindowNum, int quotaWindowSizeSeconds) {
         this.values = values;
         this.consumerSettings = consumerSettings;
+        this.stateDir = stateDir;
         this.quotaWindowNum = quotaWindowNum;
         this.quotaWindowSizeSeconds = quotaWindowSizeSeconds;
     }
@@ -141,7 +150,8 @@ final class CallbackConfig {
         if (!problems.isEmpty()) {
             throw new ConfigException(String.join("; ", problems));
         }
-        return new CallbackConfig(values, consumer, windowNum(props), windowSizeSeconds(props));
+        String stateDir = values.get(STATE_DIR) != null ? values.get(STATE_DIR) : dataDir(props);
+        return new CallbackConfig(values, consumer, stateDir, windowNum(props), windowSizeSeconds(props));
     }
 
     private static Map<String, Object> withPrefix(Map<String, String> props, String prefix) {
@@ -334,11 +344,33 @@ final class CallbackConfig {
 
     /** Where the last applied decision is kept across restarts (empty: nowhere). */
     String stateDir() {
-        return values.get(STATE_DIR);
+        return stateDir;
     }
 
-    static String defaultStateDir() {
-        return Path.of(System.getProperty("java.io.tmpdir"), "quota-pipeline").toString();
+    /**
+     * The broker's first data directory: the first of log.dirs, else log.dir, else metadata.log.dir, else Kafka's
+     * default log.dir. Only the broker's user writes there, unlike a shared temp dir where any local user could
+     * plant a file or a link first. The file goes in the directory itself: Kafka takes every subdirectory of a log
+     * dir for a partition and refuses to start on one that is not.
+     */
+    static String dataDir(Map<String, String> props) {
+        for (String name : DATA_DIRS) {
+            String raw = props.get(name);
+            if (raw != null) {
+                for (String dir : raw.split(",")) {
+                    if (!dir.isBlank()) {
+                        return dir.strip();
+                    }
+                }
+            }
+        }
+        return KAFKA_DEFAULT_LOG_DIR;
+    }
+
+    /** The keys records must be signed with; none: records are taken signed or not. */
+    DecisionSignature signature() {
+        String raw = values.get(SIGNING_KEYS);
+        return raw == null ? DecisionSignature.NONE : new DecisionSignature(DecisionSignature.parse(raw));
     }
 
     String topic() {
@@ -357,10 +389,10 @@ final class CallbackConfig {
         return settings;
     }
 
-    /** Consumer settings as they may be logged: secrets masked. */
+    /** Consumer settings as they may be logged: every setting Kafka types as a password, and secret-looking names, masked. */
     static Map<String, Object> forLog(Map<String, Object> settings) {
         Map<String, Object> shown = new TreeMap<>();
-        settings.forEach((k, v) -> shown.put(k, PropertyRules.isSecret(k) ? "[hidden]" : v));
+        settings.forEach((k, v) -> shown.put(k, PasswordKeys.contains(k) || PropertyRules.isSecret(k) ? "[hidden]" : v));
         return shown;
     }
 }

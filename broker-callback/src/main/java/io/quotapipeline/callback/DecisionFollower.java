@@ -15,6 +15,7 @@ import org.apache.kafka.common.PartitionInfo;
 import org.apache.kafka.common.TopicPartition;
 import org.apache.kafka.common.errors.InterruptException;
 import org.apache.kafka.common.errors.WakeupException;
+import org.apache.kafka.common.header.Header;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
@@ -125,7 +126,9 @@ final class DecisionFollower implements Follower, Runnable {
         long nextCheck = System.nanoTime() + PARTITION_RECHECK.toNanos();
         while (!closing) {
             for (ConsumerRecord<byte[], byte[]> r : c.poll(POLL_TIMEOUT)) {
-                sink.accept(r.key(), r.value(), " at " + r.topic() + "/" + r.partition() + "@" + r.offset());
+                Header signature = r.headers().lastHeader(DecisionSignature.HEADER);
+                sink.accept(r.key(), r.value(), signature == null ? null : signature.value(),
+                        " at " + r.topic() + "/" + r.partition() + "@" + r.offset());
             }
             if (System.nanoTime() - nextCheck > 0) {
                 nextCheck = System.nanoTime() + PARTITION_RECHECK.toNanos();

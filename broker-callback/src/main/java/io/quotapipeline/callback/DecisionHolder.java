@@ -5,6 +5,7 @@ import java.time.Clock;
 import java.time.Duration;
 import java.time.Instant;
 import java.util.concurrent.atomic.AtomicLong;
+import java.util.function.Consumer;
 
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
@@ -15,13 +16,15 @@ import org.slf4j.LoggerFactory;
  * <p>One thread applies records (the follower); any thread may ask for an answer: the held record is one
  * immutable value behind a volatile field, so answering never blocks.
  *
- * <p>Only the pipeline may change the factor: a record whose observed_at or decided_at is further ahead of this
- * holder's clock than the skew allowance is refused (counted, logged, never held), and a held record's
- * valid_until is honoured at most until observed_at + validity + skew (docs/broker-side.md).
+ * <p>Only the pipeline may change the factor: with signing keys configured a record that is not signed with one of
+ * them is refused, and so is a record whose observed_at or decided_at is further ahead of this holder's clock than
+ * the skew allowance (counted, logged, never held); a record older than the one held is never taken (a genuine
+ * record written again changes nothing), and a held record's valid_until is honoured at most until observed_at +
+ * validity + skew (docs/broker-side.md, docs/security.md).
  */
 final class DecisionHolder {
     private static final Logger log = LoggerFactory.getLogger(DecisionHolder.class);
-    /** At most one refusal line per this long (the count says how many were refused meanwhile). */
+    /** At most one refusal line, and one skipped-record line, per this long (the count says how many meanwhile). */
     static final Duration REFUSAL_LOG_INTERVAL = Duration.ofSeconds(10);
 
     /** What became of one record. */
@@ -36,6 +39,7 @@ final class DecisionHolder {
     private final double fallback;
     private final Duration skew;
     private final Clock clock;
+    private final DecisionSignature signature;
     private final Instant startedAt;
     private volatile DecisionRecord held;
     private volatile Refusal lastRefusal;
@@ -44,21 +48,37 @@ final class DecisionHolder {
     private final AtomicLong skipped = new AtomicLong();
     private final AtomicLong refused = new AtomicLong();
     private final AtomicLong tombstones = new AtomicLong();
-    private Instant lastRefusalLogged;  // follower thread only
-    private long refusalsNotLogged;
+    private final LogLimiter refusalLines = new LogLimiter(REFUSAL_LOG_INTERVAL);  // follower thread only
+    private final LogLimiter skipLines = new LogLimiter(REFUSAL_LOG_INTERVAL);
     private boolean cappedLogged;
+    private Consumer<String> warnings = log::warn;
 
     DecisionHolder(String cluster, Duration validity, double fallback, Duration skew, Clock clock) {
+        this(cluster, validity, fallback, skew, clock, DecisionSignature.NONE);
+    }
+
+    DecisionHolder(String cluster, Duration validity, double fallback, Duration skew, Clock clock,
+                   DecisionSignature signature) {
         this.cluster = cluster;
         this.validity = validity;
         this.fallback = fallback;
         this.skew = skew;
         this.clock = clock;
+        this.signature = signature;
         this.startedAt = clock.instant();
     }
 
-    /** Takes one topic record; never throws on bad input (it is counted and skipped). */
+    /** Takes one unsigned topic record; never throws on bad input (it is counted and skipped). */
     Outcome apply(byte[] key, byte[] value, String where) {
+        return apply(key, value, null, where);
+    }
+
+    /**
+     * Takes one topic record; never throws on bad input (it is counted and skipped, or refused).
+     *
+     * @param signature the value of the record's {@value DecisionSignature#HEADER} header, or null
+     */
+    Outcome apply(byte[] key, byte[] value, byte[] signature, String where) {
         String recordKey = key == null ? null : new String(key, StandardCharsets.UTF_8);
         if (value == null) {
             if (recordKey == null) {
@@ -73,8 +93,12 @@ final class DecisionHolder {
         try {
             record = DecisionRecord.parse(value);
         } catch (DecisionRecord.InvalidRecordException e) {
-            skipped.incrementAndGet();
-            log.warn("skipped a record{} (key {}): {}", where, Printable.quote(recordKey), e.getMessage());
+            long total = skipped.incrementAndGet();
+            long unlogged = skipLines.admit(clock.instant());
+            if (unlogged >= 0) {
+                warnings.accept("skipped a record" + where + " (key " + Printable.quote(recordKey) + "): "
+                        + e.getMessage() + " (" + total + " skipped so far" + LogLimiter.unlogged(unlogged) + ")");
+            }
             return Outcome.SKIPPED;
         }
         // Like the Python reader: a record without a key (or with an empty one) names its cluster in cluster_id.
@@ -83,7 +107,10 @@ final class DecisionHolder {
             return Outcome.OTHER_CLUSTER;
         }
         Instant now = clock.instant();
-        String refusal = record.refusal(now, skew);
+        String refusal = this.signature.refusal(key, value, signature);
+        if (refusal == null) {
+            refusal = record.refusal(now, skew);
+        }
         if (refusal != null) {
             refuse(recordKey, where, refusal, now);
             return Outcome.REFUSED;  // never replaces the decision in force
@@ -130,16 +157,12 @@ final class DecisionHolder {
     private void refuse(String key, String where, String reason, Instant now) {
         long total = refused.incrementAndGet();
         lastRefusal = new Refusal(key, where, reason, now);
-        if (lastRefusalLogged != null && now.isBefore(lastRefusalLogged.plus(REFUSAL_LOG_INTERVAL))
-                && !now.isBefore(lastRefusalLogged)) {
-            refusalsNotLogged++;
-            return;
+        long unlogged = refusalLines.admit(now);
+        if (unlogged >= 0) {
+            warnings.accept("refused a decision record" + where + " (key " + Printable.quote(key) + "): " + reason
+                    + "; the decision in force is kept (" + total + " refused so far" + LogLimiter.unlogged(unlogged)
+                    + ")");
         }
-        String unlogged = refusalsNotLogged == 0 ? "" : ", " + refusalsNotLogged + " of them not logged";
-        log.warn("refused a decision record{} (key {}): {}; the decision in force is kept ({} refused so far{})",
-                where, Printable.quote(key), reason, total, unlogged);
-        lastRefusalLogged = now;
-        refusalsNotLogged = 0;
     }
 
     /** Says once (until a record within the limit arrives) that a valid_until is honoured for less time. */
@@ -153,6 +176,11 @@ final class DecisionHolder {
                     CallbackConfig.MAX_CLOCK_SKEW, skew, until);
         }
         cappedLogged = capped;
+    }
+
+    /** Where the skipped and refused lines go (the log; a test's list). */
+    void warnTo(Consumer<String> sink) {
+        warnings = sink;
     }
 
     String cluster() {

@@ -19,25 +19,30 @@ import java.nio.charset.CodingErrorAction;
 import java.nio.charset.StandardCharsets;
 import java.time.Duration;
 import java.time.Instant;
+import java.util.List;
 import java.util.Set;
+import java.util.TreeSet;
 
 /**
  * The part of a decision-topic record the callback acts on (schemas/throttle_decision.schema.json).
  *
- * <p>Five fields decide: {@code schema_version} (1 or 2; version 2 only adds fields), {@code observed_at},
- * {@code throttle_factor} (a number from 0 to 1), {@code source} and {@code valid_until} (absent or null means
- * no expiry, which only a FALLBACK record has). {@code cluster_id} names the cluster when a record has no key.
- * {@code decided_at}, when it is a timestamp, is only checked against the reader's clock (see {@link #refusal}).
- * {@code stop} says what a factor of 0 refuses (StopAuthorizer); a malformed one never makes the record invalid.
- * Every other field is for people and is ignored, known or not.
+ * <p>Every reader (this callback and the Python reader, {@code enforce}, {@code tail} and the dashboard) takes a
+ * record only when it has the same fields, checked the same way (docs/broker-side.md, "The contract for a callback";
+ * tests/vectors holds both languages to it): {@code schema_version} (the JSON integer 1 or 2; version 2 only adds
+ * fields), {@code cluster_id} (a string), {@code observed_at} and {@code decided_at} (timestamps; both are checked
+ * against the reader's clock, see {@link #refusal}), {@code throttle_factor} (a number from 0 to 1), {@code source},
+ * {@code valid_until} (a timestamp, or absent or null: no expiry, which only a FALLBACK record has), {@code status}
+ * (one of the poll statuses) and {@code active_brokers}, {@code active_log_dirs} and {@code violations} (JSON
+ * integers, not negative). {@code stop} says what a factor of 0 refuses (StopAuthorizer); a malformed one never makes
+ * the record invalid. Every other field is for people and is ignored, known or not, malformed or not.
  *
  * @param schemaVersion  1 or 2
  * @param observedAt     when the snapshot decided on was taken: the latest wins
  * @param throttleFactor the factor to multiply the produce quota by
  * @param source         OBSERVATION, RETAINED or FALLBACK
  * @param validUntil     when the decision stops holding, or null
- * @param clusterId      the value's cluster_id when it is a string, else null
- * @param decidedAt      the value's decided_at when it is a timestamp, else null
+ * @param clusterId      the value's cluster_id: names the cluster of a record without a key
+ * @param decidedAt      when the pipeline decided: only checked against the reader's clock
  * @param stop           what a factor of 0 stops (the value's {@code stop}, read leniently: {@link StopScope#of})
  */
 record DecisionRecord(int schemaVersion, Instant observedAt, double throttleFactor, Source source,
@@ -47,6 +52,13 @@ record DecisionRecord(int schemaVersion, Instant observedAt, double throttleFact
     enum Source { OBSERVATION, RETAINED, FALLBACK }
 
     static final Set<Long> SCHEMA_VERSIONS = Set.of(1L, 2L);
+    /** The poll statuses the pipeline writes (quota_pipeline.core.model.Status). */
+    static final Set<String> STATUSES = Set.of("SUCCESS", "DESCRIBE_CLUSTER_ERROR", "DESCRIBE_LOG_DIRS_ERROR",
+            "TIMEOUT", "UNSUPPORTED_BROKER", "ERROR");
+    /** The counts every record carries. */
+    private static final List<String> COUNTS = List.of("active_brokers", "active_log_dirs", "violations");
+    /** How much of a bad timestamp a log line shows: a timestamp is about 30 characters. */
+    static final int SHOWN_TIME_CHARS = 40;
 
     /**
      * The broker's own Jackson (Kafka ships jackson-databind in libs/), read as Python's json.loads reads: NaN,
@@ -87,7 +99,7 @@ record DecisionRecord(int schemaVersion, Instant observedAt, double throttleFact
         if (observedAt.isAfter(latest)) {
             return ahead("observed_at", observedAt, now, skew);
         }
-        if (decidedAt != null && decidedAt.isAfter(latest)) {
+        if (decidedAt.isAfter(latest)) {
             return ahead("decided_at", decidedAt, now, skew);
         }
         return null;
@@ -120,15 +132,32 @@ record DecisionRecord(int schemaVersion, Instant observedAt, double throttleFact
         if (!version.isIntegralNumber() || !version.canConvertToLong() || !SCHEMA_VERSIONS.contains(version.longValue())) {
             throw new InvalidRecordException("unknown schema_version " + describe(version));
         }
-        return new DecisionRecord(
+        JsonNode cluster = raw.path("cluster_id");
+        if (!cluster.isTextual()) {
+            throw new InvalidRecordException("cluster_id must be a string, got " + describe(cluster));
+        }
+        DecisionRecord record = new DecisionRecord(
                 version.intValue(),
                 time(raw, "observed_at", true),
                 factor(raw.path("throttle_factor")),
                 source(raw.path("source")),
                 time(raw, "valid_until", false),
-                raw.path("cluster_id").isTextual() ? raw.get("cluster_id").textValue() : null,
-                optionalTime(raw.path("decided_at")),
+                cluster.textValue(),
+                time(raw, "decided_at", true),
                 StopScope.of(raw.path("stop")));
+        JsonNode status = raw.path("status");
+        if (!status.isTextual() || !STATUSES.contains(status.textValue())) {
+            throw new InvalidRecordException("status must be one of " + String.join(", ", new TreeSet<>(STATUSES))
+                    + ", got " + describe(status));
+        }
+        for (String field : COUNTS) {
+            JsonNode count = raw.path(field);
+            if (!count.isIntegralNumber() || count.bigIntegerValue().signum() < 0) {
+                throw new InvalidRecordException(field + " must be a whole number, not negative, got "
+                        + describe(count));
+            }
+        }
+        return record;
     }
 
     /** The value as a JSON tree; anything but one well-formed UTF-8 JSON text is refused (never thrown further). */
@@ -169,18 +198,6 @@ record DecisionRecord(int schemaVersion, Instant observedAt, double throttleFact
         }
     }
 
-    /** decided_at is for people; the callback reads it only to refuse one from the future, so a bad one is no error. */
-    private static Instant optionalTime(JsonNode value) {
-        if (!value.isTextual()) {
-            return null;
-        }
-        try {
-            return Iso8601.instant(value.textValue());
-        } catch (IllegalArgumentException e) {
-            return null;
-        }
-    }
-
     private static double factor(JsonNode value) throws InvalidRecordException {
         if (!value.isNumber()) {
             throw new InvalidRecordException("throttle_factor must be a number, got " + describe(value));
@@ -212,13 +229,17 @@ record DecisionRecord(int schemaVersion, Instant observedAt, double throttleFact
         try {
             return Iso8601.instant(value.textValue());
         } catch (IllegalArgumentException e) {
-            throw new InvalidRecordException(field + " is " + e.getMessage());
+            // Outside text: quoted, escaped and cut, so a record can neither forge log lines nor flood the log.
+            throw new InvalidRecordException(field + " is not an ISO-8601 timestamp: "
+                    + Printable.quote(value.textValue(), SHOWN_TIME_CHARS));
         }
     }
 
-    /** A field's value for a log line, cut short: the record is anyone's text. */
+    /** A field's value for a log line, escaped and cut short: the record is anyone's text. */
     private static String describe(JsonNode value) {
-        String text = value.isMissingNode() ? "nothing" : value.toString();
-        return text.length() > 80 ? text.substring(0, 80) + "..." : text;
+        if (value.isMissingNode()) {
+            return "nothing";
+        }
+        return Printable.quote(value.isTextual() ? value.textValue() : value.toString(), 80);
     }
 }

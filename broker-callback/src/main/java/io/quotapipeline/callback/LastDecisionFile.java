@@ -2,12 +2,21 @@ package io.quotapipeline.callback;
 
 import java.io.IOException;
 import java.io.InputStream;
+import java.nio.channels.Channels;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.AtomicMoveNotSupportedException;
 import java.nio.file.Files;
+import java.nio.file.LinkOption;
 import java.nio.file.NoSuchFileException;
+import java.nio.file.OpenOption;
 import java.nio.file.Path;
 import java.nio.file.StandardCopyOption;
+import java.nio.file.StandardOpenOption;
+import java.nio.file.attribute.BasicFileAttributes;
+import java.nio.file.attribute.UserPrincipal;
+import java.util.Arrays;
+import java.util.Set;
+import java.util.function.Supplier;
 import java.util.regex.Pattern;
 
 import org.slf4j.Logger;
@@ -20,19 +29,40 @@ import org.slf4j.LoggerFactory;
  * consumer) answers "no decision yet", factor 1.0 for one validity, even when the decision it held a moment before
  * was a stop still in force. Restored, the record goes through the holder's usual rules (a record dated ahead is
  * refused, one past observed_at + validity + skew means the fallback), so a stale or foreign file can never extend
- * a decision. The file holds the record's value exactly as read from the topic; writes are atomic (a temporary file
- * renamed over it), and a write that fails (a full disk) is logged once and never fails the broker.
+ * a decision. The file holds the record exactly as read from the topic: its signature header's value on a first line
+ * {@code quota-pipeline-signature: <value>} when it had one (so a restored record is checked like one from the topic),
+ * then the value. Writes are atomic (a temporary file renamed over it), and a write that fails (a full disk) is
+ * logged once and never fails the broker.
+ *
+ * <p>Only a regular file owned by the broker's own user is read, and never through a link: a local user who could
+ * put a FIFO there would hang the broker's start, a link would make it read another file (one clear line says why the
+ * file was ignored).
  */
 final class LastDecisionFile {
     private static final Logger log = LoggerFactory.getLogger(LastDecisionFile.class);
     /** A decision record is a few kilobytes; anything larger is not one of ours. */
     static final int MAX_BYTES = 1 << 20;
 
+    /** The first line of a file whose record was signed. */
+    static final byte[] SIGNATURE_LINE = (DecisionSignature.HEADER + ": ").getBytes(StandardCharsets.UTF_8);
+    private static final Set<OpenOption> READ_NO_LINKS = Set.of(StandardOpenOption.READ, LinkOption.NOFOLLOW_LINKS);
+
+    /** A record as stored: its signature header's value (or null) and its value. */
+    record Stored(byte[] signature, byte[] value) {
+    }
+
     private final Path path;
+    private final Supplier<UserPrincipal> brokerUser;
     private boolean failing;  // follower thread only: a failed write is logged once until one succeeds
 
     LastDecisionFile(Path path) {
+        this(path, null);
+    }
+
+    /** @param brokerUser the user the broker runs as; null: found out by creating a file beside {@code path} */
+    LastDecisionFile(Path path, Supplier<UserPrincipal> brokerUser) {
         this.path = path;
+        this.brokerUser = brokerUser != null ? brokerUser : this::ownUser;
     }
 
     /** The pipeline's safe names (core/names.py): a cluster name that is not one never becomes a path. */
@@ -56,20 +86,21 @@ final class LastDecisionFile {
 
     /** Applies the stored record to {@code holder} under the holder's usual rules; what became of it, or null. */
     DecisionHolder.Outcome restore(DecisionHolder holder, String cluster) {
-        byte[] value = read();
-        if (value == null) {
+        Stored stored = read();
+        if (stored == null) {
             return null;
         }
-        DecisionHolder.Outcome outcome = holder.apply(cluster.getBytes(StandardCharsets.UTF_8), value, " from " + path);
+        DecisionHolder.Outcome outcome = holder.apply(cluster.getBytes(StandardCharsets.UTF_8), stored.value(),
+                stored.signature(), " from " + path);
         log.info("last decision from {}: {}", path, outcome);
         return outcome;
     }
 
     /** A sink that applies each record to {@code holder} and keeps the ones it applied in this file. */
     RecordSink keeping(DecisionHolder holder) {
-        return (key, value, where) -> {
-            if (holder.apply(key, value, where) == DecisionHolder.Outcome.APPLIED) {
-                write(value);
+        return (key, value, signature, where) -> {
+            if (holder.apply(key, value, signature, where) == DecisionHolder.Outcome.APPLIED) {
+                write(value, signature);
             }
         };
     }
@@ -78,15 +109,35 @@ final class LastDecisionFile {
         return path;
     }
 
-    /** The stored record value, or null when there is none or it cannot be read (logged). */
-    byte[] read() {
-        try (InputStream in = Files.newInputStream(path)) {
-            byte[] value = in.readNBytes(MAX_BYTES + 1);
-            if (value.length > MAX_BYTES) {
-                log.warn("ignored {}: larger than {} bytes, not a decision record", path, MAX_BYTES);
-                return null;
+    /** The stored record, or null when there is none, it cannot be read or it is refused (logged). */
+    Stored read() {
+        try {
+            BasicFileAttributes attributes = Files.readAttributes(path, BasicFileAttributes.class,
+                    LinkOption.NOFOLLOW_LINKS);
+            if (!attributes.isRegularFile()) {
+                return refuse("it is " + kind(attributes) + ", not a regular file");
             }
-            return value;
+            UserPrincipal owner = Files.getOwner(path, LinkOption.NOFOLLOW_LINKS);
+            UserPrincipal broker = brokerUser.get();
+            if (broker == null) {
+                return refuse("the broker's user could not be told (the directory cannot be written)");
+            }
+            if (!owner.equals(broker)) {
+                return refuse("it is owned by " + Printable.quote(owner.getName()) + ", not by the broker's user "
+                        + Printable.quote(broker.getName()));
+            }
+        } catch (NoSuchFileException e) {
+            return null;
+        } catch (IOException | UnsupportedOperationException | SecurityException e) {
+            log.warn("cannot read the last decision from {}: {}; starting without it", path, e.toString());
+            return null;
+        }
+        try (InputStream in = Channels.newInputStream(Files.newByteChannel(path, READ_NO_LINKS))) {
+            byte[] content = in.readNBytes(MAX_BYTES + 1);
+            if (content.length > MAX_BYTES) {
+                return refuse("it is larger than " + MAX_BYTES + " bytes, not a decision record");
+            }
+            return stored(content);
         } catch (NoSuchFileException e) {
             return null;
         } catch (IOException | SecurityException e) {
@@ -95,13 +146,80 @@ final class LastDecisionFile {
         }
     }
 
-    /** Replaces the stored record with {@code value}; never throws. */
+    private Stored refuse(String why) {
+        log.warn("ignored the last decision file {}: {}; starting without it (remove it, and give {} to the Kafka "
+                + "user alone)", path, why, CallbackConfig.STATE_DIR);
+        return null;
+    }
+
+    private static String kind(BasicFileAttributes attributes) {
+        if (attributes.isSymbolicLink()) {
+            return "a symbolic link";
+        }
+        return attributes.isDirectory() ? "a directory" : "a FIFO, socket or device";
+    }
+
+    /** The file's content read back: a signature line when the record was signed, then the value. */
+    static Stored stored(byte[] content) {
+        if (!startsWith(content, SIGNATURE_LINE)) {
+            return new Stored(null, content);
+        }
+        int end = SIGNATURE_LINE.length;
+        while (end < content.length && content[end] != '\n') {
+            end++;
+        }
+        byte[] signature = Arrays.copyOfRange(content, SIGNATURE_LINE.length, end);
+        return new Stored(signature, Arrays.copyOfRange(content, Math.min(end + 1, content.length), content.length));
+    }
+
+    /** What {@link #write} stores for a record. */
+    static byte[] content(byte[] value, byte[] signature) {
+        if (signature == null) {
+            return value;
+        }
+        byte[] out = Arrays.copyOf(SIGNATURE_LINE, SIGNATURE_LINE.length + signature.length + 1 + value.length);
+        System.arraycopy(signature, 0, out, SIGNATURE_LINE.length, signature.length);
+        out[SIGNATURE_LINE.length + signature.length] = '\n';
+        System.arraycopy(value, 0, out, SIGNATURE_LINE.length + signature.length + 1, value.length);
+        return out;
+    }
+
+    private static boolean startsWith(byte[] content, byte[] prefix) {
+        return content.length >= prefix.length && Arrays.equals(content, 0, prefix.length, prefix, 0, prefix.length);
+    }
+
+    /** The user this JVM runs as: the owner of a file it creates (a name lookup fails for a UID without a name). */
+    private UserPrincipal ownUser() {
+        Path probe = null;
+        try {
+            Files.createDirectories(path.getParent());
+            probe = Files.createTempFile(path.getParent(), ".owner", ".tmp");
+            return Files.getOwner(probe, LinkOption.NOFOLLOW_LINKS);
+        } catch (IOException | UnsupportedOperationException | SecurityException e) {
+            return null;
+        } finally {
+            if (probe != null) {
+                try {
+                    Files.deleteIfExists(probe);
+                } catch (IOException ignored) {
+                    // a stray empty file of our own: harmless
+                }
+            }
+        }
+    }
+
+    /** Replaces the stored record with {@code value} (unsigned); never throws. */
     void write(byte[] value) {
+        write(value, null);
+    }
+
+    /** Replaces the stored record with {@code value} and its signature header's value (or null); never throws. */
+    void write(byte[] value, byte[] signature) {
         Path tmp = null;
         try {
             Files.createDirectories(path.getParent());
             tmp = Files.createTempFile(path.getParent(), path.getFileName().toString(), ".tmp");
-            Files.write(tmp, value);
+            Files.write(tmp, content(value, signature));
             try {
                 Files.move(tmp, path, StandardCopyOption.ATOMIC_MOVE, StandardCopyOption.REPLACE_EXISTING);
             } catch (AtomicMoveNotSupportedException e) {

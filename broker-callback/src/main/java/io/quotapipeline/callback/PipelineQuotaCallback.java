@@ -78,10 +78,10 @@ public class PipelineQuotaCallback implements ClientQuotaCallback {
                 metrics, jmx, follower);
         config.stopWarnings().forEach(log::warn);
         log.info("quota callback for cluster {}: topic {}, consumer {}, static quotas {}, validity {}, fallback {}, "
-                        + "stop: {}, excluded principals {}, max clock skew {}",
+                        + "stop: {}, excluded principals {}, max clock skew {}, {}",
                 config.clusterName(), config.topic(), CallbackConfig.forLog(consumer), config.staticQuotas(),
                 config.validity(), config.fallback(), describeStop(policy), config.excludedPrincipalNames(),
-                config.maxClockSkew());
+                config.maxClockSkew(), config.signature().describe());
     }
 
     @Override

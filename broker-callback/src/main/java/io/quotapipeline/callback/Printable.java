@@ -11,15 +11,20 @@ final class Printable {
     private Printable() {
     }
 
-    /** {@code "text"}, escaped and cut; {@code none} for null. */
+    /** {@code "text"}, escaped and cut after {@link #MAX} characters; {@code none} for null. */
     static String quote(String text) {
+        return quote(text, MAX);
+    }
+
+    /** {@code "text"}, escaped and cut after {@code max} characters; {@code none} for null. */
+    static String quote(String text, int max) {
         if (text == null) {
             return "none";
         }
-        StringBuilder out = new StringBuilder(Math.min(text.length(), MAX) + 2).append('"');
+        StringBuilder out = new StringBuilder(Math.min(text.length(), max) + 2).append('"');
         int shown = 0;
         for (int i = 0; i < text.length(); i++) {
-            if (shown == MAX) {
+            if (shown == max) {
                 return out.append("\"... (").append(text.length() - i).append(" more characters)").toString();
             }
             char c = text.charAt(i);

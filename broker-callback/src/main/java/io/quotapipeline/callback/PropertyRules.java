@@ -127,6 +127,7 @@ final class PropertyRules {
     static boolean isSecret(String key) {
         String k = key.toLowerCase(Locale.ROOT);
         return k.contains("password") || k.contains("secret") || k.contains("token") || k.contains("credential")
-                || k.contains("sasl.jaas.config") || k.equals("key") || k.endsWith(".key") || k.endsWith("_key");
+                || k.contains("sasl.jaas.config") || k.equals("key") || k.endsWith(".key") || k.endsWith("_key")
+                || k.endsWith(".keys");
     }
 }

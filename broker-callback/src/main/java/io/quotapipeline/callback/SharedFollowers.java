@@ -3,6 +3,7 @@ package io.quotapipeline.callback;
 import java.time.Clock;
 import java.time.Duration;
 import java.util.HashMap;
+import java.util.List;
 import java.util.Map;
 import java.util.function.Supplier;
 
@@ -36,7 +37,7 @@ final class SharedFollowers {
      * own), the topic and the consumer settings it is read with, and everything the holder is built from.
      */
     record Key(FollowerFactory factory, Clock clock, String topic, Map<String, Object> consumer, String cluster,
-               Duration validity, double fallback, Duration skew) {
+               Duration validity, double fallback, Duration skew, List<DecisionSignature.SigningKey> signingKeys) {
         Key {
             consumer = Map.copyOf(consumer);
         }
@@ -114,10 +115,11 @@ final class SharedFollowers {
      */
     static Lease acquire(CallbackConfig config, FollowerFactory followers, Clock clock) {
         LastDecisionFile last = LastDecisionFile.in(config.stateDir(), config.clusterName());
+        DecisionSignature signature = config.signature();
         return acquire(new Key(followers, clock, config.topic(), config.consumerSettings(1), config.clusterName(),
-                config.validity(), config.fallback(), config.maxClockSkew()), () -> {
+                config.validity(), config.fallback(), config.maxClockSkew(), signature.keys()), () -> {
                     DecisionHolder made = new DecisionHolder(config.clusterName(), config.validity(),
-                            config.fallback(), config.maxClockSkew(), clock);
+                            config.fallback(), config.maxClockSkew(), clock, signature);
                     if (last != null) {
                         last.restore(made, config.clusterName());  // a restart starts from the decision it held
                     }

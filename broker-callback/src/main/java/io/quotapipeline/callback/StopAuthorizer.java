@@ -142,11 +142,12 @@ public class StopAuthorizer implements ClusterMetadataAuthorizer, Monitorable {
                     CallbackConfig.EXCLUDED_PRINCIPALS);
         }
         log.info("stop authorizer for cluster {}: topic {}, at factor 0 writes refused to {}, never to {}, Kafka's "
-                        + "internal topics or principals {}; every other action asked of {}",
+                        + "internal topics or principals {}; every other action asked of {}; {}",
                 config.clusterName(), config.topic(), config.stopScopeClusterWide() ? "every topic ("
                         + CallbackConfig.STOP_SCOPE + "=cluster)" : "the topics the decision names (every topic "
                         + "when it names none, on the fallback and before the first decision)",
-                config.topic(), config.excludedPrincipalNames(), describe(made, delegateName));
+                config.topic(), config.excludedPrincipalNames(), describe(made, delegateName),
+                config.signature().describe());
     }
 
     private Authorizer delegateFor(String name) {

@@ -117,7 +117,7 @@ public final class AuthorizeBench {
             authorizer.withPluginMetrics(new PluginMetricsImpl(new Metrics(), Map.of()));
             authorizer.loadSnapshot(Map.of());
             authorizer.completeInitialLoad();
-            String value = "{\"schema_version\": 2, \"observed_at\": \"" + NOW + "\", \"throttle_factor\": " + factor
+            String value = "{\"schema_version\": 2, " + TestRecords.required(NOW) + ", \"observed_at\": \"" + NOW + "\", \"throttle_factor\": " + factor
                     + ", \"source\": \"OBSERVATION\", \"valid_until\": \"" + NOW.plusSeconds(300) + "\""
                     + (stop == null ? "" : ", \"stop\": " + stop) + "}";
             sinks.get(0).accept(props.get("quota.pipeline.cluster.name").toString().getBytes(StandardCharsets.UTF_8),

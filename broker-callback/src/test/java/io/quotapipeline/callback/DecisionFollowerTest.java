@@ -77,7 +77,7 @@ class DecisionFollowerTest {
         SlowPollConsumer consumer = new SlowPollConsumer();
         List<Received> received = new CopyOnWriteArrayList<>();
         DecisionFollower follower = new DecisionFollower(TOPIC, Map.of(),
-                (k, v, where) -> received.add(new Received(new String(k, StandardCharsets.UTF_8),
+                (k, v, signature, where) -> received.add(new Received(new String(k, StandardCharsets.UTF_8),
                         v == null ? null : new String(v, StandardCharsets.UTF_8), where)),
                 settings -> consumer).startThread();
         try {
@@ -107,7 +107,7 @@ class DecisionFollowerTest {
         List<String> keys = new CopyOnWriteArrayList<>();
         List<SlowPollConsumer> consumers = new CopyOnWriteArrayList<>();
         DecisionFollower follower = new DecisionFollower(TOPIC, Map.of(),
-                (k, v, where) -> keys.add(new String(k, StandardCharsets.UTF_8)),
+                (k, v, signature, where) -> keys.add(new String(k, StandardCharsets.UTF_8)),
                 settings -> {
                     if (created.incrementAndGet() == 1) {
                         throw new KafkaException("Failed to construct kafka consumer");

@@ -15,7 +15,8 @@ import org.junit.jupiter.api.Test;
  * below was checked against quota_pipeline.broker.rules.parse_decision.
  */
 class DecisionRecordTest {
-    private static final String RECORD = "{\"schema_version\":1,\"cluster_id\":\"c1\",\"observed_at\":"
+    private static final String RECORD = "{\"schema_version\":1,\"cluster_id\":\"c1\",\"decided_at\":\"2026-11-21T10:00:10.100Z\","
+            + "\"status\":\"SUCCESS\",\"active_brokers\":3,\"active_log_dirs\":6,\"violations\":0,\"observed_at\":"
             + "\"2026-11-21T10:00:10.000Z\",\"throttle_factor\":0.5,\"source\":\"OBSERVATION\",\"valid_until\":"
             + "\"2026-11-21T10:05:10.000Z\",\"x\":%s}";
 

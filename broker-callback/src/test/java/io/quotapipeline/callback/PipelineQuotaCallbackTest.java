@@ -74,7 +74,7 @@ class PipelineQuotaCallbackTest {
     }
 
     private static String record(Instant observed, double factor) {
-        return "{\"schema_version\": 1, \"observed_at\": \"" + observed + "\", \"throttle_factor\": " + factor
+        return "{\"schema_version\": 1, " + TestRecords.required(observed) + ", \"observed_at\": \"" + observed + "\", \"throttle_factor\": " + factor
                 + ", \"source\": \"OBSERVATION\", \"valid_until\": \"" + observed.plusSeconds(300) + "\"}";
     }
 
@@ -176,7 +176,7 @@ class PipelineQuotaCallbackTest {
     void aValidUntilIsHonouredOnlyUntilObservedAtPlusValidityPlusSkew() {
         PipelineQuotaCallback callback = configured(new PipelineQuotaCallback(clock, this::follower),
                 Map.of("quota.pipeline.reader.max.clock.skew", "PT10S"));
-        feed("{\"schema_version\": 1, \"observed_at\": \"" + START + "\", \"throttle_factor\": 0.0, "
+        feed("{\"schema_version\": 1, " + TestRecords.required(START) + ", \"observed_at\": \"" + START + "\", \"throttle_factor\": 0.0, "
                 + "\"source\": \"OBSERVATION\", \"valid_until\": \"9999-12-31T00:00:00Z\"}");
         clock.advance(Duration.ofSeconds(310));
         assertEquals(0.0, callback.answer().factor());

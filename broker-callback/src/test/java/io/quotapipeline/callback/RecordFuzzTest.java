@@ -24,7 +24,8 @@ import net.jqwik.api.lifecycle.AfterContainer;
  */
 class RecordFuzzTest {
     private static final Instant NOW = Instant.parse("2026-11-21T10:00:30Z");
-    private static final String VALID = "{\"schema_version\":1,\"cluster_id\":\"c1\",\"observed_at\":"
+    private static final String VALID = "{\"schema_version\":1,\"cluster_id\":\"c1\",\"status\":\"SUCCESS\",\"active_brokers\":3,"
+            + "\"active_log_dirs\":6,\"violations\":0,\"observed_at\":"
             + "\"2026-11-21T10:00:10.000Z\",\"decided_at\":\"2026-11-21T10:00:11.000Z\",\"throttle_factor\":0.5,"
             + "\"source\":\"OBSERVATION\",\"valid_until\":\"2026-11-21T10:05:10.000Z\",\"reason\":\"x\"}";
     private static final List<String> ODD_VALUES = List.of("1e400", "-1e400", "-0", "0.0000000000000000001",

@@ -44,7 +44,7 @@ class SharedFollowersTest {
     }
 
     private static byte[] record(Instant observed, double factor) {
-        return ("{\"schema_version\": 1, \"observed_at\": \"" + observed + "\", \"throttle_factor\": " + factor
+        return ("{\"schema_version\": 1, " + TestRecords.required(observed) + ", \"observed_at\": \"" + observed + "\", \"throttle_factor\": " + factor
                 + ", \"source\": \"OBSERVATION\", \"valid_until\": \"" + observed.plusSeconds(300) + "\"}")
                 .getBytes(StandardCharsets.UTF_8);
     }

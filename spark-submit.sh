@@ -59,9 +59,9 @@ print(dist)
 PY
 )"
 # A checkpoint on s3a:// needs Hadoop's S3A connector, which Spark fetches from Maven Central and ships to the
-# executors (quota_pipeline/streaming/s3a.py): added to --packages (the operator's own, if any).
+# executors (quota_pipeline/commands/submit_packages.py): added to --packages (the operator's own, if any).
 if [ "$job" = "$here/jobs/throttle_stream.py" ]; then
-  s3a="$(PYTHONPATH="$here${PYTHONPATH:+:$PYTHONPATH}" "$python" -m quota_pipeline.streaming.s3a "$@" 2>/dev/null || true)"
+  s3a="$(PYTHONPATH="$here${PYTHONPATH:+:$PYTHONPATH}" "$python" -m quota_pipeline.commands.submit_packages "$@" 2>/dev/null || true)"
   if [ -n "$s3a" ]; then
     merged=false
     for i in "${!spark_opts[@]}"; do

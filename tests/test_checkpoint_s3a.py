@@ -14,6 +14,7 @@ import pytest
 from quota_pipeline.core import config as cfg
 from quota_pipeline.core.names import UnsafePath
 from quota_pipeline.enforce.baseline import baseline_file
+from quota_pipeline.commands.submit_packages import submit_package
 from quota_pipeline.streaming import checkpoint_files, s3a
 from quota_pipeline.streaming.fleet import FleetChange, fleet_change
 from quota_pipeline.streaming.query import StreamJob
@@ -74,11 +75,12 @@ def test_the_connector_is_hadoop_aws_of_sparks_own_hadoop_unless_spark_ships_it(
 
 def test_spark_submit_gets_the_connector_only_for_a_job_checkpointing_on_s3a(tmp_path):
     on_s3a = props(tmp_path, "s3a://bucket/checkpoints/east", "east.properties")
-    assert s3a.submit_package([str(on_s3a)]) == s3a.connector_package()
-    assert s3a.submit_package(["--clusters-dir", str(tmp_path)]) == s3a.connector_package()
-    assert s3a.submit_package([str(props(tmp_path, str(tmp_path / "cp"), "local.properties"))]) is None
-    assert s3a.submit_package([str(tmp_path / "missing.properties")]) is None  # the job says what is wrong
-    assert s3a.submit_package(["--no-such-option"]) is None
+    assert submit_package([str(on_s3a)]) == s3a.connector_package()
+    assert submit_package(["--clusters-dir", str(tmp_path)]) == s3a.connector_package()
+    assert submit_package([str(props(tmp_path, str(tmp_path / "cp"), "local.properties"))]) is None
+    assert submit_package([str(tmp_path / "missing.properties")]) is None  # the job says what is wrong
+    assert submit_package(["--no-such-option"]) is None
+    assert submit_package(["--help"]) is None
 
 
 def test_a_journal_left_at_its_default_follows_an_s3a_checkpoint_to_the_same_bucket(tmp_path):

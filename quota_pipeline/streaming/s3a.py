@@ -7,14 +7,12 @@ S3A then gets the journal's endpoint and region (AWS_ENDPOINT_URL_S3 or AWS_ENDP
 provider chain boto3 uses (environment, profile, web identity, container and instance roles). Credentials are never
 put in Spark's configuration, so they are never printed; settings the operator made (spark.hadoop.fs.s3a.*) win.
 
-`python -m quota_pipeline.streaming.s3a ARGS...` prints the hadoop-aws coordinate when the job that `run ARGS...`
-starts checkpoints on s3a:// (spark-submit.sh passes it to --packages), else nothing.
+spark-submit.sh adds the coordinate to --packages when the job checkpoints on s3a:// (commands/submit_packages.py).
 """
 from __future__ import annotations
 
 import os
 import re
-import sys
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -100,23 +98,3 @@ def describe(applied: Mapping[str, str]) -> str:
     style = ", path-style" if applied.get("fs.s3a.path.style.access") == "true" else ""
     region = applied.get("fs.s3a.endpoint.region")
     return f"{endpoint}{style}{f', region {region}' if region else ''}; credentials from the AWS provider chain"
-
-
-def submit_package(argv: list[str]) -> str | None:
-    """The coordinate to add to spark-submit's --packages for `run argv...`, or None (no s3a:// checkpoint, or
-    arguments the job itself will reject and explain)."""
-    from quota_pipeline.cli import build_parser
-    from quota_pipeline.commands.run import config_paths
-    from quota_pipeline.core import config as cfg
-
-    try:
-        first = cfg.load(config_paths(build_parser().parse_args(["run", *argv]))[0])
-    except (SystemExit, Exception):  # noqa: BLE001 - the job reports its own usage and config errors
-        return None
-    return connector_package() if is_s3a(first.checkpoint_path) else None
-
-
-if __name__ == "__main__":
-    package = submit_package(sys.argv[1:])
-    if package:
-        print(package)

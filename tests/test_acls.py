@@ -193,3 +193,12 @@ def test_no_reader_is_a_note_not_an_error(tmp_path, capsys):
 def test_a_missing_config_is_exit_2(tmp_path, capsys):
     code, _, err = run_cli(capsys, "--config", str(tmp_path / "missing.properties"))
     assert code == 2 and "Traceback" not in err
+
+
+def test_a_wildcard_reader_is_warned_that_records_name_topics_and_log_dirs(tmp_path, capsys):
+    code, out, err = run_cli(capsys, "--config", write_conf(tmp_path), "--reader-principal", "User:*")
+    assert code == 0 and "User:*" in out, err
+    assert "warning: --reader-principal User:* lets every principal read" in err
+    assert "set quota.pipeline.record.closest.volumes=0 to leave the partitions" in err
+    code, _, err = run_cli(capsys, "--config", write_conf(tmp_path), "--reader-principal", "User:broker")
+    assert code == 0 and "warning" not in err

@@ -12,6 +12,7 @@ from quota_pipeline.broker.reader import UNLIMITED, Reader
 from quota_pipeline.core import config as cfg
 from quota_pipeline.core.clock import ManualClock
 from quota_pipeline.core.model import parse_time
+from quota_pipeline.core.signing import HEADER as SIGNATURE_HEADER
 
 VECTORS = Path(__file__).resolve().parent / "vectors" / "broker_quota_vectors.json"
 
@@ -83,7 +84,10 @@ def test_behaviour(case: dict[str, Any]):
         where = f"{case['name']} step {index}"
         if "value" in step or "value_hex" in step:
             key = step["key"]
-            reader.apply_record(None if key is None else key.encode("utf-8"), value_of(step))
+            headers = None if "signature" not in step else [(SIGNATURE_HEADER, step["signature"].encode("utf-8"))]
+            taken = reader.apply_record(None if key is None else key.encode("utf-8"), value_of(step), "", headers)
+            if "expect" in step:
+                assert ("accept" if taken else "refuse") == step["expect"], f"{where}: the record is taken or not"
         else:
             check(reader, step, where)
 

@@ -56,11 +56,17 @@ def test_a_bad_v2_field_leaves_the_decision_readable_with_a_note():
     assert d.volumes[0].log_dir == "/data/0"  # the worst volume instead
 
 
+def test_a_diagnostic_brokers_ignore_reads_as_none_and_the_record_is_shown():
+    # The brokers take this record (they read no diagnostics), so the page shows it as they apply it.
+    d = parse_record(encode({**record("c1", T0, 0.0), "min_available_ratio": "low", "missing_brokers": ["x"]}))
+    assert d.throttle_factor == 0.0 and d.min_available_ratio is None and d.missing_brokers == ()
+
+
 @pytest.mark.parametrize("value", [
     b"{not json", b"[]", json.dumps({**record("c1", T0, 0.0), "schema_version": 3}).encode(),
     json.dumps({**record("c1", T0, 0.0), "throttle_factor": 2}).encode(),
     json.dumps({k: v for k, v in record("c1", T0, 0.0).items() if k != "observed_at"}).encode(),
-    json.dumps({**record("c1", T0, 0.0), "min_available_ratio": "low"}).encode(),
+    json.dumps({k: v for k, v in record("c1", T0, 0.0).items() if k != "decided_at"}).encode(),
 ])
 def test_records_brokers_skip_are_unreadable(value):
     with pytest.raises(ValueError):

@@ -38,6 +38,9 @@ class Message:
     def offset(self) -> int:
         return self._offset
 
+    def headers(self) -> None:
+        return None
+
 
 class World:
     """The topic as the scripted consumers see it; `fail_next` makes the next consumer fail on its first read."""

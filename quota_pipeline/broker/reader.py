@@ -19,8 +19,9 @@ from quota_pipeline.core.record import ThrottleDecision
 from quota_pipeline.broker.stop import StopClock
 from quota_pipeline.broker.rules import (
     MIN_QUOTA, UNLIMITED, QuotaPolicy, QuotaType, QuotaWindows, RefusalPolicy, ResetTracker, StopScope,
-    honoured_until, parse_decision, printable, refusal,
+    honoured_until, parse_decision, printable, refusal, signature_refusal,
 )
+from quota_pipeline.core.signing import signature_of
 
 log = logging.getLogger(__name__)
 
@@ -59,7 +60,7 @@ class ReaderStats:
     records: int = 0  # decisions taken
     older: int = 0  # ignored: older than the one held
     skipped: int = 0  # invalid JSON or unknown schema_version
-    refused: int = 0  # observed_at or decided_at further ahead of the clock than the skew allowance
+    refused: int = 0  # not signed with a configured key, or dated further ahead of the clock than the skew allowance
     tombstones: int = 0
     last_refusal: Refusal | None = None
 
@@ -74,8 +75,9 @@ class Reader(Background):
 
     Validity and fallback come from the same Strimzi properties the publisher reads
     (throttle.factor.validity.duration, throttle.factor.fallback); they are applied here, so a broker
-    whose publisher went quiet falls back on its own. Only the pipeline may change the factor: a record dated
-    further ahead of the clock than quota.pipeline.reader.max.clock.skew is refused (stats.refused,
+    whose publisher went quiet falls back on its own. Only the pipeline may change the factor: a record not signed
+    with one of quota.pipeline.signing.keys (when set), or dated
+    further ahead of the clock than quota.pipeline.reader.max.clock.skew, is refused (stats.refused,
     stats.last_refusal, one log line), and a valid_until is honoured at most until observed_at + validity + skew.
     A reader given a cluster (quota.pipeline.cluster.name or `cluster=`) keeps only that cluster's decision.
     """
@@ -93,6 +95,7 @@ class Reader(Background):
         self.validity = config.validity
         self.fallback = config.fallback_factor
         self.max_clock_skew = config.max_clock_skew
+        self.signing_keys = config.signing_keys
         self.policy = QuotaPolicy.of(config)
         self.refusals = dataclasses.replace(RefusalPolicy.of(config), decision_topic=self.topic)
         # The last stop's topic set with the record it came from: a lookup is one hash, the set is built once.
@@ -256,8 +259,10 @@ class Reader(Background):
 
     # ---- records --------------------------------------------------------------------------------
 
-    def apply_record(self, key: bytes | None, value: bytes | None, where: str = "") -> bool:
-        """Take one topic record; False when it was skipped or ignored. Never raises on bad input."""
+    def apply_record(self, key: bytes | None, value: bytes | None, where: str = "",
+                     headers: list[tuple[str, Any]] | None = None) -> bool:
+        """Take one topic record (`headers` as confluent-kafka gives them); False when it was skipped, refused or
+        ignored. Never raises on bad input."""
         cluster_key = key.decode("utf-8", "replace") if key is not None else None
         if value is None:
             # A tombstone has no date, and anyone who can write the topic can write one: it is read as absence, so
@@ -275,7 +280,8 @@ class Reader(Background):
             return False
         cluster = cluster_key or decision.cluster_id
         now = self._clock.now()
-        why = refusal(decision, now, self.max_clock_skew)
+        why = signature_refusal(self.signing_keys, key, value, signature_of(headers)) \
+            or refusal(decision, now, self.max_clock_skew)
         if why is not None:
             self._refuse(Refusal(cluster_key, where, why, now))
             return False  # never replaces the decision in force
@@ -370,7 +376,7 @@ class Reader(Background):
                             log.warning("reader: %s", msg.error())
                         continue
                     self.apply_record(msg.key(), msg.value(),
-                                      f" at {msg.topic()}/{msg.partition()}@{msg.offset()}")
+                                      f" at {msg.topic()}/{msg.partition()}@{msg.offset()}", msg.headers())
                 self.refresh()
         except Exception:  # the thread must log why it ended; answers keep falling back by time meanwhile
             log.exception("the reader stopped following %s", self.topic)

@@ -6,6 +6,7 @@ RefusalPolicy) apply the same rules; tests/vectors/broker_quota_vectors.json hol
 """
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import json
 import sys
@@ -17,8 +18,10 @@ from typing import Any, Protocol
 
 import isodate
 
+from quota_pipeline.core import signing
 from quota_pipeline.core.config import MAX_CLOCK_SKEW, Config
-from quota_pipeline.core.model import RecordError, format_time
+from quota_pipeline.core.signing import SigningKey
+from quota_pipeline.core.model import DecisionSource, RecordError, Status, WorstVolume, format_time, parse_time
 from quota_pipeline.core.record import READABLE_VERSIONS, ThrottleDecision
 from quota_pipeline.broker.stop import StopLimit
 
@@ -39,21 +42,93 @@ def _name(principal: str | None) -> str | None:
     return principal[len(USER_PREFIX):] if principal and principal.startswith(USER_PREFIX) else principal
 
 
-def parse_decision(value: bytes) -> ThrottleDecision:
-    """A record value as brokers read it (the Java callback's DecisionRecord accepts the same); raises ValueError.
+STATUSES = frozenset(s.value for s in Status)
+SOURCES = frozenset(s.value for s in DecisionSource)
+COUNTS = ("active_brokers", "active_log_dirs", "violations")
+SHOWN_TIME_CHARS = 40  # how much of a bad timestamp a log line shows: a timestamp is about 30 characters
+_WORST_FIELDS = frozenset(f.name for f in dataclasses.fields(WorstVolume))
 
-    schema_version must be the JSON integer 1 or 2 and throttle_factor a JSON number from 0 to 1; fields no version
-    knows are ignored."""
+
+def parse_decision(value: bytes) -> ThrottleDecision:
+    """A record value as every reader reads it (the Java callback's DecisionRecord takes exactly the same records);
+    raises ValueError.
+
+    The fields that decide, and the ones every record carries, are checked by their JSON type: schema_version (the
+    integer 1 or 2), cluster_id (a string), observed_at and decided_at (timestamps), throttle_factor (a number from 0
+    to 1), source, valid_until (a timestamp, or absent or null), status (one of the poll statuses) and
+    active_brokers, active_log_dirs and violations (whole numbers, not negative). The other fields are diagnostics:
+    one that cannot be read reads as none, as the Java callback, which reads none of them, takes the record too.
+    Fields no version knows are ignored."""
     raw = json.loads(value)
     if not isinstance(raw, dict):
         raise RecordError("the value is not a JSON object")
     version = raw.get("schema_version")
     if type(version) is not int or version not in READABLE_VERSIONS:  # type(): True == 1 in Python
-        raise RecordError(f"unknown schema_version {version!r}")
+        raise RecordError(f"unknown schema_version {_describe(version)}")
+    if not isinstance(raw.get("cluster_id"), str):
+        raise RecordError(f"cluster_id must be a string, got {_describe(raw.get('cluster_id'))}")
+    _time(raw, "observed_at")
     factor = raw.get("throttle_factor")
     if type(factor) not in (int, float) or not 0.0 <= factor <= 1.0:
-        raise RecordError(f"throttle_factor must be a number from 0 to 1, got {factor!r}")
-    return ThrottleDecision.from_json(raw)
+        raise RecordError(f"throttle_factor must be a number from 0 to 1, got {_describe(factor)}")
+    if not isinstance(raw.get("source"), str) or raw["source"] not in SOURCES:
+        raise RecordError(f"source must be OBSERVATION, RETAINED or FALLBACK, got {_describe(raw.get('source'))}")
+    if raw.get("valid_until") is not None:
+        _time(raw, "valid_until")
+    _time(raw, "decided_at")
+    if not isinstance(raw.get("status"), str) or raw["status"] not in STATUSES:
+        raise RecordError(f"status must be one of {', '.join(sorted(STATUSES))}, got {_describe(raw.get('status'))}")
+    for name in COUNTS:
+        count = raw.get(name)
+        if type(count) is not int or count < 0:
+            raise RecordError(f"{name} must be a whole number, not negative, got {_describe(count)}")
+    return ThrottleDecision.from_json(_diagnostics_read_leniently(raw))
+
+
+def _time(raw: dict[str, Any], name: str) -> None:
+    """Raises RecordError unless raw[name] is a timestamp; outside text is quoted and cut in the message."""
+    value = raw.get(name)
+    if not isinstance(value, str):
+        raise RecordError(f"{name} must be an ISO-8601 timestamp, got {_describe(value)}")
+    try:
+        parse_time(value)
+    except ValueError:
+        raise RecordError(f"{name} is not an ISO-8601 timestamp: {printable(value, SHOWN_TIME_CHARS)}") from None
+
+
+def _describe(value: Any) -> str:
+    """A field's value for a log line, escaped and cut short: the record is anyone's text (a string is quoted;
+    JSON's own text escapes every other value's control and non-ASCII characters)."""
+    if value is None:
+        return "nothing"
+    if isinstance(value, str):
+        return printable(value, 80)
+    text = json.dumps(value)
+    return text if len(text) <= 80 else text[:80] + "..."
+
+
+def _diagnostics_read_leniently(raw: dict[str, Any]) -> dict[str, Any]:
+    """`raw` with each diagnostic field the record cannot give replaced by none: a reader acts on the deciding fields
+    and must not refuse a record the Java callback takes (closest_volumes, predictive and stop are read leniently by
+    core.record already)."""
+    out = dict(raw)
+    missing = raw.get("missing_brokers")
+    if not (isinstance(missing, list) and all(type(b) is int for b in missing)):
+        out["missing_brokers"] = None
+    if not isinstance(raw.get("limit"), dict):
+        out["limit"] = None
+    worst = raw.get("worst_volume")
+    if not (isinstance(worst, dict) and set(worst) == _WORST_FIELDS):
+        out["worst_volume"] = None
+    if type(raw.get("min_available_ratio")) not in (int, float):
+        out["min_available_ratio"] = None
+    since = raw.get("throttled_since")
+    try:
+        if since is not None:
+            parse_time(since)
+    except ValueError:
+        out["throttled_since"] = None
+    return out
 
 
 def refusal(decision: ThrottleDecision, now: dt.datetime, skew: dt.timedelta) -> str | None:
@@ -68,6 +143,28 @@ def refusal(decision: ThrottleDecision, now: dt.datetime, skew: dt.timedelta) ->
             return (f"{field} {format_time(at)} is {ahead} s ahead of this reader's clock ({format_time(now)}); "
                     f"{MAX_CLOCK_SKEW} allows {_iso(skew)}")
     return None
+
+
+def signature_refusal(keys: tuple[SigningKey, ...], key: bytes | None, value: bytes,
+                      signature: bytes | None) -> str | None:
+    """Why a reader holding `keys` (quota.pipeline.signing.keys) must not take a record, or None when it may: no key
+    is configured, or the record's signature header names one of them and its HMAC matches (core/signing.py). The
+    Java callback's DecisionSignature.refusal says the same."""
+    if not keys:
+        return None
+    if signature is None:
+        return f"it carries no {signing.HEADER} header, and {signing.KEYS_PROPERTY} requires one"
+    parts = signing.split(signature)
+    if parts is None:
+        return f"its {signing.HEADER} header is not <key id>:<64 hex digits>"
+    key_id, digest = parts
+    for k in keys:
+        if k.key_id == key_id:
+            if signing.valid(k, key, value, digest):
+                return None
+            return f"its signature does not match key {printable(key_id)}: not written by the pipeline, or altered"
+    return (f"it is signed with key id {printable(key_id)}, which this reader does not hold (it holds "
+            f"{', '.join(k.key_id for k in keys)})")
 
 
 class Dated(Protocol):

@@ -19,6 +19,9 @@ _PRINCIPAL_HELP = "a Kafka principal, e.g. User:alice (SASL) or User:CN=host,O=o
                   "ssl.principal.mapping.rules)"
 
 
+WILDCARD = "User:*"
+
+
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "acls", help="the least-privilege ACLs of the pipeline, its readers and enforce (kafka-acls.sh lines, "
@@ -127,6 +130,21 @@ def connections(args: argparse.Namespace, conf: cfg.Config) -> dict[str, Connect
                         "--output-command-config")}
 
 
+def wildcard_reader_warning(readers: tuple[str, ...], conf: cfg.Config) -> str | None:
+    """A warning when every principal may read records that name the cluster's log dirs and topics."""
+    if WILDCARD not in readers:
+        return None
+    listed = (f"its {cfg.CLOSEST_VOLUMES}={conf.closest_volumes} log dirs closest to the limit with their largest "
+              f"partitions (topic names), " if conf.closest_volumes else "")
+    leave_out = (f"set {cfg.CLOSEST_VOLUMES}=0 to leave the partitions and those log dirs out of the record; "
+                 if conf.closest_volumes else "")
+    return (f"warning: --reader-principal {WILDCARD} lets every principal read the decision topic, whose records "
+            f"name {listed}the worst log dir and, at a stop, the topics it refuses: {leave_out}the worst log dir "
+            f"and the stop's topics stay (the brokers' authorizer needs the topics; with "
+            f"{cfg.STOP_SCOPE}=cluster on the brokers every topic is stopped instead). Prefer the brokers' and "
+            f"dashboards' own principals")
+
+
 def run(args: argparse.Namespace) -> int:
     configure_logging(args.verbose)
     conf = load_or_exit(args.config)
@@ -137,6 +155,9 @@ def run(args: argparse.Namespace) -> int:
     if not who.readers:
         print("note: no --reader-principal: nothing else may read the decision topic; give the principal of "
               "the brokers' callback (and of dashboards)", file=sys.stderr)
+    warning = wildcard_reader_warning(who.readers, conf)
+    if warning:
+        print(warning, file=sys.stderr)
     if not args.apply:
         if args.json:
             print(json.dumps(to_json(clusters), indent=2))

@@ -16,11 +16,12 @@ import javaproperties
 from quota_pipeline.broker.stop import DEFAULT_WINDOW_NUM, DEFAULT_WINDOW_SIZE_SECONDS, StopLimit
 
 from quota_pipeline.core.client_names import unknown_client_key_warnings
+from quota_pipeline.core.signing import SigningKey
 from quota_pipeline.core.trend import ETA_BUCKETS
 from quota_pipeline.core.properties import (
     ADMIN_PREFIX, BY_NAME, DEFAULT_ETA_WINDOW, DEFAULT_MAX_CLOCK_SKEW, DEFAULT_MAX_MUTE, DEFAULT_OUTPUT_TOPIC, INDEX, KNOWN,
     OUTPUT_KAFKA_PREFIX, P,
-    PASS_THROUGH_PREFIXES, Q, TABLE, Invalid, shown,
+    MASK, PASS_THROUGH_PREFIXES, Q, TABLE, Invalid, is_secret, shown,
 )
 
 PRODUCE, FETCH, REQUEST = P + "produce", P + "fetch", P + "request"
@@ -48,6 +49,7 @@ MAX_MUTE = Q + "throttle.max.mute"
 # Kafka's own broker settings: the quota sensors' window, which the stop limit's arithmetic depends on.
 QUOTA_WINDOW_NUM, QUOTA_WINDOW_SIZE = "quota.window.num", "quota.window.size.seconds"
 MAX_CLOCK_SKEW = Q + "reader.max.clock.skew"
+SIGNING_KEYS = Q + "signing.keys"
 JOURNAL_PATH = Q + "journal.path"
 JOURNAL_PERIOD = Q + "journal.period"
 JOURNAL_RETENTION = Q + "journal.retention"
@@ -134,6 +136,7 @@ class Config:
     quota_window_num: int = DEFAULT_WINDOW_NUM
     quota_window_size_seconds: int = DEFAULT_WINDOW_SIZE_SECONDS
     max_clock_skew: dt.timedelta = DEFAULT_MAX_CLOCK_SKEW
+    signing_keys: tuple[SigningKey, ...] = field(default=(), repr=False)  # the first signs; any of them verifies
     admin: Mapping[str, str] = field(default_factory=dict)
     cluster_name: str | None = None
     output_topic: str = DEFAULT_OUTPUT_TOPIC
@@ -179,7 +182,8 @@ class Config:
 
     def effective(self) -> dict[str, str]:
         """Every property with its effective value (defaults filled in), secrets masked, for `validate`."""
-        out = {name: _show(getattr(self, attr), name) for name, attr in FIELDS.items()}
+        out = {name: MASK if is_secret(name) and getattr(self, attr) else _show(getattr(self, attr), name)
+               for name, attr in FIELDS.items()}
         out[CHECK_INTERVAL_ISO] = isodate.duration_isoformat(self.check_interval)
         out[CLUSTER_NAME] = self.cluster_name or "(cluster id)"
         out[JOURNAL_PATH] = self.effective_journal_path
@@ -200,7 +204,7 @@ FIELDS = {
     ETA_WINDOW: "eta_window", FALLBACK: "fallback_factor", VALIDITY: "validity",
     OUTPUT_TOPIC: "output_topic", EXCLUDED_CLIENT_IDS: "excluded_client_ids", STOP_SCOPE: "stop_scope",
     STOP_DELEGATE: "stop_authorizer_delegate", PRODUCE_FLOOR: "produce_floor", MAX_MUTE: "max_mute",
-    MAX_CLOCK_SKEW: "max_clock_skew",
+    MAX_CLOCK_SKEW: "max_clock_skew", SIGNING_KEYS: "signing_keys",
     CHECKPOINT_PATH: "checkpoint_path", METRICS_HOST: "metrics_host", METRICS_PORT: "metrics_port",
     CLUSTER_NAME: "cluster_name", JOURNAL_PATH: "journal_path", JOURNAL_PERIOD: "journal_period",
     JOURNAL_RETENTION: "journal_retention", CLOSEST_VOLUMES: "closest_volumes",

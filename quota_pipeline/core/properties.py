@@ -38,7 +38,7 @@ DEFAULT_MAX_CLOCK_SKEW = dt.timedelta(seconds=30)
 DEFAULT_ETA_WINDOW = dt.timedelta(hours=1)
 
 
-_SECRET = re.compile(r"password|secret|token|credential|sasl\.jaas\.config|(^|[._])key$", re.IGNORECASE)
+_SECRET = re.compile(r"password|secret|token|credential|sasl\.jaas\.config|(^|[._])keys?$", re.IGNORECASE)
 MASK = "******"
 
 
@@ -166,6 +166,16 @@ def text(raw: str) -> str | None:
     return raw or None
 
 
+def signing_keys(raw: str) -> tuple[Any, ...]:
+    """quota.pipeline.signing.keys: `<id>:<secret>` entries (core/signing.py); blank: none."""
+    from quota_pipeline.core.signing import parse_keys
+
+    try:
+        return parse_keys(raw)
+    except ValueError as exc:
+        raise Invalid(str(exc)) from None
+
+
 def safe_name(raw: str) -> str | None:
     """A name that becomes a directory (core/names.py's pattern), or unset."""
     from quota_pipeline.core import names as path_names
@@ -253,7 +263,13 @@ TABLE: tuple[Property, ...] = (
              "callback, the reader, `enforce`, the dashboard); a record further ahead is refused and counted, and a "
              "`valid_until` is honoured at most until `observed_at` + the validity + this", "PT30S"),
     Property(Q + "state.dir", "string", None, text,
-             "(callback) " + 'where a broker keeps the last decision it applied (`<cluster>.decision.json`, written atomically): a restart starts from it under the usual rules (refused if dated ahead, the fallback once `observed_at` + validity + skew has passed) instead of 1.0 while the decision topic cannot be read yet; empty: memory only', "`<java.io.tmpdir>/quota-pipeline`"),
+             "(callback) " + 'where a broker keeps the last decision it applied (`<cluster>.decision.json`, written atomically): a restart starts from it under the usual rules (refused if dated ahead or unsigned where signatures are required, the fallback once `observed_at` + validity + skew has passed) instead of 1.0 while the decision topic cannot be read yet; only a regular file owned by the broker\'s user is read, never through a link; empty: memory only', "the first of the broker's `log.dirs`"),
+    Property(Q + "signing.keys", "list", (), signing_keys,
+             "`<id>:<secret>` entries (a secret of at least 32 characters), `,`-separated, at most two: the pipeline "
+             "signs each decision record with the first (HMAC-SHA-256 over its key and value, header "
+             "`quota-pipeline-signature`), and every reader (the callback, StopAuthorizer, the reader, `enforce`, "
+             "`tail`, the dashboard) refuses a record not signed with one of them; give the pipeline and every reader "
+             "the same keys (a rotation: docs/security.md). Never shown", "none: records are not signed"),
     Property(Q + "enforce.stop", "choice", "refuse", choice("refuse", "throttle"),
              "what `enforce` does at factor 0 on a stock cluster: `refuse` writes DENY WRITE ACL bindings for "
              "`User:*` on the stop's topics (needs an authorizer; only `super.users` escape), `throttle` lowers client "

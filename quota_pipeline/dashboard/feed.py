@@ -28,11 +28,12 @@ class Feed:
     def of(cls, config: Config, window: dt.timedelta = DEFAULT_WINDOW, max_points: int = DEFAULT_MAX_POINTS,
            clock: Clock = SYSTEM, tap: Tap | None = None, on_refused: OnRefused | None = None,
            **follower_options: Any) -> "Feed":
-        history = History(window, max_points, clock, config.max_clock_skew)
+        history = History(window, max_points, clock, config.max_clock_skew, signing_keys=config.signing_keys)
 
-        def on_record(key: bytes | None, value: bytes | None, where: str) -> None:
+        def on_record(key: bytes | None, value: bytes | None, where: str,
+                      headers: list[tuple[str, Any]] | None = None) -> None:
             refused = history.refused_total
-            readable = history.apply(key, value, where)
+            readable = history.apply(key, value, where, headers)
             if history.refused_total != refused and history.last_refused is not None:
                 if on_refused is not None:
                     on_refused(history.last_refused)

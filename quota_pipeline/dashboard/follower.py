@@ -16,7 +16,8 @@ log = logging.getLogger(__name__)
 LIBRDKAFKA_LOG = logging.getLogger("quota_pipeline.dashboard.librdkafka")
 CLIENT_ID = "quota-pipeline-dashboard"
 
-RecordSink = Callable[[bytes | None, bytes | None, str], Any]
+# key, value, where, headers (the signature travels in one)
+RecordSink = Callable[[bytes | None, bytes | None, str, list[tuple[str, Any]] | None], Any]
 
 
 def consumer_settings(config: Config) -> dict[str, Any]:
@@ -137,7 +138,8 @@ class TopicFollower(Background):
                 continue
             if self.status().state != "following":
                 self._set("following", self._following())
-            self._on_record(msg.key(), msg.value(), f"at {msg.topic()}/{msg.partition()}@{msg.offset()}")
+            self._on_record(msg.key(), msg.value(), f"at {msg.topic()}/{msg.partition()}@{msg.offset()}",
+                            msg.headers())
 
     def _following(self) -> str:
         return f"following {self.topic} on {self.bootstrap}"

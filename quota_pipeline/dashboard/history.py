@@ -1,5 +1,6 @@
 """Bounded history of the decision topic: every readable record per cluster within a window, the latest in full;
-records dated ahead of the clock (beyond the skew allowance) are refused and counted, as brokers refuse them."""
+records not signed with a configured key, or dated ahead of the clock (beyond the skew allowance), are refused and
+counted, as brokers refuse them."""
 from __future__ import annotations
 
 import bisect
@@ -8,11 +9,13 @@ import math
 import threading
 from array import array
 from dataclasses import dataclass, field
+from typing import Any
 
-from quota_pipeline.broker.rules import refusal
+from quota_pipeline.broker.rules import refusal, signature_refusal
 from quota_pipeline.core.clock import SYSTEM, Clock
 from quota_pipeline.core.properties import DEFAULT_MAX_CLOCK_SKEW
 from quota_pipeline.core.record import ThrottleDecision
+from quota_pipeline.core.signing import SigningKey, signature_of
 from quota_pipeline.dashboard.changes import ChangeLog
 from quota_pipeline.dashboard.records import DecisionView, read_decision, view_of
 
@@ -91,7 +94,8 @@ class Unreadable:
 
 @dataclass(frozen=True)
 class Refused:
-    """A record refused as brokers refuse it (observed_at or decided_at too far ahead): where it is and why."""
+    """A record refused as brokers refuse it (not signed with a configured key, or observed_at or decided_at too far
+    ahead): where it is and why."""
 
     key: str | None
     where: str
@@ -172,6 +176,7 @@ class History:
     max_points: int = DEFAULT_MAX_POINTS
     clock: Clock = SYSTEM
     max_clock_skew: dt.timedelta = DEFAULT_MAX_CLOCK_SKEW  # quota.pipeline.reader.max.clock.skew
+    signing_keys: tuple[SigningKey, ...] = ()  # quota.pipeline.signing.keys: none, no signature required
     version: int = 0  # changes whenever what the page shows changes
     unreadable_total: int = 0
     last_unreadable: Unreadable | None = None
@@ -182,10 +187,12 @@ class History:
     _expired_at: dt.datetime | None = None
     _log: ChangeLog = field(default_factory=ChangeLog)  # which clusters changed (or left), for incremental views
 
-    def apply(self, key: bytes | None, value: bytes | None, where: str = "") -> bool:
+    def apply(self, key: bytes | None, value: bytes | None, where: str = "",
+              headers: list[tuple[str, Any]] | None = None) -> bool:
         """Take one topic record; False when it could not be read, was refused or is outside the window. Never
-        raises. A refused record (dated further ahead of the clock than the skew allowance) enters no timeline:
-        brokers refuse it too, and shown as the latest it would hide every genuine decision after it."""
+        raises. A refused record (not signed with a configured key, or dated further ahead of the clock than the skew
+        allowance) enters no timeline: brokers refuse it too, and shown as the latest it would hide every genuine
+        decision after it."""
         name = key.decode("utf-8", "replace") if key is not None else None
         if value is None:
             return False  # a tombstone is read as absence, as brokers read it: the decision in force stays
@@ -195,7 +202,8 @@ class History:
             self._unreadable(name, where, str(exc))
             return False
         now = self.clock.now()
-        why = refusal(decision, now, self.max_clock_skew)
+        why = signature_refusal(self.signing_keys, key, value, signature_of(headers)) \
+            or refusal(decision, now, self.max_clock_skew)
         if why is not None:
             with self._lock:
                 self.refused_total += 1

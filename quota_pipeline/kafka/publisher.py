@@ -10,6 +10,7 @@ from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic, Resourc
 
 from quota_pipeline.core.clock import SYSTEM, Clock
 from quota_pipeline.core.properties import PUBLISHER_CLIENT_ID
+from quota_pipeline.core.signing import HEADER, SigningKey, sign
 from quota_pipeline.kafka.refusal import OUTPUT_SETTINGS, ClusterRefused, RefusalWatch
 from quota_pipeline.kafka.settings import to_librdkafka
 from quota_pipeline.kafka.stall import request_timeout_ms
@@ -114,10 +115,13 @@ class Publisher:
     """Publishes decision records in order; `publish` returns only when every record is acknowledged.
 
     `on_acknowledged(key)` is called for every record the output cluster acknowledged, as it is. A wait longer than
-    STALL_LOG_AFTER_S logs one line naming what the publisher waits for, and one more when it ends."""
+    STALL_LOG_AFTER_S logs one line naming what the publisher waits for, and one more when it ends. With a
+    `signing_key` (the first of quota.pipeline.signing.keys) each record carries its signature header
+    (core/signing.py), which readers given the keys require."""
 
     def __init__(self, settings: Mapping[str, str], topic: str, flush_timeout: float | None = None, *,
-                 on_acknowledged: Callable[[str], None] | None = None, clock: Clock = SYSTEM) -> None:
+                 on_acknowledged: Callable[[str], None] | None = None, clock: Clock = SYSTEM,
+                 signing_key: SigningKey | None = None) -> None:
         conf = librdkafka_settings(settings)
         # A client id of its own, exempt from every throttle (quota.pipeline.excluded.client.ids), so that a
         # throttled cluster still receives the decision that releases it.
@@ -135,6 +139,7 @@ class Publisher:
         self.flush_timeout = flush_timeout if flush_timeout is not None else \
             int(conf.get("delivery.timeout.ms", "30000")) / 1000 + 2
         self._pending: dict[str, int] = {}  # key -> records not acknowledged yet
+        self.signing_key = signing_key
 
     def publish(self, records: Iterable[tuple[str, str]]) -> int:
         errors: list[str] = []
@@ -151,9 +156,13 @@ class Publisher:
 
         n = 0
         for key, value in records:
+            key_bytes, value_bytes = key.encode(), value.encode()
+            headers = None if self.signing_key is None else [
+                (HEADER, sign(self.signing_key, key_bytes, value_bytes))]
             while True:
                 try:
-                    self.producer.produce(self.topic, key=key.encode(), value=value.encode(), on_delivery=delivered)
+                    self.producer.produce(self.topic, key=key_bytes, value=value_bytes, headers=headers,
+                                          on_delivery=delivered)
                     break
                 except BufferError:
                     self.producer.poll(0.1)

@@ -58,6 +58,9 @@ def check_runnable(configs: list[cfg.Config]) -> None:
                 first.output_topic, first.output_settings.get("bootstrap.servers"), first.checkpoint_path):
             problems.append(f"error: {c.path}: one job writes one topic with one checkpoint; its output topic, "
                             f"output cluster and checkpoint path must match {first.path}'s")
+        if c.signing_keys != first.signing_keys:
+            problems.append(f"error: {c.path}: one job signs its records with one key; set {cfg.SIGNING_KEYS} as in "
+                            f"{first.path}")
     if problems:
         raise JobConfigError("\n".join(dict.fromkeys(problems)))
 
@@ -122,8 +125,9 @@ class StreamJob:
         decisions = rows.groupBy("cluster_id").transformWithStateInPandas(
             statefulProcessor=DecisionProcessor(self.settings, self.output_keys, self.clock),
             outputStructType=OUTPUT_SCHEMA, outputMode="Append", timeMode="None")
-        self._publisher = self._publisher or Publisher(self.first.output_settings, self.first.output_topic,
-                                                       on_acknowledged=self.metrics.acknowledged, clock=self.clock)
+        self._publisher = self._publisher or Publisher(
+            self.first.output_settings, self.first.output_topic, on_acknowledged=self.metrics.acknowledged,
+            clock=self.clock, signing_key=self.first.signing_keys[0] if self.first.signing_keys else None)
         self._query = (decisions.writeStream.queryName("quota-pipeline")
                        .option("checkpointLocation", checkpoint_files.query_dir(self.first.checkpoint_path))
                        .foreachBatch(self._batch).start())

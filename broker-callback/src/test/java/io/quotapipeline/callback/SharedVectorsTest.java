@@ -103,7 +103,14 @@ class SharedVectorsTest {
                 clock.set(Iso8601.instant((String) step.get("at")));
                 String where = testCase.get("name") + " step " + index++;
                 if (step.containsKey("value") || step.containsKey("value_hex")) {
-                    sinks.get(0).accept(key(step), value(step, map(defaults.get("record"))), "");
+                    long applied = callback.holder().applied();
+                    Object signature = step.get("signature");
+                    sinks.get(0).accept(key(step), value(step, map(defaults.get("record"))),
+                            signature == null ? null : ((String) signature).getBytes(StandardCharsets.UTF_8), "");
+                    if (step.containsKey("expect")) {
+                        String taken = callback.holder().applied() > applied ? "accept" : "refuse";
+                        assertEquals(step.get("expect"), taken, where + ": the record is taken or not");
+                    }
                 } else {
                     check(callback, step, where);
                     checkRefusals(authorizer, step, where);

@@ -4,14 +4,24 @@
 """
 from __future__ import annotations
 
+import argparse
 import contextlib
 import io
 import sys
 
-from quota_pipeline.cli import build_parser
-from quota_pipeline.commands.run import config_paths
+from quota_pipeline.commands import run
+from quota_pipeline.commands.common import resolve_config
 from quota_pipeline.core import config as cfg
 from quota_pipeline.streaming.s3a import connector_package, is_s3a
+
+
+def _run_arguments(argv: list[str]) -> argparse.Namespace:
+    """`argv` parsed as `quota-pipeline run` parses it."""
+    parser = argparse.ArgumentParser(prog="quota-pipeline")
+    run.register(parser.add_subparsers(dest="command"))
+    args = parser.parse_args(["run", *argv])
+    resolve_config(args)
+    return args
 
 
 def submit_package(argv: list[str]) -> str | None:
@@ -19,7 +29,7 @@ def submit_package(argv: list[str]) -> str | None:
     arguments the job itself will reject and explain)."""
     try:
         with contextlib.redirect_stdout(io.StringIO()):  # `--help` is the job's to print, not this coordinate's
-            first = cfg.load(config_paths(build_parser().parse_args(["run", *argv]))[0])
+            first = cfg.load(run.config_paths(_run_arguments(argv))[0])
     except (SystemExit, Exception):  # noqa: BLE001 - the job reports its own usage and config errors
         return None
     return connector_package() if is_s3a(first.checkpoint_path) else None

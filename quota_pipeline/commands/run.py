@@ -8,6 +8,8 @@ import sys
 from pathlib import Path
 
 from quota_pipeline.commands.common import add_config_argument, configure_logging, fail, load_or_exit
+from quota_pipeline.core.config import RUN_GIVE_UP_AFTER
+from quota_pipeline.streaming.restarts import GAVE_UP
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -20,7 +22,12 @@ def register(sub: argparse._SubParsersAction) -> None:
                     "http://<metrics.host>:<metrics.port>/metrics, state and offsets to the checkpoint path "
                     "of the first CONFIG. At start it reads the output cluster's replica.lag.time.max.ms and warns "
                     "when a config's validity does not cover the check interval plus the longest acks=all stall "
-                    "(docs/design.md). SIGTERM or Ctrl-C stops after the running micro-batch.",
+                    "(docs/design.md). SIGTERM or Ctrl-C stops after the running micro-batch. A failed micro-batch "
+                    "restarts the query from the checkpoint (backoff 2 s doubling to 60 s) until "
+                    f"{RUN_GIVE_UP_AFTER} (default PT15M) has passed with no micro-batch published: then it gives "
+                    "up. Exit codes: 0 stopped by a signal; 1 the output cluster or the metrics port cannot be used; "
+                    f"2 a configuration problem; 3 no Java; {GAVE_UP} gave up (the query kept failing), so that a "
+                    "supervisor restarts the job or alerts.",
     )
     add_config_argument(p, ".properties file(s), one per cluster", required=False, many=True, dest="configs")
     p.add_argument("--clusters-dir", metavar="DIR", help="also run every *.properties file in DIR")

@@ -55,6 +55,7 @@ JOURNAL_PERIOD = Q + "journal.period"
 JOURNAL_RETENTION = Q + "journal.retention"
 CLOSEST_VOLUMES = Q + "record.closest.volumes"
 CHECKPOINT_PATH = Q + "checkpoint.path"
+RUN_GIVE_UP_AFTER = Q + "run.give.up.after"
 METRICS_PORT = Q + "metrics.port"
 METRICS_HOST = Q + "metrics.host"
 # Values shown by `validate` that are no property's typed value (the ones in effect are filled in below).
@@ -146,6 +147,7 @@ class Config:
     journal_retention: dt.timedelta = dt.timedelta(days=30)
     closest_volumes: int = 5
     checkpoint_path: str = "./checkpoints"
+    run_give_up_after: dt.timedelta = dt.timedelta(minutes=15)  # PT0S: `run` restarts a failing query forever
     metrics_host: str = "127.0.0.1"
     metrics_port: int = 9404
     warnings: tuple[str, ...] = ()
@@ -208,6 +210,7 @@ FIELDS = {
     CHECKPOINT_PATH: "checkpoint_path", METRICS_HOST: "metrics_host", METRICS_PORT: "metrics_port",
     CLUSTER_NAME: "cluster_name", JOURNAL_PATH: "journal_path", JOURNAL_PERIOD: "journal_period",
     JOURNAL_RETENTION: "journal_retention", CLOSEST_VOLUMES: "closest_volumes",
+    RUN_GIVE_UP_AFTER: "run_give_up_after",
 }
 _LIMIT_KEYS = {("hard", "bytes"): HARD_BYTES, ("hard", "ratio"): HARD_RATIO,
                ("soft", "bytes"): SOFT_BYTES, ("soft", "ratio"): SOFT_RATIO}

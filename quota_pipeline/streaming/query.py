@@ -2,7 +2,9 @@
 
 Restarts the query from its checkpoint after a failed micro-batch (a delivery failure fails the
 batch on purpose: Spark re-runs it from the journal and the state as of the last committed batch,
-so nothing is lost or reordered). SIGTERM/SIGINT let the running batch finish before stopping.
+so nothing is lost or reordered), and gives up when none has published for
+quota.pipeline.run.give.up.after (streaming/restarts.py). SIGTERM/SIGINT let the running batch finish before
+stopping.
 """
 from __future__ import annotations
 
@@ -23,6 +25,7 @@ from quota_pipeline.core.settings import Settings
 from quota_pipeline.streaming.metrics import Metrics
 from quota_pipeline.streaming import checkpoint_files, s3a
 from quota_pipeline.streaming.fleet import fleet_change
+from quota_pipeline.streaming.restarts import GAVE_UP, Restarts
 from quota_pipeline.streaming.processor import OUTPUT_SCHEMA, REMOVED, DecisionProcessor
 from quota_pipeline.kafka.publisher import Publisher, ensure_topic
 from quota_pipeline.journal.background import Maintenance, log_report
@@ -89,6 +92,7 @@ class StreamJob:
         self._counts: dict[str, int] = {}
         self._last_summary = self.clock.monotonic()
         self._batch_times: dict[int, str] = {}  # batch id -> what _batch measured, logged with Spark's progress
+        self._restarts = Restarts(self.first.run_give_up_after, self.clock)
 
     # -- the query --------------------------------------------------------------------------------
     def _spark(self):
@@ -152,6 +156,7 @@ class StreamJob:
             self._batch_times[batch_id] = describe_batch(
                 rows, completed_stages(frame.sparkSession, before), collected - started,
                 self.clock.monotonic() - collected)
+        self._restarts.published()
         self.metrics.record(rows)
         self._log(rows)
         if self.on_decisions:
@@ -192,7 +197,8 @@ class StreamJob:
         self._stop.set()
 
     def run(self, max_restarts: int | None = None) -> int:
-        """Run until request_stop(); restart from the checkpoint after failures, with backoff."""
+        """Run until request_stop() (0); restart from the checkpoint after failures, with backoff; GAVE_UP when
+        the query keeps failing with nothing published for quota.pipeline.run.give.up.after."""
         maintenance = Maintenance([ClusterJournal.of(c, config_name(c)) for c in self.configs],
                                   lambda report: (self.metrics.record_journal(report), log_report(report)))
         maintenance.start()  # off the decision path: a niced child process compacts and prunes the journal
@@ -221,7 +227,8 @@ class StreamJob:
                      "micro-batch, every other cluster's state is kept", name)
 
     def _run(self, max_restarts: int | None) -> int:
-        backoff, restarts = 2.0, 0
+        restarts = 0
+        self._restarts = Restarts(self.first.run_give_up_after, self.clock)  # the streak counts from here
         while not self._stop.is_set():
             error = self._run_query()
             if error is None:
@@ -230,10 +237,14 @@ class StreamJob:
             if max_restarts is not None and restarts > max_restarts:
                 log.error("stream failed %d times, giving up: %s", restarts, error)
                 return 1
-            log.warning("micro-batch failed, restarting from the checkpoint in %.0fs: %s", backoff, error)
+            wait = self._restarts.failed()
+            if wait is None:
+                log.error("%s", self._restarts.giving_up(error))
+                self._drop_publisher()
+                return GAVE_UP
+            log.warning("micro-batch failed, restarting from the checkpoint in %.0fs: %s", wait, error)
             self._drop_publisher()
-            self._stop.wait(backoff)
-            backoff = min(60.0, backoff * 2)
+            self._stop.wait(wait)
             self._ensure_output()
         if self._publisher:
             self._publisher.close()

@@ -27,7 +27,10 @@ DEPLOY = ROOT / "deploy"
 KUBERNETES_VERSION = "1.33.0"  # the oldest Kubernetes the manifests target
 CUSTOM = {("sparkoperator.k8s.io/v1beta2", "SparkApplication"): "sparkapplication.schema.json",
           ("kafka.strimzi.io/v1", "Kafka"): "strimzi-kafka.schema.json",
-          ("kafka.strimzi.io/v1", "KafkaNodePool"): "strimzi-kafkanodepool.schema.json"}
+          ("kafka.strimzi.io/v1", "KafkaNodePool"): "strimzi-kafkanodepool.schema.json",
+          ("monitoring.coreos.com/v1", "PodMonitor"): "podmonitor.schema.json",
+          ("monitoring.coreos.com/v1", "PrometheusRule"): "prometheusrule.schema.json"}
+RULES = ROOT / "conf" / "monitoring" / "quota-pipeline.rules.yml"  # the rules promtool checks (test_monitoring.py)
 # Strimzi 1.0's KafkaClusterSpec.FORBIDDEN_PREFIXES: keys it drops from spec.kafka.config ("forbidden and will be
 # ignored"), so a callback setting under one of them would silently not reach the brokers.
 STRIMZI_FORBIDDEN = (
@@ -79,6 +82,10 @@ def test_every_manifest_is_valid_for_the_api_it_names(where, doc):
     ("KafkaNodePool", ("spec",), {"replicas": "three"}),
     ("Role", ("rules", 0), {"verb": ["get"]}),                                          # core kind, strict
     ("ConfigMap", ("data",), {"n": 1}),                                                 # data values are strings
+    ("PodMonitor", ("spec", "podMetricsEndpoints", 0), {"intervall": "15s"}),           # a misspelt field
+    ("PodMonitor", ("spec", "podMetricsEndpoints", 0), {"scheme": "ftp"}),              # not in the enum
+    ("PrometheusRule", ("spec", "groups", 0, "rules", 0), {"for": "1 minute"}),         # not a Prometheus duration
+    ("PrometheusRule", ("spec", "groups", 0, "rules", 0), {"severity": "critical"}),    # a label outside labels
 ])
 def test_the_checks_refuse_what_the_api_server_would(kind, path, bad):
     doc = json.loads(json.dumps(one(kind)))
@@ -294,3 +301,50 @@ def test_the_brokers_load_the_callback_with_settings_strimzi_passes_on():
     pool = one("KafkaNodePool")
     assert pool["metadata"]["labels"]["strimzi.io/cluster"] == one("Kafka")["metadata"]["name"]
     assert config["quota.pipeline.state.dir"].startswith("/var/lib/kafka/data-0/"), "on the pool's persistent volume"
+
+
+def test_the_prometheusrule_carries_the_rules_promtool_checks():
+    """One source of rules: the PrometheusRule's groups are conf/monitoring/quota-pipeline.rules.yml's, which
+    tests/test_monitoring.py checks and unit-tests with promtool; the manifest is that file's text, generated."""
+    rule = one("PrometheusRule")
+    assert rule["spec"]["groups"] == yaml.safe_load(RULES.read_text())["groups"]
+    assert rule["metadata"]["namespace"] == one("SparkApplication")["metadata"]["namespace"]
+    generator = DEPLOY / "kubernetes" / "prometheusrule.py"
+    checked = subprocess.run([sys.executable, str(generator), "--check"], capture_output=True, text=True, timeout=60)
+    assert checked.returncode == 0, checked.stderr
+
+
+def test_a_stale_prometheusrule_is_named_with_the_command_that_regenerates_it(tmp_path):
+    manifest = DEPLOY / "kubernetes" / "prometheusrule.yaml"
+    stale = manifest.read_text().replace("for: 1m", "for: 2m", 1)
+    copy = tmp_path / "deploy" / "kubernetes"
+    copy.mkdir(parents=True)
+    (tmp_path / "conf" / "monitoring").mkdir(parents=True)
+    shutil.copy(RULES, tmp_path / "conf" / "monitoring" / RULES.name)
+    shutil.copy(DEPLOY / "kubernetes" / "prometheusrule.py", copy / "prometheusrule.py")
+    (copy / "prometheusrule.yaml").write_text(stale)
+    checked = subprocess.run([sys.executable, str(copy / "prometheusrule.py"), "--check"], capture_output=True,
+                             text=True, timeout=60)
+    assert checked.returncode == 1
+    assert checked.stderr.splitlines() == [
+        "error: deploy/kubernetes/prometheusrule.yaml is not conf/monitoring/quota-pipeline.rules.yml's rules; "
+        "regenerate it: python3 deploy/kubernetes/prometheusrule.py"]
+
+
+def test_the_podmonitor_scrapes_the_drivers_metrics_under_the_job_the_rules_expect():
+    monitor, app = one("PodMonitor"), one("SparkApplication")
+    spec, driver = monitor["spec"], app["spec"]["driver"]
+    assert monitor["metadata"]["namespace"] == app["metadata"]["namespace"]
+    # Spark labels the driver pod spark-role=driver beside the labels the application gives it.
+    pod_labels = {**driver["labels"], "spark-role": "driver"}
+    assert spec["selector"]["matchLabels"].items() <= pod_labels.items()
+    assert "spark-role" in spec["selector"]["matchLabels"], "executors carry the app label but serve no metrics"
+    (endpoint,) = spec["podMetricsEndpoints"]
+    port = next(p for p in driver["ports"] if p["name"] == endpoint["port"])
+    props = _read(next(iter(one("ConfigMap")["data"].values())))
+    assert str(port["containerPort"]) == props[cfg.METRICS_PORT]
+    assert endpoint.get("path", "/metrics") == "/metrics"
+    # The rules find the job by its name: the PodMonitor's job label is the pods' label it names.
+    job = pod_labels[spec["jobLabel"]]
+    wanted = re.search(r'up\{job=~"([^"]+)"\}', RULES.read_text()).group(1)
+    assert re.fullmatch(wanted, job), f"job {job!r} does not match the rules' {wanted!r}"

@@ -109,3 +109,12 @@ def test_dashboard_filters_per_cluster_queries_by_the_cluster_variable() -> None
     for expr in dashboard_queries():
         if "micro_batch_duration" not in expr:  # the only metric without a cluster label
             assert 'cluster=~"$cluster"' in expr, expr
+
+
+def test_the_kubernetes_prometheusrule_holds_rules_promtool_accepts(promtool: str, tmp_path: Path) -> None:
+    """What deploy/kubernetes/prometheusrule.yaml gives the prometheus-operator passes promtool as it stands, and
+    holds every alert of the rules file (tests/test_deploy.py holds the two equal)."""
+    manifest = yaml.safe_load((MONITORING.parents[1] / "deploy" / "kubernetes" / "prometheusrule.yaml").read_text())
+    (tmp_path / "k8s.rules.yml").write_text(yaml.safe_dump({"groups": manifest["spec"]["groups"]}))
+    out = run_promtool(promtool, "check", "rules", str(tmp_path / "k8s.rules.yml"))
+    assert f"SUCCESS: {len(alert_rules())} rules found" in out

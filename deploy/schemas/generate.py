@@ -2,12 +2,15 @@
 
 The cluster's API server validates a custom resource against its CRD's openAPIV3Schema; these schemas are that
 schema cut to the levels the manifests use (deeper objects are checked for their type only), with unknown fields
-failing where the API server would prune them silently. Regenerate when moving to another operator release:
+failing where the API server would prune them silently. Regenerate when moving to another operator release, with
+any of the CRD files (each is recognised by its kind):
 
-    python deploy/schemas/generate.py SPARKAPPLICATIONS_CRD STRIMZI_KAFKA_CRD STRIMZI_KAFKANODEPOOL_CRD
+    python deploy/schemas/generate.py CRD_FILE...
 
 (kubeflow/spark-operator: config/crd/bases/sparkoperator.k8s.io_sparkapplications.yaml; Strimzi:
-packaging/install/cluster-operator/040-Crd-kafka.yaml and 045-Crd-kafkanodepool.yaml of the release.)
+packaging/install/cluster-operator/040-Crd-kafka.yaml and 045-Crd-kafkanodepool.yaml of the release;
+prometheus-operator: example/prometheus-operator-crd/monitoring.coreos.com_podmonitors.yaml and
+monitoring.coreos.com_prometheusrules.yaml of the release.)
 """
 from __future__ import annotations
 
@@ -64,15 +67,34 @@ def schema(crd_file: str, version: str, release: str) -> dict[str, Any]:
     }
 
 
+# kind -> (schema file name, the version deploy/ uses, the release whose CRD it is cut from)
+TARGETS = {
+    "SparkApplication": ("sparkapplication", "v1beta2", "kubeflow/spark-operator v2"),
+    "Kafka": ("strimzi-kafka", "v1", "Strimzi 1.0.0"),
+    "KafkaNodePool": ("strimzi-kafkanodepool", "v1", "Strimzi 1.0.0"),
+    "PodMonitor": ("podmonitor", "v1", "prometheus-operator"),
+    "PrometheusRule": ("prometheusrule", "v1", "prometheus-operator"),
+}
+
+
+def release_of(crd: dict[str, Any], default: str) -> str:
+    """The release a CRD names in its annotations (prometheus-operator's do), else the table's."""
+    version = crd["metadata"].get("annotations", {}).get("operator.prometheus.io/version")
+    return f"{default} v{version}" if version else default
+
+
 def main(argv: list[str]) -> int:
-    if len(argv) != 3:
-        print("usage: python deploy/schemas/generate.py SPARKAPPLICATIONS_CRD STRIMZI_KAFKA_CRD STRIMZI_KAFKANODEPOOL_CRD",
+    if not argv:
+        print("usage: python deploy/schemas/generate.py CRD_FILE... (kinds: " + ", ".join(TARGETS) + ")",
               file=sys.stderr)
         return 2
-    spark, kafka, pool = argv
-    for name, made in (("sparkapplication", schema(spark, "v1beta2", "kubeflow/spark-operator v2")),
-                       ("strimzi-kafka", schema(kafka, "v1", "Strimzi 1.0.0")),
-                       ("strimzi-kafkanodepool", schema(pool, "v1", "Strimzi 1.0.0"))):
+    for crd_file in argv:
+        crd = yaml.safe_load(Path(crd_file).read_text())
+        kind = crd["spec"]["names"]["kind"]
+        if kind not in TARGETS:
+            sys.exit(f"error: {crd_file} defines {kind}; deploy/ uses only {', '.join(TARGETS)}")
+        name, version, release = TARGETS[kind]
+        made = schema(crd_file, version, f"{release_of(crd, release)}, {Path(crd_file).name}")
         (HERE / f"{name}.schema.json").write_text(json.dumps(made, indent=1, sort_keys=True) + "\n")
     return 0
 

@@ -30,6 +30,7 @@ CUSTOM = {("sparkoperator.k8s.io/v1beta2", "SparkApplication"): "sparkapplicatio
           ("kafka.strimzi.io/v1", "KafkaNodePool"): "strimzi-kafkanodepool.schema.json",
           ("monitoring.coreos.com/v1", "PodMonitor"): "podmonitor.schema.json",
           ("monitoring.coreos.com/v1", "PrometheusRule"): "prometheusrule.schema.json"}
+JOB_NAMESPACE = "quota-pipeline"
 RULES = ROOT / "conf" / "monitoring" / "quota-pipeline.rules.yml"  # the rules promtool checks (test_monitoring.py)
 # Strimzi 1.0's KafkaClusterSpec.FORBIDDEN_PREFIXES: keys it drops from spec.kafka.config ("forbidden and will be
 # ignored"), so a callback setting under one of them would silently not reach the brokers.
@@ -49,9 +50,11 @@ def documents() -> list[tuple[str, dict[str, Any]]]:
             for i, doc in enumerate(yaml.safe_load_all(path.read_text())) if doc is not None]
 
 
-def one(kind: str) -> dict[str, Any]:
-    found = [doc for _, doc in documents() if doc["kind"] == kind]
-    assert len(found) == 1, f"deploy/ should hold one {kind}, not {len(found)}"
+def one(kind: str, namespace: str | None = None) -> dict[str, Any]:
+    """The one resource of `kind` (in `namespace`: the job's is quota-pipeline, the Strimzi cluster's kafka)."""
+    found = [doc for _, doc in documents()
+             if doc["kind"] == kind and namespace in (None, doc["metadata"].get("namespace"))]
+    assert len(found) == 1, f"deploy/ should hold one {kind} in namespace {namespace}, not {len(found)}"
     return found[0]
 
 
@@ -88,7 +91,7 @@ def test_every_manifest_is_valid_for_the_api_it_names(where, doc):
     ("PrometheusRule", ("spec", "groups", 0, "rules", 0), {"severity": "critical"}),    # a label outside labels
 ])
 def test_the_checks_refuse_what_the_api_server_would(kind, path, bad):
-    doc = json.loads(json.dumps(one(kind)))
+    doc = json.loads(json.dumps(one(kind, JOB_NAMESPACE if kind in ("ConfigMap", "PodMonitor") else None)))
     node = doc
     for step in path:
         node = node[step]
@@ -104,14 +107,14 @@ def _read(text: str) -> dict[str, str]:
 
 def test_the_job_config_is_valid_and_is_where_the_application_reads_it():
     app = one("SparkApplication")["spec"]
-    data = one("ConfigMap")["data"]
+    data = one("ConfigMap", JOB_NAMESPACE)["data"]
     (name, text), = data.items()
     props = _read(text)
     conf = cfg.parse(props, f"deploy/kubernetes/config.yaml: {name}")  # raises ConfigError naming each problem
     assert conf.cluster_name == "prod-east"
     mount = next(m["mountPath"] for m in app["driver"]["volumeMounts"] if m["name"] == "config")
     volume = next(v for v in app["volumes"] if v["name"] == "config")
-    assert volume["configMap"]["name"] == one("ConfigMap")["metadata"]["name"]
+    assert volume["configMap"]["name"] == one("ConfigMap", JOB_NAMESPACE)["metadata"]["name"]
     assert app["arguments"] == [f"{mount}/{name}"]
     # Prometheus reaches the driver's metrics port from outside the pod.
     assert props[cfg.METRICS_PORT] == str(next(p["containerPort"] for p in app["driver"]["ports"]))
@@ -294,7 +297,7 @@ def test_the_brokers_load_the_callback_with_settings_strimzi_passes_on():
     base = re.search(r"ARG STRIMZI_KAFKA_IMAGE=\S+:(\S+)", (DEPLOY / "strimzi" / "Dockerfile").read_text()).group(1)
     assert kafka["image"].rsplit(":", 1)[1] == base
     # The job publishes under the name the callback reads, to the topic it follows.
-    props = _read(next(iter(one("ConfigMap")["data"].values())))
+    props = _read(next(iter(one("ConfigMap", JOB_NAMESPACE)["data"].values())))
     assert config["quota.pipeline.cluster.name"] == props["quota.pipeline.cluster.name"]
     assert config["quota.pipeline.output.topic"] == props.get("quota.pipeline.output.topic", "__quota_throttle_factors")
     assert config["quota.pipeline.output.kafka.bootstrap.servers"] == props["quota.pipeline.output.kafka.bootstrap.servers"]
@@ -332,7 +335,7 @@ def test_a_stale_prometheusrule_is_named_with_the_command_that_regenerates_it(tm
 
 
 def test_the_podmonitor_scrapes_the_drivers_metrics_under_the_job_the_rules_expect():
-    monitor, app = one("PodMonitor"), one("SparkApplication")
+    monitor, app = one("PodMonitor", JOB_NAMESPACE), one("SparkApplication")
     spec, driver = monitor["spec"], app["spec"]["driver"]
     assert monitor["metadata"]["namespace"] == app["metadata"]["namespace"]
     # Spark labels the driver pod spark-role=driver beside the labels the application gives it.
@@ -341,10 +344,49 @@ def test_the_podmonitor_scrapes_the_drivers_metrics_under_the_job_the_rules_expe
     assert "spark-role" in spec["selector"]["matchLabels"], "executors carry the app label but serve no metrics"
     (endpoint,) = spec["podMetricsEndpoints"]
     port = next(p for p in driver["ports"] if p["name"] == endpoint["port"])
-    props = _read(next(iter(one("ConfigMap")["data"].values())))
+    props = _read(next(iter(one("ConfigMap", JOB_NAMESPACE)["data"].values())))
     assert str(port["containerPort"]) == props[cfg.METRICS_PORT]
     assert endpoint.get("path", "/metrics") == "/metrics"
     # The rules find the job by its name: the PodMonitor's job label is the pods' label it names.
     job = pod_labels[spec["jobLabel"]]
     wanted = re.search(r'up\{job=~"([^"]+)"\}', RULES.read_text()).group(1)
     assert re.fullmatch(wanted, job), f"job {job!r} does not match the rules' {wanted!r}"
+
+
+def callback_metrics() -> list[tuple[str, str]]:
+    """(JMX type, name) of every metric the broker plugins register (CallbackMetrics, StopAuthorizer)."""
+    java = ROOT / "broker-callback" / "src" / "main" / "java" / "io" / "quotapipeline" / "callback"
+    found = [("PipelineQuotaCallback", n)
+             for n in re.findall(r'new Metric\("(\w+)"', (java / "CallbackMetrics.java").read_text())]
+    found += [("StopAuthorizer", n)
+              for n in re.findall(r'new CallbackMetrics\.Metric\("(\w+)"', (java / "StopAuthorizer.java").read_text())]
+    assert len(found) >= 10 and ("PipelineQuotaCallback", "ThrottleFactor") in found, found
+    return found
+
+
+def test_the_brokers_serve_the_plugins_metrics_to_a_podmonitor():
+    """Strimzi's JMX exporter exports every MBean of the plugins, one series each (also for a second callback of
+    the same JVM), and a PodMonitor scrapes the cluster's Kafka pods on Strimzi's metrics port."""
+    kafka = one("Kafka")
+    ref = kafka["spec"]["kafka"]["metricsConfig"]["valueFrom"]["configMapKeyRef"]
+    namespace = kafka["metadata"]["namespace"]
+    config_map = next(doc for _, doc in documents() if doc["kind"] == "ConfigMap"
+                      and doc["metadata"] == {"name": ref["name"], "namespace": namespace})
+    rules = yaml.safe_load(config_map["data"][ref["key"]])["rules"]
+    assert yaml.safe_load(config_map["data"][ref["key"]])["lowercaseOutputName"] is True
+    for plugin, name in callback_metrics():
+        for instance in ("", ", instance=2"):
+            for attribute, suffix in (("Value", ""), ("Count", "_total")):
+                bean = f"io.quotapipeline.callback<type={plugin}, name={name}{instance}><>{attribute}"
+                matching = [r for r in rules if re.search(r["pattern"], bean)]
+                assert len(matching) == 1, bean
+                match = re.search(matching[0]["pattern"], bean)
+                assert match.expand(matching[0]["name"].replace("$", "\\")).lower() == \
+                    f"quota_pipeline_broker_{name.lower()}{suffix}"
+                assert match.expand(matching[0]["labels"]["plugin"].replace("$", "\\")) == plugin
+                assert match.expand(matching[0]["labels"]["jvm_callback"].replace("$", "\\")) == instance[-1:]
+    monitor = one("PodMonitor", namespace)
+    # The labels Strimzi gives the cluster's Kafka pods, and the name of its JMX exporter's port.
+    assert monitor["spec"]["selector"]["matchLabels"] == {"strimzi.io/cluster": kafka["metadata"]["name"],
+                                                          "strimzi.io/kind": "Kafka"}
+    assert [e["port"] for e in monitor["spec"]["podMetricsEndpoints"]] == ["tcp-prometheus"]

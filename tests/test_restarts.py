@@ -13,8 +13,8 @@ from quota_pipeline.cli import build_parser, main
 from quota_pipeline.core import config as cfg
 from quota_pipeline.core.clock import ManualClock
 from quota_pipeline.streaming import query
-from quota_pipeline.streaming.query import StreamJob
-from quota_pipeline.streaming.restarts import GAVE_UP, Restarts
+from quota_pipeline.streaming.query import StreamJob, output_ready
+from quota_pipeline.streaming.restarts import GAVE_UP, GaveUp, Restarts
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -159,6 +159,40 @@ def test_run_exits_4_when_it_gives_up(tmp_path, monkeypatch, capsys):
     monkeypatch.setattr("quota_pipeline.kafka.publisher.stall_warning", lambda configs: (None, None))
     monkeypatch.setattr("signal.signal", lambda signum, handler: None)  # pytest keeps its own Ctrl-C
     assert main(["run", str(path), "--no-metrics"]) == 4
+
+
+def _unreachable() -> str:
+    raise RuntimeError("KafkaError{code=_TRANSPORT,val=-195}: Failed to get metadata: Local: Broker transport failure")
+
+
+def test_a_resuming_job_waits_out_an_output_outage_up_to_the_give_up_point():
+    clock = ManualClock()
+    stop = _Event(clock)
+    with pytest.raises(GaveUp) as gave_up:
+        output_ready(_unreachable, resuming=True, stop=stop, warn=lambda m: None,
+                     give_up_after=dt.timedelta(minutes=1), clock=clock)
+    assert stop.waits == [2, 4, 8, 10, 10, 10, 10, 10]  # 64 s: past the minute at the ninth try
+    assert str(gave_up.value) == (
+        "giving up: the output cluster has not answered for 64 s (quota.pipeline.run.give.up.after=PT1M): "
+        "KafkaError{code=_TRANSPORT,val=-195}: Failed to get metadata: Local: Broker transport failure; exiting "
+        "with code 4 so that the supervisor restarts the job or alerts")
+    stop = _Event(clock)
+    with pytest.raises(RuntimeError):  # never waited for at a first start: most likely a wrong address
+        output_ready(_unreachable, resuming=False, stop=stop, warn=lambda m: None,
+                     give_up_after=dt.timedelta(minutes=1), clock=clock)
+    assert stop.waits == []
+
+
+def test_run_exits_4_when_the_output_cluster_stays_unreachable_on_resume(tmp_path, monkeypatch, capsys):
+    path = write_config(tmp_path, "quota.pipeline.run.give.up.after=PT1S")
+    monkeypatch.setattr(StreamJob, "resuming", lambda self: True)
+    monkeypatch.setattr(StreamJob, "prepare_output", lambda self: _unreachable())
+    monkeypatch.setattr("quota_pipeline.session.require_java", lambda: None)
+    monkeypatch.setattr("signal.signal", lambda signum, handler: None)
+    assert main(["run", str(path), "--no-metrics"]) == 4  # after one wait of 2 s
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1].startswith("giving up: the output cluster has not answered for 2 s")
+    assert not any("Traceback" in line for line in err)
 
 
 def test_the_help_and_the_docs_name_the_give_up_point_and_exit_code(capsys):

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from quota_pipeline.commands.common import add_config_argument, configure_logging, fail, load_or_exit
 from quota_pipeline.core.config import RUN_GIVE_UP_AFTER
-from quota_pipeline.streaming.restarts import GAVE_UP
+from quota_pipeline.streaming.restarts import GAVE_UP, GaveUp
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -25,9 +25,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                     "(docs/design.md). SIGTERM or Ctrl-C stops after the running micro-batch. A failed micro-batch "
                     "restarts the query from the checkpoint (backoff 2 s doubling to 60 s) until "
                     f"{RUN_GIVE_UP_AFTER} (default PT15M) has passed with no micro-batch published: then it gives "
-                    "up. Exit codes: 0 stopped by a signal; 1 the output cluster or the metrics port cannot be used; "
-                    f"2 a configuration problem; 3 no Java; {GAVE_UP} gave up (the query kept failing), so that a "
-                    "supervisor restarts the job or alerts.",
+                    "up, as it does when resuming while the output cluster stays unreachable that long. Exit codes: 0 stopped by a signal; 1 the output cluster or the metrics port cannot be used; "
+                    f"2 a configuration problem; 3 no Java; {GAVE_UP} gave up (the query kept failing, or the output "
+                    "cluster stayed unreachable), so that a supervisor restarts the job or alerts.",
     )
     add_config_argument(p, ".properties file(s), one per cluster", required=False, many=True, dest="configs")
     p.add_argument("--clusters-dir", metavar="DIR", help="also run every *.properties file in DIR")
@@ -74,6 +74,9 @@ def run(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGINT, stop)
     try:
         outcome = job.start_output()
+    except GaveUp as exc:
+        print(exc, file=sys.stderr)
+        return GAVE_UP
     except Exception as exc:  # noqa: BLE001 - any client error means the same thing to the operator
         print(f"error: cannot reach the output cluster {job.first.output_settings.get('bootstrap.servers')} "
               f"to create {job.first.output_topic}: {exc}; check quota.pipeline.output.kafka.* (or the "

@@ -284,9 +284,10 @@ TABLE: tuple[Property, ...] = (
              "how many log dirs closest to the hard limit each decision record lists"),
     Property(Q + "checkpoint.path", "string", "./checkpoints", text, "Spark checkpoint (offsets and decision state)"),
     Property(Q + "run.give.up.after", "duration", _PT(minutes=15), duration,
-             "(`run`, from the first CONFIG) how long the job keeps restarting a failing query while no micro-batch "
-             "publishes: at the first failure past it, `run` logs one line and exits with code 4, so that a "
-             "supervisor (Kubernetes, systemd, the Spark operator) restarts it or alerts; PT0S restarts forever",
+             "(`run`, from the first CONFIG) how long the job keeps trying while no micro-batch publishes (a failing "
+             "query restarted with backoff; resuming from its checkpoint, an output cluster that does not answer): "
+             "then `run` logs one line and exits with code 4, so that a supervisor (Kubernetes, systemd, the Spark "
+             "operator) restarts it or alerts; PT0S tries forever",
              "PT15M"),
     Property(Q + "metrics.host", "string", "127.0.0.1", text, "Prometheus endpoint of the driver"),
     Property(Q + "metrics.port", "int", 9404, integer(minimum=0, maximum=65535), "Prometheus endpoint port"),

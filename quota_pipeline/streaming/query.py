@@ -8,6 +8,7 @@ stopping.
 """
 from __future__ import annotations
 
+import datetime as dt
 import json
 import logging
 import os
@@ -15,6 +16,8 @@ import threading
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
+
+import isodate
 
 from quota_pipeline.core import config as cfg
 from quota_pipeline.core import names as path_names
@@ -25,7 +28,7 @@ from quota_pipeline.core.settings import Settings
 from quota_pipeline.streaming.metrics import Metrics
 from quota_pipeline.streaming import checkpoint_files, s3a
 from quota_pipeline.streaming.fleet import fleet_change
-from quota_pipeline.streaming.restarts import GAVE_UP, Restarts
+from quota_pipeline.streaming.restarts import GAVE_UP, GaveUp, Restarts
 from quota_pipeline.streaming.processor import OUTPUT_SCHEMA, REMOVED, DecisionProcessor
 from quota_pipeline.kafka.publisher import Publisher, ensure_topic
 from quota_pipeline.journal.background import Maintenance, log_report
@@ -190,8 +193,10 @@ class StreamJob:
         return any(name.isdigit() for name in checkpoint_files.names(commits))
 
     def start_output(self) -> str | None:
-        """The output topic, made ready before the query starts (None: stopped while waiting for it)."""
-        return output_ready(self.prepare_output, self.resuming(), self._stop, log.warning)
+        """The output topic, made ready before the query starts (None: stopped while waiting for it; GaveUp when
+        a resuming job waited longer than quota.pipeline.run.give.up.after)."""
+        return output_ready(self.prepare_output, self.resuming(), self._stop, log.warning,
+                            give_up_after=self.first.run_give_up_after, clock=self.clock)
 
     def request_stop(self) -> None:
         self._stop.set()
@@ -308,19 +313,28 @@ class StreamJob:
 
 
 def output_ready(prepare: Callable[[], str], resuming: bool, stop: threading.Event, warn: Callable[[str], None],
-                 first_wait: float = 2.0, longest_wait: float = 10.0) -> str | None:
+                 first_wait: float = 2.0, longest_wait: float = 10.0, give_up_after: dt.timedelta | None = None,
+                 clock: Clock = SYSTEM) -> str | None:
     """`prepare()`'s outcome once the output cluster answers. On a first start a failure is raised at once: an
     unreachable address is most likely a wrong one, and the operator is at the terminal. A job resuming from its
     checkpoint reached that address before, so it waits an outage out (a warning per try, backoff up to
     `longest_wait`): exiting would hand the same wait to a service manager's restart loop and cost a Spark start-up
-    once the cluster is back, while no decision can be published either way. None when stopped while waiting."""
-    wait = first_wait
+    once the cluster is back, while no decision can be published either way. None when stopped while waiting;
+    GaveUp once the outage has lasted `give_up_after` (quota.pipeline.run.give.up.after; None or PT0S: never),
+    so that a supervisor sees a job that cannot work."""
+    wait, started = first_wait, clock.monotonic()
     while True:
         try:
             return prepare()
         except Exception as exc:  # noqa: BLE001 - any client error means the same thing here
             if not resuming:
                 raise
+            waited = clock.monotonic() - started
+            if give_up_after and waited >= give_up_after.total_seconds():
+                raise GaveUp(f"giving up: the output cluster has not answered for {waited:.0f} s "
+                             f"(quota.pipeline.run.give.up.after={isodate.duration_isoformat(give_up_after)}): "
+                             f"{_first_line(exc)}; exiting with code {GAVE_UP} so that the supervisor restarts the "
+                             f"job or alerts") from None
             warn(f"output cluster not reachable ({_first_line(exc)}); the job resumes from its checkpoint, so it "
                  f"waits for the cluster: next try in {wait:.0f} s")
             if stop.wait(wait):

@@ -4,7 +4,8 @@ A failed micro-batch is routine (a delivery failure fails the batch on purpose a
 checkpoint), so the job restarts the query with backoff. A job whose query keeps failing while nothing is
 published is another matter: restarting it inside the process forever hides it from a supervisor. Past
 `quota.pipeline.run.give.up.after` without a published micro-batch, the next failure ends the job with GAVE_UP, so
-that Kubernetes, systemd or the Spark operator restarts it (a fresh JVM, a fresh connection) or alerts.
+that Kubernetes, systemd or the Spark operator restarts it (a fresh JVM, a fresh connection) or alerts. A job that
+resumes from its checkpoint while the output cluster is down gives up after the same time (query.output_ready).
 """
 from __future__ import annotations
 
@@ -17,6 +18,10 @@ from quota_pipeline.core.clock import Clock
 
 GAVE_UP = 4  # `run`'s exit code when it gives up; 1-3 are taken (errors, configuration, no Java)
 FIRST_BACKOFF, LONGEST_BACKOFF = 2.0, 60.0
+
+
+class GaveUp(Exception):
+    """The job stops trying: its message is the one line that says why, and `run` exits with GAVE_UP."""
 
 
 @dataclass

@@ -264,10 +264,9 @@ def _start_once(spec: ClusterSpec, home: Path) -> RealKafka:
             mount_tmpfs(tmpfs_dir, spec.tmpfs_mb)
             cluster.mounts.append(tmpfs_dir)
         for layout in layouts:
-            # A callback's last decision stays with its node: never one of another test's clusters (the default,
-            # java.io.tmpdir, is shared by every broker of the machine).
-            state = {"quota.pipeline.state.dir": str(root / f"node{layout.node_id}" / "callback-state")}
-            overrides = {**state, **(rc.authorizer_properties() if spec.authorizer else {}), **spec.overrides}
+            # A callback keeps its last decision in its node's first log dir by default (quota.pipeline.state.dir):
+            # never one of another test's clusters.
+            overrides = {**(rc.authorizer_properties() if spec.authorizer else {}), **spec.overrides}
             own = f"127.0.0.1:{layout.ports[rc.PLAINTEXT]}"
             overrides = {k: v.replace(SELF_PLAINTEXT, own) for k, v in overrides.items()}
             text = rc.server_properties(layout, voters, min(3, spec.nodes), tls.broker_properties(), overrides)

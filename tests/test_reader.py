@@ -73,7 +73,8 @@ def test_invalid_records_are_counted_and_skipped_never_fatal(broker, caplog):
         wait_until(lambda: reader.stats.records == 1)
         assert reader.current_factor() == 0.25
         assert reader.stats.skipped == 4
-    assert "unknown schema_version 3" in caplog.text
+    # One line for the four (at most one per 10 s), the first record's reason in it.
+    assert "Expecting property name" in caplog.text and "unknown schema_version" not in caplog.text
 
 
 def test_follows_every_partition_and_keeps_each_cluster_apart(broker):
@@ -246,3 +247,20 @@ def test_on_change_fires_once_per_change_and_survives_a_broken_callback():
     clock.advance(301)
     r.refresh()
     assert seen == [("c1", 1.0, 0.0), ("c1", 0.0, 0.5)]
+
+
+def test_a_flood_of_bad_records_is_one_quoted_line_per_10_s(caplog):
+    clock = ManualClock(T0)
+    r = reader(clock=clock)
+    bad = json.dumps({**decision("c1", 0.0).to_json(), "observed_at": "2026\nINFO forged " + "x" * 10_000}).encode()
+    with caplog.at_level("WARNING", logger="quota_pipeline.broker.reader"):
+        for i in range(500):
+            assert not r.apply_record(b"c1", bad, f" at decisions/0@{i}")
+            clock.t += dt.timedelta(milliseconds=10)
+        clock.t += dt.timedelta(seconds=10)
+        r.apply_record(b"c1", bad, " at decisions/0@500")
+    lines = [rec.getMessage() for rec in caplog.records if "skipped a record" in rec.getMessage()]
+    assert len(lines) == 2 and r.stats.skipped == 501
+    assert all("\n" not in line and len(line) < 400 for line in lines), lines
+    assert 'observed_at is not an ISO-8601 timestamp: "2026\\u000aINFO forged' in lines[0]
+    assert lines[1].endswith("(501 skipped so far, 499 of them not logged)")

@@ -18,8 +18,8 @@ from quota_pipeline.core.model import DecisionSource
 from quota_pipeline.core.record import ThrottleDecision
 from quota_pipeline.broker.stop import StopClock
 from quota_pipeline.broker.rules import (
-    MIN_QUOTA, UNLIMITED, QuotaPolicy, QuotaType, QuotaWindows, RefusalPolicy, ResetTracker, StopScope,
-    honoured_until, parse_decision, printable, refusal, signature_refusal,
+    MIN_QUOTA, UNLIMITED, LogLimiter, QuotaPolicy, QuotaType, QuotaWindows, RefusalPolicy, ResetTracker, StopScope,
+    honoured_until, parse_decision, printable, refusal, signature_refusal, unlogged,
 )
 from quota_pipeline.core.signing import signature_of
 
@@ -128,9 +128,9 @@ class Reader(Background):
         self._assigned = threading.Event()
         self._caught_up = threading.Event()
         self.stats = ReaderStats()
-        self._refusal_logged_at: dt.datetime | None = None
+        self._refusal_lines = LogLimiter(REFUSAL_LOG_INTERVAL)
+        self._skip_lines = LogLimiter(REFUSAL_LOG_INTERVAL)
         self._capped: set[str] = set()  # clusters whose held valid_until was cut short (said once)
-        self._refusals_not_logged = 0
 
     # ---- lifecycle ------------------------------------------------------------------------------
 
@@ -276,7 +276,12 @@ class Reader(Background):
         except (ValueError, RecursionError) as exc:  # RecordError, JSONDecodeError, UnicodeDecodeError; deep nesting
             with self._lock:
                 self.stats.skipped += 1
-            log.warning("skipped a record%s (key %r): %s", where, cluster_key, exc)
+                total, count = self.stats.skipped, self._skip_lines.admit(self._clock.now())
+            if count is not None:
+                # parse_decision's reasons quote and cut the record's own text; the rest name positions and types.
+                reason = str(exc) if len(str(exc)) <= 300 else str(exc)[:300] + "..."
+                log.warning("skipped a record%s (key %s): %s (%d skipped so far%s)", where, printable(cluster_key),
+                            reason, total, unlogged(count))
             return False
         cluster = cluster_key or decision.cluster_id
         now = self._clock.now()
@@ -313,15 +318,10 @@ class Reader(Background):
         with self._lock:
             self.stats.refused += 1
             self.stats.last_refusal = refused
-            total, last = self.stats.refused, self._refusal_logged_at
-            if last is not None and last <= refused.at < last + REFUSAL_LOG_INTERVAL:
-                self._refusals_not_logged += 1
-                return
-            unlogged, self._refusals_not_logged = self._refusals_not_logged, 0
-            self._refusal_logged_at = refused.at
-        log.warning("refused a decision record%s (key %s): %s; the decision in force is kept (%d refused so far%s)",
-                    refused.where, printable(refused.key), refused.reason, total,
-                    f", {unlogged} of them not logged" if unlogged else "")
+            total, count = self.stats.refused, self._refusal_lines.admit(refused.at)
+        if count is not None:
+            log.warning("refused a decision record%s (key %s): %s; the decision in force is kept (%d refused so far%s)",
+                        refused.where, printable(refused.key), refused.reason, total, unlogged(count))
 
     # ---- internals ------------------------------------------------------------------------------
 

@@ -167,6 +167,32 @@ def signature_refusal(keys: tuple[SigningKey, ...], key: bytes | None, value: by
             f"{', '.join(k.key_id for k in keys)})")
 
 
+@dataclass
+class LogLimiter:
+    """When a repeated warning is logged: the first at once, then at most one line per `interval`, saying how many
+    were not logged meanwhile (the Java callback's LogLimiter). Anyone who can write the decision topic can make a
+    reader warn once per record, so no such warning may reach the log once per record. Not thread-safe: callers
+    hold their own lock."""
+
+    interval: dt.timedelta
+    _last: dt.datetime | None = None
+    _not_logged: int = 0
+
+    def admit(self, now: dt.datetime) -> int | None:
+        """None when the warning at `now` is not logged (counted); else how many were not logged since the last
+        line. A clock that went back logs at once."""
+        if self._last is not None and self._last <= now < self._last + self.interval:
+            self._not_logged += 1
+            return None
+        unlogged, self._not_logged, self._last = self._not_logged, 0, now
+        return unlogged
+
+
+def unlogged(count: int) -> str:
+    """", n of them not logged" for a count from LogLimiter.admit, or nothing."""
+    return f", {count} of them not logged" if count else ""
+
+
 class Dated(Protocol):
     """What honoured_until reads: a ThrottleDecision, or the dashboard's view of one."""
 

@@ -59,7 +59,7 @@ final class LastDecisionFile {
         this(path, null);
     }
 
-    /** @param brokerUser the user the broker runs as; null: found out by creating a file beside {@code path} */
+    /** @param brokerUser the user the broker runs as; null: this JVM's own (see {@link #ownUser}) */
     LastDecisionFile(Path path, Supplier<UserPrincipal> brokerUser) {
         this.path = path;
         this.brokerUser = brokerUser != null ? brokerUser : this::ownUser;
@@ -120,7 +120,7 @@ final class LastDecisionFile {
             UserPrincipal owner = Files.getOwner(path, LinkOption.NOFOLLOW_LINKS);
             UserPrincipal broker = brokerUser.get();
             if (broker == null) {
-                return refuse("the broker's user could not be told (the directory cannot be written)");
+                return refuse("the user this broker runs as could not be told");
             }
             if (!owner.equals(broker)) {
                 return refuse("it is owned by " + Printable.quote(owner.getName()) + ", not by the broker's user "
@@ -188,11 +188,28 @@ final class LastDecisionFile {
         return content.length >= prefix.length && Arrays.equals(content, 0, prefix.length, prefix, 0, prefix.length);
     }
 
-    /** The user this JVM runs as: the owner of a file it creates (a name lookup fails for a UID without a name). */
+    /**
+     * The user this JVM runs as, found without writing anything (the disk may be the full one): the owner of
+     * /proc/self on Linux, else the user named by user.name, else the owner of a file it creates (a UID without a
+     * name in a container has no user.name to look up). Null when none of these answers.
+     */
     private UserPrincipal ownUser() {
+        try {
+            Path self = Path.of("/proc/self");
+            if (Files.isDirectory(self)) {
+                return Files.getOwner(self);
+            }
+        } catch (IOException | UnsupportedOperationException | SecurityException e) {
+            // not Linux, or no procfs: the next way
+        }
+        try {
+            return path.getFileSystem().getUserPrincipalLookupService()
+                    .lookupPrincipalByName(System.getProperty("user.name"));
+        } catch (IOException | UnsupportedOperationException | SecurityException e) {
+            // a UID without a name: the last way
+        }
         Path probe = null;
         try {
-            Files.createDirectories(path.getParent());
             probe = Files.createTempFile(path.getParent(), ".owner", ".tmp");
             return Files.getOwner(probe, LinkOption.NOFOLLOW_LINKS);
         } catch (IOException | UnsupportedOperationException | SecurityException e) {

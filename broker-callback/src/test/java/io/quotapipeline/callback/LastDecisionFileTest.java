@@ -65,6 +65,18 @@ class LastDecisionFileTest {
     }
 
     @Test
+    void aStoredStopIsReadOnAFullDiskToo(@TempDir Path dir) throws Exception {
+        // The broker's own user is found without writing a file: the disk holding the state may be the full one.
+        Path path = Files.write(dir.resolve("c1.decision.json"), record(0.0));
+        Files.setPosixFilePermissions(dir, java.nio.file.attribute.PosixFilePermissions.fromString("r-x------"));
+        try {
+            assertNotNull(new LastDecisionFile(path).read());
+        } finally {
+            Files.setPosixFilePermissions(dir, java.nio.file.attribute.PosixFilePermissions.fromString("rwx------"));
+        }
+    }
+
+    @Test
     void aSignedRecordIsStoredWithItsSignatureAndCheckedAgainOnRestore(@TempDir Path dir) {
         DecisionSignature.SigningKey key = new DecisionSignature.SigningKey("k1", "k1-secret-0123456789abcdef0123456789");
         byte[] value = record(0.0);

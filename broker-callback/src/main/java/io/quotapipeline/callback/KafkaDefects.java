@@ -32,7 +32,7 @@ final class KafkaDefects {
         }
     }
 
-    /** The warning for a broker of {@code version} (AppInfoParser.getVersion()), or null when none applies. */
+    /** The warning for a broker of {@code version} (KafkaVersion.get()), or null when none applies. */
     static String metadataFaultWarning(String version) {
         Matcher m = VERSION.matcher(version == null ? "" : version.strip());
         if (!m.matches()) {

@@ -28,8 +28,8 @@ import org.apache.kafka.server.authorizer.AuthorizerServerInfo;
  */
 class NoAuthorizer implements Authorizer {
     static final String NO_ACLS = "this broker keeps no ACLs: its authorizer is io.quotapipeline.callback.StopAuthorizer"
-            + " with " + StopAuthorizer.DELEGATE + "=" + StopAuthorizer.NONE + " (allow everything but the writes a "
-            + "stop refuses); set " + StopAuthorizer.DELEGATE + "=" + StopAuthorizer.DEFAULT_DELEGATE + " to use ACLs";
+            + " with " + BasicStopAuthorizer.DELEGATE + "=" + BasicStopAuthorizer.NONE + " (allow everything but the writes a "
+            + "stop refuses); set " + BasicStopAuthorizer.DELEGATE + "=" + BasicStopAuthorizer.DEFAULT_DELEGATE + " to use ACLs";
 
     @Override
     public void configure(Map<String, ?> configs) {

@@ -8,7 +8,6 @@ import java.util.Map;
 import org.apache.kafka.common.Cluster;
 import org.apache.kafka.common.config.ConfigException;
 import org.apache.kafka.common.security.auth.KafkaPrincipal;
-import org.apache.kafka.common.utils.AppInfoParser;
 import org.apache.kafka.server.quota.ClientQuotaCallback;
 import org.apache.kafka.server.quota.ClientQuotaEntity;
 import org.apache.kafka.server.quota.ClientQuotaType;
@@ -24,6 +23,8 @@ import org.slf4j.LoggerFactory;
  * throws. Only invalid configuration fails the broker's start.
  */
 public class PipelineQuotaCallback implements ClientQuotaCallback {
+    /** Named, not loaded: StopAuthorizer cannot load before Kafka 4.1 (no plugin metrics). */
+    static final String STOP_AUTHORIZER = "io.quotapipeline.callback.StopAuthorizer";
     private static final Logger log = LoggerFactory.getLogger(PipelineQuotaCallback.class);
 
     private final Clock clock;
@@ -57,12 +58,13 @@ public class PipelineQuotaCallback implements ClientQuotaCallback {
     public void configure(Map<String, ?> configs) {
         CallbackConfig config = CallbackConfig.parse(configs);
         close();
-        KafkaDefects.warnOnce(log, AppInfoParser.getVersion());
+        KafkaDefects.warnOnce(log, KafkaVersion.get());
         // A combined broker+controller node configures two callbacks, and StopAuthorizer follows the same topic:
         // they share one follower (SharedFollowers).
         SharedFollowers.Lease lease = SharedFollowers.acquire(config, followers, clock);
         DecisionHolder holder = lease.holder();
-        boolean refusal = StopAuthorizer.class.getName().equals(authorizerClassName(configs));
+        String authorizer = authorizerClassName(configs);
+        boolean refusal = authorizer != null && BasicStopAuthorizer.CLASS_NAMES.contains(authorizer);
         QuotaPolicy policy = new QuotaPolicy(config.staticQuotas(), config.excludedPrincipalNames(),
                 config.stopLimit(), refusal);
         List<CallbackMetrics.Metric> metrics = CallbackMetrics.definitions(holder, policy, clock);
@@ -174,7 +176,7 @@ public class PipelineQuotaCallback implements ClientQuotaCallback {
 
     /** The broker's authorizer.class.name, or null. */
     private static String authorizerClassName(Map<String, ?> configs) {
-        Object value = configs.get(StopAuthorizer.AUTHORIZER_CLASS_NAME);
+        Object value = configs.get(BasicStopAuthorizer.AUTHORIZER_CLASS_NAME);
         return value == null ? null : (value instanceof Class<?> ? ((Class<?>) value).getName()
                 : String.valueOf(value).strip());
     }
@@ -182,7 +184,7 @@ public class PipelineQuotaCallback implements ClientQuotaCallback {
     /** Which stop is in force with this configuration and what it admits, for the start-up line. */
     static String describeStop(QuotaPolicy policy) {
         if (policy.refusal()) {
-            return "refusal by " + StopAuthorizer.class.getName() + ": writes refused at factor 0, no client muted";
+            return "refusal by " + STOP_AUTHORIZER + ": writes refused at factor 0, no client muted";
         }
         StopLimit stop = policy.stop();
         String each = stop.fixed()
@@ -191,7 +193,8 @@ public class PipelineQuotaCallback implements ClientQuotaCallback {
                         + "at most %.0f s", policy.stopLimit(0), policy.stopLimit(Double.MAX_VALUE),
                         stop.muteSeconds(0), stop.maxMuteSeconds());
         return "throttle at factor 0, " + each + "; producers below that per-client limit are not slowed (set "
-                + StopAuthorizer.AUTHORIZER_CLASS_NAME + "=" + StopAuthorizer.class.getName() + " to refuse writes)";
+                + BasicStopAuthorizer.AUTHORIZER_CLASS_NAME + "=" + STOP_AUTHORIZER + " to refuse writes; "
+                + BasicStopAuthorizer.class.getName() + " before Kafka 4.1)";
     }
 
     /** Stops the follower thread (within a few seconds) and unregisters the metrics. */

@@ -109,3 +109,12 @@ def test_validate_never_prints_the_keys(tmp_path, capsys):
         validate.run(type("Args", (), {"config": str(bad), "offline": True})())
     err = capsys.readouterr().err
     assert "at least 32 characters" in err and "tooshort" not in err
+
+
+def test_one_job_signs_with_one_key():
+    from quota_pipeline.streaming.query import JobConfigError, check_runnable
+
+    first = make_config(**{cfg.CLUSTER_NAME: "a"})
+    other = make_config(**{cfg.CLUSTER_NAME: "b", cfg.SIGNING_KEYS: f"k2:{K2.secret}"})
+    with pytest.raises(JobConfigError, match="one job signs its records with one key"):
+        check_runnable([first, other])

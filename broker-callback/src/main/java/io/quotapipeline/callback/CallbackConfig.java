@@ -389,10 +389,11 @@ final class CallbackConfig {
         return settings;
     }
 
-    /** Consumer settings as they may be logged: every setting Kafka types as a password, and secret-looking names, masked. */
+    /** Consumer settings as they may be logged: every setting Kafka types as a password, and secret names, masked. */
     static Map<String, Object> forLog(Map<String, Object> settings) {
         Map<String, Object> shown = new TreeMap<>();
-        settings.forEach((k, v) -> shown.put(k, PasswordKeys.contains(k) || PropertyRules.isSecret(k) ? "[hidden]" : v));
+        settings.forEach((k, v) -> shown.put(k,
+                PasswordKeys.contains(k) || PropertyRules.isSecret(k) ? "[hidden]" : v));
         return shown;
     }
 }

@@ -8,6 +8,7 @@ import java.util.ArrayList;
 import java.util.HexFormat;
 import java.util.HashSet;
 import java.util.List;
+import java.util.Locale;
 import java.util.Set;
 import java.util.regex.Pattern;
 import java.util.stream.Collectors;
@@ -126,7 +127,7 @@ final class DecisionSignature {
         for (SigningKey k : keys) {
             if (k.id().equals(id)) {
                 byte[] expected = mac(k.secret(), key, value);
-                byte[] given = HexFormat.of().parseHex(text.substring(colon + 1).toLowerCase(java.util.Locale.ROOT));
+                byte[] given = HexFormat.of().parseHex(text.substring(colon + 1).toLowerCase(Locale.ROOT));
                 return MessageDigest.isEqual(expected, given) ? null : "its signature does not match key "
                         + Printable.quote(id) + ": not written by the pipeline, or altered";
             }

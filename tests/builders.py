@@ -31,6 +31,13 @@ def failed(seconds: float, status: Status = Status.TIMEOUT, cluster="c1") -> Vol
     return VolumeSnapshot(cluster, at(seconds), status)
 
 
+def partial(seconds: float, *volumes: Volume, brokers, fenced=(), status: Status = Status.DESCRIBE_LOG_DIRS_ERROR,
+            cluster="c1") -> VolumeSnapshot:
+    """A poll in which only the brokers of `volumes` answered DescribeLogDirs (the others of `brokers` did not)."""
+    return VolumeSnapshot(cluster, at(seconds), status, tuple(brokers), tuple(fenced), tuple(volumes),
+                          message="broker 2: KafkaConnectionError")
+
+
 def settings(hard_bytes: int = 10 * GB, soft_bytes: int | None = None, validity_s: float = 300,
              fallback: float = 0.5, offline: str = "pin", fenced: str = "pin", closest: int = 5,
              eta: tuple[float, float] = (0, 3600)) -> Settings:

@@ -13,7 +13,7 @@ import pytest
 from hypothesis import HealthCheck, Phase, find, given, settings as hsettings, strategies as st
 
 from builders import GB, ok, settings, vol
-from journal_strategies import LAYOUTS, brokers_on_every_row, fleets, write_exported
+from journal_strategies import LAYOUTS, brokers_on_every_row, cluster_journal, fleets, write_exported
 from quota_pipeline.core.config import Limit, Limits
 from quota_pipeline.core.decision import decide_all
 from quota_pipeline.core.record import stop_of
@@ -112,6 +112,78 @@ def test_the_strategies_generate_dirs_that_go_offline_after_filling():
     assert "offline-filling" in reasons(found)
 
 
+def offline_by_the_last_step_alone(snaps, s) -> bool:
+    """Some dir becomes offline-filling by the reference at a report more than a validity after its last reading,
+    where that reading's fit alone does not reach the hard limit by then (its last step does)."""
+    from quota_pipeline.core import trend
+    from quota_pipeline.core.model import epoch_micros
+
+    def late(x, v, readings) -> bool:
+        h = trend.recent(readings, readings[-1][0], s.validity)
+        (tr, a), fit = h[-1], trend.fill_rate(h)
+        elapsed = epoch_micros(x.observed_at) / 1e6 - tr / 1e6
+        return elapsed > s.validity.total_seconds() and (fit is None or a - fit * elapsed > s.limits.hard.value)
+
+    # Cheap first: most journals have no offline report a validity after a reading of a dir that was filling.
+    readings: dict = {}
+    maybe = False
+    for x in snaps:
+        for v in x.volumes:
+            key = (x.cluster_id, v.broker_id, v.log_dir)
+            if not v.offline:
+                readings[key] = readings.get(key, ()) + ((epoch_micros(x.observed_at), v.available_bytes),)
+            elif key in readings and trend.onset_rate(readings[key][-2:]) is not None and late(x, v, readings[key]):
+                maybe = True
+    if not maybe:
+        return False
+    readings, filling = {}, set()
+    ordered = sorted(snaps, key=lambda x: (x.cluster_id, x.observed_at))
+    for (sm, _), x in zip(decide_all(snaps, s), ordered):
+        now = {(x.cluster_id, c.broker_id, c.log_dir) for c in sm.closest_volumes if c.reason == "offline-filling"}
+        for v in x.volumes:
+            key = (x.cluster_id, v.broker_id, v.log_dir)
+            if not v.offline:
+                readings[key] = readings.get(key, ()) + ((epoch_micros(x.observed_at), v.available_bytes),)
+            elif key in now and key not in filling and key in readings and late(x, v, readings[key]):
+                return True
+        filling = now
+    return False
+
+
+def test_the_strategies_generate_dirs_offline_by_their_last_step_a_validity_after_it():
+    """The property tests see a fill seen in the last step only extrapolated past the validity (find fails when no
+    journal the strategy can draw has one)."""
+    s = settings(hard_bytes=5 * GB, validity_s=60)
+    found = find(cluster_journal("c1"), lambda snaps: offline_by_the_last_step_alone(snaps, s),
+                 random=random.Random(0), settings=hsettings(phases=[Phase.generate], max_examples=3000,
+                                                             database=None))
+    assert offline_by_the_last_step_alone(found, s)
+
+
+@pytest.mark.parametrize("journal", ["stops", "never_releases", "observes_nothing"])
+def test_the_compiled_pass_decides_partial_views_as_the_reference(tmp_path, journal):
+    """test_decide's partial views (a failed poll with the volumes of the brokers that answered)."""
+    from test_decide import partial_views
+
+    snaps, s, want = partial_views(journal)
+    got, rejected = replayed([write_flat(tmp_path / "j.parquet", snaps)], ["c1"], s, chunk_rows=2)
+    assert rejected == [] and got == streaming(snaps, s)
+    assert [(r["throttle_factor"], r["source"], r["missing_brokers"]) for r in got] == want
+
+
+def test_the_strategies_generate_partial_views_that_stop():
+    """The property tests see a partial view stop the cluster at once (find fails when no journal has one)."""
+    s = settings(hard_bytes=5 * GB, validity_s=60)
+
+    def stops(snaps) -> bool:
+        return any(sm.partial and d.factor == 0.0 and d.source.value == "OBSERVATION"
+                   for sm, d in decide_all(snaps, s))
+
+    found = find(cluster_journal("c1"), stops, random=random.Random(0),
+                 settings=hsettings(phases=[Phase.generate], max_examples=2000, database=None))
+    assert stops(found)
+
+
 def test_the_compiled_pass_decides_a_broker_back_with_its_dir_offline_as_the_reference(tmp_path):
     """test_decide's broker that comes back with its dir offline (its reading pinned by the fence goes stale)."""
     s = settings(validity_s=20)
@@ -132,6 +204,17 @@ def test_the_compiled_pass_takes_the_last_step_of_a_fill_as_the_reference(tmp_pa
     got, _ = replayed([write_flat(tmp_path / "j.parquet", snaps)], ["c1"], s, chunk_rows=2)
     assert got == streaming(snaps, s)
     assert [r["throttle_factor"] for r in got] == [1.0] * 5 + [0.0, 0.0]
+
+
+def test_the_compiled_pass_keeps_the_last_step_of_a_dir_offline_past_the_validity_as_the_reference(tmp_path):
+    from test_decide import FAST_STEP_LIMIT, fast_last_step
+
+    s = replace(settings(validity_s=60), limits=FAST_STEP_LIMIT)
+    snaps = fast_last_step()
+    got, _ = replayed([write_flat(tmp_path / "j.parquet", snaps)], ["c1"], s, chunk_rows=4)
+    assert got == streaming(snaps, s)
+    assert [r["throttle_factor"] for r in got] == [1.0 if x.observed_at < snaps[0].observed_at +
+                                                   dt.timedelta(seconds=570) else 0.0 for x in snaps]
 
 
 @pytest.mark.parametrize("free, offline_at, total, hard, factors", [

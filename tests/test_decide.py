@@ -7,7 +7,7 @@ from dataclasses import replace
 import pytest
 from hypothesis import given, settings as hsettings, strategies as st
 
-from builders import GB, at, failed, ok, settings, vol
+from builders import GB, at, failed, ok, partial, settings, vol
 from quota_pipeline.core.decision import decide_all
 from quota_pipeline.core.config import Limit, Limits
 from quota_pipeline.core.model import DecisionSource, PartitionSize, Status, WorstVolume
@@ -185,6 +185,29 @@ def test_a_fill_that_began_just_before_the_dir_went_offline_violates_at_its_firs
     assert summaries[5][0].closest_volumes[0].fill_rate_bytes_per_second == pytest.approx(0.318 * GB, rel=0.01)
 
 
+def fast_last_step(offline_until: float = 1020):
+    """Readings 6,100,000, 6,402,446 and 6,044,886 bytes at 0, 20 and 55 s (the last step 10,216 B/s, the fit over
+    the three 2,042 B/s), then offline every 30 s from 60 s: by the step the 887,206-byte limit is reached 505 s
+    after the last reading (at 559.9 s), by the fit only after 2,525 s; broker 2 healthy throughout."""
+    readings = [ok(t, vol(1, a, total=10 ** 8), vol(2, 50 * GB))
+                for t, a in ((0, 6_100_000), (20, 6_402_446), (55, 6_044_886))]
+    return readings + [ok(t, vol(1, None), vol(2, 50 * GB)) for t in range(60, int(offline_until) + 1, 30)]
+
+
+FAST_STEP_LIMIT = Limits(Limit("bytes", 887_206))
+
+
+def test_the_last_step_before_a_dir_went_offline_counts_for_as_long_as_it_stays_offline():
+    """The step is the reading's, like its fit: a report many validities later still extrapolates at it (a dir
+    that filled at the step's rate is full by then) instead of at the fit alone."""
+    s = replace(settings(validity_s=60), limits=FAST_STEP_LIMIT)
+    snaps = fast_last_step()
+    summaries = list(decide_all(snaps, s))
+    stopped = [sm.observed_at for sm, d in summaries if d.factor == 0.0]
+    assert stopped == [x.observed_at for x in snaps if x.observed_at >= at(570)]
+    assert {sm.closest_volumes[0].reason for sm, d in summaries if d.factor == 0.0} == {"offline-filling"}
+
+
 def test_a_dir_that_went_offline_while_steady_or_freeing_keeps_its_last_reading():
     s = settings(validity_s=60)
     for free in ([40, 40, 40], [20, 30, 40], [11, 11, 11]):
@@ -288,6 +311,47 @@ def test_a_fenced_brokers_pinned_reading_is_replaced_by_its_next_reading():
     assert [f for f, _ in factors(snaps, s)] == [0.0, 0.0, 0.0, 1.0]
 
 
+def partial_views(journal: str):
+    """(snapshots, settings, [(factor, source, missing brokers)] per snapshot) of a journal with partial views."""
+    obs, ret, fb = "OBSERVATION", "RETAINED", "FALLBACK"
+    if journal == "stops":
+        # Broker 2 does not answer (killed, before the controller fences it); brokers 1 and 3 did, and broker 3's
+        # dir is past the hard limit.
+        return [ok(0, vol(1, 50 * GB), vol(2, 50 * GB), vol(3, 50 * GB)),
+                partial(10, vol(1, 50 * GB), vol(3, 5 * GB), brokers=(1, 2, 3)),
+                partial(20, vol(1, 50 * GB), vol(3, 50 * GB), brokers=(1, 2, 3), status=Status.TIMEOUT),
+                ok(30, vol(1, 50 * GB), vol(3, 50 * GB), brokers=(1, 3), fenced=(2,))], settings(validity_s=60), [
+            (1.0, obs, []), (0.0, obs, [2]),
+            (0.0, ret, [2]),   # broker 3's dir is fine again, but broker 2 still does not answer: no release
+            (1.0, obs, [])]    # fenced: its reading at 0 s is pinned, the view complete
+    if journal == "never_releases":
+        return [ok(0, vol(1, 5 * GB), vol(2, 50 * GB)),
+                partial(10, vol(1, 50 * GB), brokers=(1, 2)),      # broker 1 fine now, 2 silent
+                partial(20, vol(1, None), brokers=(1, 2)),         # broker 1's dir offline: its reading pinned
+                partial(80, vol(1, None), brokers=(1, 2)),
+                ok(90, vol(1, None), vol(2, 50 * GB))], settings(validity_s=60, fallback=1.0), [
+            (0.0, obs, []), (0.0, ret, [2]), (0.0, ret, [2]), (1.0, fb, [2]), (1.0, obs, [])]
+    # A poll no broker answered (as every failed poll journaled before partial views were kept): its brokers list
+    # changes nothing and nobody is missing.
+    return [ok(0, vol(1, 5 * GB), vol(3, 50 * GB), brokers=(1, 3), fenced=(2,)),
+            replace(failed(10, Status.DESCRIBE_LOG_DIRS_ERROR), brokers=(1, 2, 3))], settings(validity_s=60), [
+        (0.0, obs, [2]), (0.0, ret, [])]
+
+
+@pytest.mark.parametrize("journal", ["stops", "never_releases", "observes_nothing"])
+def test_a_partial_view_is_an_observation_of_the_brokers_that_answered(journal):
+    """A violation seen in a partial view stops at once (and pins as usual); the brokers that did not answer are
+    missing, so it never releases."""
+    snaps, s, want = partial_views(journal)
+    summaries = list(decide_all(snaps, s))
+    assert [(d.factor, d.source.value, list(sm.missing_brokers)) for sm, d in summaries] == want
+    assert [sm.partial for sm, _ in summaries] == [x.status is not Status.SUCCESS and bool(x.volumes) for x in snaps]
+    if journal == "stops":
+        assert summaries[1][0].worst_volume.broker_id == 3 and summaries[1][1].valid_from == at(10)
+    if journal == "never_releases":  # pinned from the partial view's reading at 10 s, kept past the validity
+        assert summaries[3][0].closest_volumes[0].available_bytes == 50 * GB
+
+
 def test_failed_snapshot_still_evicts():
     s = settings(validity_s=60)
     snaps = [ok(0, vol(1, 5 * GB)), failed(60)]
@@ -324,6 +388,10 @@ def journals(draw):
         reporting = draw(st.sets(st.sampled_from(sorted(brokers | fenced))))
         vols = [vol(b, draw(free), log_dir=d) for b in sorted(reporting)
                 for d in draw(st.sets(st.sampled_from(["/a", "/b"]), min_size=1))]
+        if vols and draw(st.integers(0, 4)) == 0:  # a partial view: the brokers not reporting did not answer
+            snaps.append(partial(t, *vols, brokers=sorted(brokers), fenced=sorted(fenced),
+                                 status=draw(st.sampled_from(list(Status)[1:]))))
+            continue
         snaps.append(ok(t, *vols, brokers=sorted(brokers), fenced=sorted(fenced)))
     return snaps
 

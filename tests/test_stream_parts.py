@@ -289,6 +289,35 @@ def test_the_job_decides_as_the_streaming_form_batch_by_batch_and_from_an_earlie
     assert got == reference[handover:]
 
 
+def _processed(snaps, s, per_batch: int = 1) -> list[dict]:
+    """The records the processor publishes for `snaps` of cluster c1, `per_batch` snapshots a micro-batch (the
+    state saved in the state store and loaded again between them)."""
+    from quota_pipeline.streaming.processor import DecisionProcessor
+
+    handle = MemoryHandle()
+    processor = DecisionProcessor({"a": s}, {"a": "out"})
+    processor.init(handle)
+    got = []
+    for i in range(0, len(snaps), per_batch):
+        frame = _rows(r for tick, snap in enumerate(snaps[i:i + per_batch], start=i)
+                      for r in source.snapshot_rows("a", tick, snap))
+        for out in processor.handleInputRows(("c1",), iter([frame]), None):
+            got.extend(json.loads(v) for v in out["value"])
+    return got
+
+
+def test_the_job_keeps_the_last_step_of_a_dir_offline_across_micro_batches():
+    """test_decide's fast last step: the state carried between micro-batches keeps the step, so the stop comes
+    by it, a validity and more after the last reading."""
+    from test_decide import FAST_STEP_LIMIT, fast_last_step
+
+    s = replace(settings(validity_s=60), limits=FAST_STEP_LIMIT)
+    snaps = fast_last_step()
+    got = _processed(snaps, s)
+    assert [r["throttle_factor"] for r in got] == [1.0 if (x.observed_at - snaps[0].observed_at).total_seconds()
+                                                   < 570 else 0.0 for x in snaps]
+
+
 class _Waits:
     """A stop event that records how long it was asked to wait, without waiting; `stop_after` waits, it is set."""
 

@@ -59,7 +59,8 @@ class CacheState:
     entries: dict[Key, Entry] = field(default_factory=dict)
     registered: frozenset[int] = frozenset()
     # The last few (observed_at µs, available bytes) readings per key, for fill rates; kept apart from the
-    # entries because a reading that expired still tells how fast its log dir was filling.
+    # entries because a reading that expired still tells how fast its log dir was filling, and kept while the key
+    # is cached (a pinned reading's last step stays known).
     history: dict[Key, tuple[tuple[int, int], ...]] = field(default_factory=dict)
     # Per key, each ETA-window bucket's least reading (observed_at µs, available bytes) and its most available bytes,
     # oldest first, within the window and since the last clean-up (trend.add_reading); kept like `history`, and only
@@ -73,12 +74,15 @@ def apply_snapshot(state: CacheState, snap: VolumeSnapshot, settings: Settings) 
     entries = {k: e for k, e in state.entries.items() if e.pinned or t < e.observed_at + settings.validity}
     registered = state.registered
     t_us = epoch_micros(t)
-    history = {k: h for k, h in state.history.items() if trend.recent(h, t_us, settings.validity)}
+    # A key's readings outlive its reading's expiry by a validity (a fill rate still needs them) and stay for as long
+    # as it is cached: a pinned reading of a dir that went offline keeps its last step (`onset`) however long it
+    # stays offline, as it keeps its fitted rate.
+    history = {k: h for k, h in state.history.items() if k in entries or trend.recent(h, t_us, settings.validity)}
     predictive = settings.eta_horizon > dt.timedelta(0)
     bucket_us = trend.bucket_micros(settings.eta_window)
     buckets = {k: w for k, b in state.buckets.items() if (w := trend.in_window(b, t_us, bucket_us))} \
         if predictive else {}
-    if snap.status is Status.SUCCESS:
+    if observation(snap):
         registered = snap.registered_brokers
         for v in snap.volumes:
             key = (v.broker_id, v.log_dir)
@@ -116,8 +120,26 @@ def apply_snapshot(state: CacheState, snap: VolumeSnapshot, settings: Settings) 
     return new_state, summarize(snap, in_force, settings)
 
 
+def observation(snap: VolumeSnapshot) -> bool:
+    """A poll that observed brokers: SUCCESS, or a partial view (a failed poll that lists the volumes of the brokers
+    that answered DescribeLogDirs). A failed poll without volumes observed nothing."""
+    return snap.status is Status.SUCCESS or bool(snap.volumes)
+
+
+def missing_brokers(snap: VolumeSnapshot, in_force: list[Entry]) -> tuple[int, ...]:
+    """The registered brokers of an observation without an entry in force and, in a partial view, the active
+    brokers that did not answer (no volume of theirs in it), whatever they have cached; none for a failed poll."""
+    if not observation(snap):
+        return ()
+    missing = snap.registered_brokers - {e.broker_id for e in in_force}
+    if snap.status is not Status.SUCCESS:
+        missing |= frozenset(snap.brokers) - {v.broker_id for v in snap.volumes}
+    return sorted_unique(missing)
+
+
 def onset(history: tuple[tuple[int, int], ...], settings: Settings) -> float | None:
-    """The key's last step of filling (trend.onset_rate) over its readings within the validity of the newest."""
+    """The key's last step of filling (trend.onset_rate) over its readings within the validity of the newest: the
+    step of the cached reading (the newest), whatever the time since it, as its fitted rate is."""
     return trend.onset_rate(trend.recent(history, history[-1][0], settings.validity)) if history else None
 
 
@@ -223,9 +245,7 @@ def summarize(snap: VolumeSnapshot, in_force: list[Entry], settings: Settings) -
     violating = [e for e in in_force if policy.violates_py(e.available_bytes, e.total_bytes, limits)]
     worst = min(factors, key=lambda fe: worst_key(*fe), default=None)
     ratios = [r for r in (e.available_ratio for e in in_force) if r is not None]
-    success = snap.status is Status.SUCCESS
-    expected = snap.registered_brokers if success else frozenset()
-    missing = sorted_unique(expected - {e.broker_id for e in in_force})
+    missing = missing_brokers(snap, in_force)
     return SnapshotSummary(
         cluster_id=snap.cluster_id,
         observed_at=snap.observed_at,
@@ -235,7 +255,8 @@ def summarize(snap: VolumeSnapshot, in_force: list[Entry], settings: Settings) -
         missing_brokers=missing,
         violations=len(violating),
         policy_factor=min((f for f, _ in factors), default=1.0),
-        complete=success and not missing,
+        complete=snap.status is Status.SUCCESS and not missing,
+        partial=snap.status is not Status.SUCCESS and observation(snap),
         worst_volume=None if worst is None else WorstVolume(
             worst[1].broker_id, worst[1].log_dir, worst[1].available_bytes, worst[1].available_ratio),
         min_available_ratio=min(ratios, default=None),

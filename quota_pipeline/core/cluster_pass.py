@@ -246,7 +246,9 @@ class ClusterPass:
         status = self._first_non_null(table.column("status"), starts, keep)
         ok = pc.equal(status, "SUCCESS").fill_null(False).to_numpy(zero_copy_only=False)
         new_index = np.cumsum(keep) - 1
-        vol = keep[snap_of] & _np(table.column("broker_id").is_valid()) & ok[new_index[snap_of]]
+        # Every volume row, a failed poll's too: a partial view's readings are observations of the brokers that
+        # answered (a failed poll that reached none has no volume row).
+        vol = keep[snap_of] & _np(table.column("broker_id").is_valid())
         vrows = np.flatnonzero(vol)
         key_broker_id, key_name, carried_key_of, row_key = self._log_dirs(table, vrows)
         broker_ids, lists, key_broker, carried_broker_of = self._brokers(

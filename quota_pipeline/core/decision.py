@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import Iterable, Iterator
 
 from quota_pipeline.core.cache import CacheState, apply_snapshot
-from quota_pipeline.core.model import Decision, DecisionSource, SnapshotSummary, Status, VolumeSnapshot
+from quota_pipeline.core.model import Decision, DecisionSource, SnapshotSummary, VolumeSnapshot
 from quota_pipeline.core.settings import Settings
 
 
@@ -22,7 +22,9 @@ def advance(current: Decision | None, s: SnapshotSummary, settings: Settings) ->
     """Step 4: decide on an observation, retain within validity, or fall back (and stay there)."""
     if current is None:
         current = initial_decision(s.observed_at)
-    if s.status is Status.SUCCESS and (s.violating or s.complete):
+    # A violation stops at once on any observation, a partial view included; only a release needs a complete one
+    # (complete is SUCCESS with every registered broker covered).
+    if s.observation and (s.violating or s.complete):
         factor, source, valid_from = s.policy_factor, DecisionSource.OBSERVATION, s.observed_at
     elif current.source is DecisionSource.FALLBACK or s.observed_at > current.valid_from + settings.validity:
         factor, source, valid_from = settings.fallback_factor, DecisionSource.FALLBACK, current.valid_from

@@ -367,11 +367,11 @@ def _mark(flags, at, numbers, i):
 
 
 @numba.njit(cache=True, inline="always")
-def _onset(k, now, validity_us, hist_t, hist_a, hist_n):
-    """cache.onset: the key's last step of filling, if its newest reading is within validity of `now` (else the
-    reference has dropped the key's history) and the one before within validity of it; NaN when not filling."""
+def _onset(k, validity_us, hist_t, hist_a, hist_n):
+    """cache.onset: the key's last step of filling, the one before its newest reading within validity of it; NaN
+    when not filling. Called for a cached reading, which is the newest: its step, however long ago it was read."""
     n = hist_n[k]
-    if n < 2 or hist_t[k, n - 1] < now - validity_us or hist_t[k, n - 2] < hist_t[k, n - 1] - validity_us:
+    if n < 2 or hist_t[k, n - 2] < hist_t[k, n - 1] - validity_us:
         return np.nan
     if hist_t[k, n - 1] <= hist_t[k, n - 2]:
         return np.nan
@@ -423,10 +423,10 @@ def _pin_fenced(listed, fenced_now, key_broker, has, pinned):
 def _upsert_snapshot(i, now, listed, fenced_now, rows_at, key, r_total, r_available, r_offline, r_row, key_broker,
                      validity_us, hard_kind, hard_value, offline_policy, fenced_pin, has, pinned, observed, total,
                      available, offline, fill, row, hist_t, hist_a, hist_n, registered, env, bucket_us):
-    """Step 1 for a SUCCESS: its registered brokers; each reading into its log dir's fill history (the oldest
-    dropped) and cached unpinned with its fill rate over the history within validity (and, with `bucket_us` > 0,
-    into its ETA-window buckets, with its envelope rate); its offline reports; the fenced brokers' pins. (The
-    per-row step is written out here: a call per row, even inlined, costs more.)"""
+    """Step 1 for an observation (a SUCCESS or a partial view): its registered brokers; each reading into its log
+    dir's fill history (the oldest dropped) and cached unpinned with its fill rate over the history within validity
+    (and, with `bucket_us` > 0, into its ETA-window buckets, with its envelope rate); its offline reports; the
+    fenced brokers' pins. (The per-row step is written out here: a call per row, even inlined, costs more.)"""
     env_t, env_a, env_n, eta, env_m = env
     for b in range(registered.shape[0]):
         registered[b] = listed[b] or fenced_now[b]
@@ -435,7 +435,7 @@ def _upsert_snapshot(i, now, listed, fenced_now, rows_at, key, r_total, r_availa
         k = key[r]
         if r_offline[r]:
             _report_offline(k, now, offline_policy, hard_kind, hard_value, has, pinned, observed, total, available,
-                            offline, fill, row, _onset(k, now, validity_us, hist_t, hist_a, hist_n))
+                            offline, fill, row, _onset(k, validity_us, hist_t, hist_a, hist_n))
             continue
         m = hist_n[k]
         if m == depth:
@@ -577,13 +577,14 @@ def _entries_in_force(i, has, pinned, registered, key_broker, offline, available
 
 
 @numba.njit(cache=True, inline="always")
-def _missing_brokers(i, ok, listed, fenced_now, present, n_missing, o_missing_at, o_missing):
-    """Step 3, completeness: the brokers of a SUCCESS (listed or fenced) without an entry in force, appended to
+def _missing_brokers(i, ok, seen, listed, fenced_now, present, answered, n_missing, o_missing_at, o_missing):
+    """Step 3, completeness (cache.missing_brokers): the brokers of an observation (listed or fenced) without an
+    entry in force and, in a partial view (`seen` but not `ok`), the listed ones that did not answer, appended to
     o_missing from n_missing on; the new count (complete when it did not grow)."""
     o_missing_at[i] = n_missing
-    if ok:
+    if seen:
         for b in range(listed.shape[0]):
-            if (listed[b] or fenced_now[b]) and not present[b]:
+            if (listed[b] or fenced_now[b]) and (not present[b] or (not ok and listed[b] and not answered[b])):
                 o_missing[n_missing] = b
                 n_missing += 1
     return n_missing
@@ -672,6 +673,7 @@ def _run(has, pinned, observed, total, available, offline, fill, row, hist_t, hi
     listed = np.zeros(nb, np.bool_)     # brokers of this snapshot
     fenced_now = np.zeros(nb, np.bool_)
     present = np.zeros(nb, np.bool_)    # brokers with a log dir in force
+    answered = np.zeros(nb, np.bool_)   # brokers with a volume in this snapshot
     gone = np.zeros(has.shape[0], np.bool_)  # expired at this snapshot
     # The closest volumes' outputs as one argument (numba inlines a call of at most 30 arguments).
     c_out = (o_closest, o_c_available, o_c_total, o_c_ratio, o_c_headroom, o_c_fill, o_c_eta, o_c_row)
@@ -684,7 +686,12 @@ def _run(has, pinned, observed, total, available, offline, fill, row, hist_t, hi
         _evict_expired(now, validity_us, has, pinned, observed, gone)
         _mark(listed, brokers_at, brokers, i)
         _mark(fenced_now, fenced_at, fenced, i)
-        if ok[i]:
+        # An observation: a SUCCESS, or a partial view (a failed poll with the volumes of the brokers that answered).
+        seen = ok[i] or rows_at[i + 1] > rows_at[i]
+        answered[:] = False
+        for r in range(rows_at[i], rows_at[i + 1]):
+            answered[key_broker[key[r]]] = True
+        if seen:
             _upsert_snapshot(i, now, listed, fenced_now, rows_at, key, r_total, r_available, r_offline, r_row,
                              key_broker, validity_us, hard_kind, hard_value, offline_policy, fenced_pin, has, pinned,
                              observed, total, available, offline, fill, row, hist_t, hist_a, hist_n, registered,
@@ -696,11 +703,12 @@ def _run(has, pinned, observed, total, available, offline, fill, row, hist_t, hi
         if closest > 0:
             _closest_volumes(i, closest, has, pinned, registered, key_broker, offline, available, total, fill, row,
                              hard_kind, hard_value, c_out)
-        n_missing = _missing_brokers(i, ok[i], listed, fenced_now, present, n_missing, o_missing_at, o_missing)
+        n_missing = _missing_brokers(i, ok[i], seen, listed, fenced_now, present, answered, n_missing, o_missing_at,
+                                     o_missing)
         complete = ok[i] and n_missing == o_missing_at[i]
         o_active_brokers[i] = listed.sum()
         o_complete[i] = complete
-        factor, source, valid_from, since = _advance(decision, now, ok[i] and (violations > 0 or complete),
+        factor, source, valid_from, since = _advance(decision, now, seen and (violations > 0 or complete),
                                                      policy_factor, validity_us, fallback)
         o_factor[i] = factor
         o_source[i] = source

@@ -290,10 +290,18 @@ class SnapshotSummary:
     # The sorted union of the topics of the violating entries in force, when at least one violates and every one's
     # topics are known; None otherwise (what a stop at factor 0 refuses: Decision semantics, the stop).
     stop_topics: tuple[str, ...] | None = None
+    # A partial view: a failed poll that lists the volumes of the brokers that answered. An observation of those
+    # brokers (a violation in it stops at once); the brokers that did not answer are missing, so it never releases.
+    partial: bool = False
 
     @property
     def violating(self) -> bool:
         return self.violations > 0
+
+    @property
+    def observation(self) -> bool:
+        """Steps 1-3 saw brokers' readings: SUCCESS, or a partial view."""
+        return self.status is Status.SUCCESS or self.partial
 
 
 @dataclass(frozen=True)

@@ -158,6 +158,7 @@ class Observer(AdminConnection):
                 continue
             volumes.extend(_volumes(b, response, problems))
 
+        volumes.sort(key=lambda v: (v.broker_id, v.log_dir))
         if problems.unsupported:
             status, lines = Status.UNSUPPORTED_BROKER, problems.unsupported
         elif problems.errors:
@@ -165,10 +166,11 @@ class Observer(AdminConnection):
         elif problems.timeouts:
             status, lines = Status.TIMEOUT, problems.timeouts
         else:
-            volumes.sort(key=lambda v: (v.broker_id, v.log_dir))
             return self._snapshot(started, Status.SUCCESS, brokers=brokers, fenced=fenced, volumes=tuple(volumes))
-        # A failed poll carries no volumes: decide only takes readings from SUCCESS snapshots.
-        return self._snapshot(started, status, message="; ".join(lines), brokers=brokers, fenced=fenced)
+        # A partial view keeps the volumes of the brokers that answered: a full disk among them stops at once, and
+        # the brokers that did not answer (no volume listed) count as missing, so no release follows from it.
+        return self._snapshot(started, status, message="; ".join(lines), brokers=brokers, fenced=fenced,
+                              volumes=tuple(volumes))
 
     async def _describe_cluster(self, manager: Any, remaining_ms: Callable[[], int]) -> tuple[tuple[int, ...], tuple[int, ...]]:
         """(active brokers, fenced brokers); fenced ones only from brokers with DescribeCluster v2 (KIP-1073)."""

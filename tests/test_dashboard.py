@@ -83,12 +83,13 @@ def test_history_is_bounded_by_the_window_and_the_point_count():
     assert len(h.records(with_points=True)[0].points) == 10
 
 
-def test_late_and_repeated_records_keep_the_timeline_ordered_and_the_latest_wins():
+def test_a_record_older_than_one_read_before_it_is_refused_as_brokers_refuse_it():
     h = history_of(record("c1", T0, 1.0), record("c1", T0 + 2 * MINUTE, 0.0))
-    h.apply(b"c1", encode(record("c1", T0 + MINUTE, 0.5)))  # late
-    h.apply(b"c1", encode(record("c1", T0 + 2 * MINUTE, 0.0)))  # published again
+    assert not h.apply(b"c1", encode(record("c1", T0 + MINUTE, 0.5)), "at t/0@9")  # written again, or by another
+    assert h.refused_total == 1 and "a record written again" in h.last_refused.reason
+    assert h.apply(b"c1", encode(record("c1", T0 + 2 * MINUTE, 0.0)))  # the same instant: published again
     (rec,) = h.records(with_points=True)
-    assert rec.points.factor == [1.0, 0.5, 0.0] and rec.latest.throttle_factor == 0.0
+    assert rec.points.factor == [1.0, 0.0] and rec.latest.throttle_factor == 0.0
 
 
 def test_unreadable_records_are_counted_per_cluster_and_a_tombstone_changes_nothing():

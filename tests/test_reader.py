@@ -103,12 +103,12 @@ def reader(clock: ManualClock | None = None, **props: str) -> Reader:
     return Reader(make_config(**props), clock=clock or ManualClock(T0))
 
 
-def test_ignores_a_record_older_than_the_one_it_holds():
+def test_refuses_a_record_older_than_one_read_before_it():
     r = reader()
     assert r.apply_record(b"c1", encode(decision("c1", 0.0, T0 + dt.timedelta(seconds=10))))
-    assert not r.apply_record(b"c1", encode(decision("c1", 1.0, T0)))
+    assert not r.apply_record(b"c1", encode(decision("c1", 1.0, T0)))  # written again: a replay
     assert r.current_factor() == 0.0
-    assert r.stats.older == 1
+    assert r.stats.refused == 1 and "a record written again" in r.stats.last_refusal.reason
     assert r.apply_record(b"c1", encode(decision("c1", 1.0, T0 + dt.timedelta(seconds=10))))  # same time: taken
     assert r.current_factor() == 1.0
 

@@ -19,7 +19,7 @@ from quota_pipeline.core.record import ThrottleDecision
 from quota_pipeline.broker.stop import StopClock
 from quota_pipeline.broker.rules import (
     MIN_QUOTA, UNLIMITED, LogLimiter, QuotaPolicy, QuotaType, QuotaWindows, RefusalPolicy, ResetTracker, StopScope,
-    honoured_until, parse_decision, printable, refusal, signature_refusal, unlogged,
+    honoured_until, parse_decision, printable, refusal, replay_refusal, signature_refusal, unlogged,
 )
 from quota_pipeline.core.signing import signature_of
 
@@ -131,6 +131,7 @@ class Reader(Background):
         self._refusal_lines = LogLimiter(REFUSAL_LOG_INTERVAL)
         self._skip_lines = LogLimiter(REFUSAL_LOG_INTERVAL)
         self._capped: set[str] = set()  # clusters whose held valid_until was cut short (said once)
+        self._newest_read: dict[str, dt.datetime] = {}  # per cluster: the newest observed_at read from the topic
 
     # ---- lifecycle ------------------------------------------------------------------------------
 
@@ -292,6 +293,11 @@ class Reader(Background):
             return False  # never replaces the decision in force
         if self.cluster and cluster != self.cluster:
             return False  # kept only for the cluster served: a topic of many clusters costs nothing more (as Java)
+        why = replay_refusal(decision, self._newest_read.get(cluster))
+        if why is not None:
+            self._refuse(Refusal(cluster_key, where, why, now))
+            return False
+        self._newest_read[cluster] = decision.observed_at
         with self._lock:
             held = self._held.get(cluster)
             if held is not None and decision.observed_at < held.observed_at:

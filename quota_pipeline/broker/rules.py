@@ -193,6 +193,18 @@ def unlogged(count: int) -> str:
     return f", {count} of them not logged" if count else ""
 
 
+def replay_refusal(decision: ThrottleDecision, newest_read: dt.datetime | None) -> str | None:
+    """Why a record read from the topic after one of the same cluster observed later must not be taken, or None: the
+    pipeline writes a cluster's records in order, so it was written again (a replay, signed or not). Only a reader's
+    own order counts: the Java callback restarting from its stored decision reads older records after it, and
+    ignores those as older. DecisionHolder says the same."""
+    if newest_read is None or decision.observed_at >= newest_read:
+        return None
+    return (f"observed_at {format_time(decision.observed_at)} is older than that of a record read before it "
+            f"({format_time(newest_read)}): a record written again, since the pipeline writes a cluster's records "
+            "in order")
+
+
 class Dated(Protocol):
     """What honoured_until reads: a ThrottleDecision, or the dashboard's view of one."""
 

@@ -11,7 +11,7 @@ from array import array
 from dataclasses import dataclass, field
 from typing import Any
 
-from quota_pipeline.broker.rules import refusal, signature_refusal
+from quota_pipeline.broker.rules import refusal, replay_refusal, signature_refusal
 from quota_pipeline.core.clock import SYSTEM, Clock
 from quota_pipeline.core.properties import DEFAULT_MAX_CLOCK_SKEW
 from quota_pipeline.core.record import ThrottleDecision
@@ -213,6 +213,13 @@ class History:
         with self._lock:
             if decision.observed_at < now - self.window:
                 return False  # a cluster silent for longer than the window is not on the page
+            known = self._clusters.get(name or decision.cluster_id)
+            why = replay_refusal(decision, None if known is None or known.latest is None else known.latest.observed_at)
+            if why is not None:  # read after a newer record of its cluster: written again, as brokers refuse it
+                self.refused_total += 1
+                self.last_refused = Refused(name, where, why, now)
+                self.version += 1
+                return False
             cluster = self._cluster(name or decision.cluster_id)
             if not cluster.add(decision, value, self.window.total_seconds(), self.max_points):
                 return False

@@ -18,8 +18,9 @@ import org.slf4j.LoggerFactory;
  *
  * <p>Only the pipeline may change the factor: with signing keys configured a record that is not signed with one of
  * them is refused, and so is a record whose observed_at or decided_at is further ahead of this holder's clock than
- * the skew allowance (counted, logged, never held); a record older than the one held is never taken (a genuine
- * record written again changes nothing), and a held record's valid_until is honoured at most until observed_at +
+ * the skew allowance, and so is a record older than one read before it on the topic (the pipeline writes a
+ * cluster's records in order: this one was written again, a replay), all counted, logged and never held. A record
+ * older than the one held is never taken, and a held record's valid_until is honoured at most until observed_at +
  * validity + skew (docs/broker-side.md, docs/security.md).
  */
 final class DecisionHolder {
@@ -42,6 +43,7 @@ final class DecisionHolder {
     private final DecisionSignature signature;
     private final Instant startedAt;
     private volatile DecisionRecord held;
+    private Instant newestRead;  // follower thread only: the newest observed_at taken or kept from the topic
     private volatile Refusal lastRefusal;
     private final AtomicLong applied = new AtomicLong();
     private final AtomicLong older = new AtomicLong();
@@ -79,6 +81,18 @@ final class DecisionHolder {
      * @param signature the value of the record's {@value DecisionSignature#HEADER} header, or null
      */
     Outcome apply(byte[] key, byte[] value, byte[] signature, String where) {
+        return take(key, value, signature, where, true);
+    }
+
+    /**
+     * Takes the record this broker stored before it restarted (LastDecisionFile), under the same rules but for the
+     * order on the topic: the topic's records that come before it are read after it.
+     */
+    Outcome restore(byte[] key, byte[] value, byte[] signature, String where) {
+        return take(key, value, signature, where, false);
+    }
+
+    private Outcome take(byte[] key, byte[] value, byte[] signature, String where, boolean fromTopic) {
         String recordKey = key == null ? null : new String(key, StandardCharsets.UTF_8);
         if (value == null) {
             if (recordKey == null) {
@@ -114,6 +128,15 @@ final class DecisionHolder {
         if (refusal != null) {
             refuse(recordKey, where, refusal, now);
             return Outcome.REFUSED;  // never replaces the decision in force
+        }
+        if (fromTopic && newestRead != null && record.observedAt().isBefore(newestRead)) {
+            refuse(recordKey, where, "observed_at " + record.observedAt() + " is older than that of a record read "
+                    + "before it (" + newestRead + "): a record written again, since the pipeline writes a cluster's "
+                    + "records in order", now);
+            return Outcome.REFUSED;
+        }
+        if (fromTopic) {
+            newestRead = record.observedAt();
         }
         DecisionRecord current = held;
         if (current != null && record.observedAt().isBefore(current.observedAt())) {

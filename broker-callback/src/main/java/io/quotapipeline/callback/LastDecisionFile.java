@@ -90,7 +90,7 @@ final class LastDecisionFile {
         if (stored == null) {
             return null;
         }
-        DecisionHolder.Outcome outcome = holder.apply(cluster.getBytes(StandardCharsets.UTF_8), stored.value(),
+        DecisionHolder.Outcome outcome = holder.restore(cluster.getBytes(StandardCharsets.UTF_8), stored.value(),
                 stored.signature(), " from " + path);
         log.info("last decision from {}: {}", path, outcome);
         return outcome;

@@ -89,8 +89,19 @@ class DecisionSignatureTest {
         clock.set(START.plusSeconds(11));
         holder.apply(C1, release, DecisionSignature.sign(K1, C1, release), "");
         holder.apply(C1, stop, DecisionSignature.sign(K1, C1, stop), "");
-        assertEquals(DecisionHolder.Outcome.OLDER, holder.apply(C1, release, DecisionSignature.sign(K1, C1, release), ""));
+        assertEquals(DecisionHolder.Outcome.REFUSED,
+                holder.apply(C1, release, DecisionSignature.sign(K1, C1, release), " at t/0@2"));
+        assertEquals(1, holder.refused());
+        assertTrue(holder.lastRefusal().reason().contains("a record written again"), holder.lastRefusal().reason());
         assertEquals(0.0, holder.answer(clock.instant()).factor());
+
+        // A broker restarting from its stored decision reads the topic's older records after it: not refused.
+        DecisionHolder restarted = holder(K1);
+        restarted.restore(C1, stop, DecisionSignature.sign(K1, C1, stop), " from a file");
+        assertEquals(DecisionHolder.Outcome.OLDER,
+                restarted.apply(C1, release, DecisionSignature.sign(K1, C1, release), " at t/0@0"));
+        assertEquals(DecisionHolder.Outcome.APPLIED, restarted.apply(C1, stop, DecisionSignature.sign(K1, C1, stop), ""));
+        assertEquals(0, restarted.refused());
     }
 
     @Test

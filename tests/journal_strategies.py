@@ -64,7 +64,7 @@ def cluster_journal(draw, cluster: str):
     drifts = draw(st.dictionaries(st.tuples(st.integers(1, 5), st.sampled_from(["/a", "/b"])), drift(),
                                   max_size=3))
     since = {}  # per drift that begins late: the time of the poll before the one it begins at
-    # In some journals the brokers of the drifting dirs report at every poll they are listed in, so that a drift
+    # In some journals the brokers of the drifting dirs are registered and report at every poll, so that a drift
     # is read poll after poll up to the one it goes offline at.
     steady = draw(st.booleans())
     for poll in range(draw(st.integers(1, 30))):
@@ -78,9 +78,11 @@ def cluster_journal(draw, cluster: str):
         brokers = draw(st.sets(st.integers(1, 3), min_size=1))
         # brokers 2 and 3 are active in some snapshots and fenced in others (a stop, a restart)
         fenced = draw(st.sets(st.integers(2, 5), max_size=2)) - brokers
+        if steady:
+            brokers |= {b for b, _ in drifts} - fenced
         reporting = draw(st.sets(st.sampled_from(sorted(brokers | fenced))))
         if steady:
-            reporting |= {b for b, _ in drifts if b in brokers | fenced}
+            reporting |= {b for b, _ in drifts}
         vols = []
         for b in sorted(reporting):
             dirs = draw(st.sets(st.sampled_from(["/a", "/b"]), min_size=1)) | {d for k, d in drifts if k == b}

@@ -367,6 +367,16 @@ def _mark(flags, at, numbers, i):
 
 
 @numba.njit(cache=True, inline="always")
+def _mark_answered(answered, rows_at, key, key_broker, i):
+    """answered[b] set for the brokers with a volume in snapshot i (they answered its DescribeLogDirs), the rest
+    cleared; whether it has any volume."""
+    answered[:] = False
+    for r in range(rows_at[i], rows_at[i + 1]):
+        answered[key_broker[key[r]]] = True
+    return rows_at[i + 1] > rows_at[i]
+
+
+@numba.njit(cache=True, inline="always")
 def _onset(k, validity_us, hist_t, hist_a, hist_n):
     """cache.onset: the key's last step of filling, the one before its newest reading within validity of it; NaN
     when not filling. Called for a cached reading, which is the newest: its step, however long ago it was read."""
@@ -687,10 +697,7 @@ def _run(has, pinned, observed, total, available, offline, fill, row, hist_t, hi
         _mark(listed, brokers_at, brokers, i)
         _mark(fenced_now, fenced_at, fenced, i)
         # An observation: a SUCCESS, or a partial view (a failed poll with the volumes of the brokers that answered).
-        seen = ok[i] or rows_at[i + 1] > rows_at[i]
-        answered[:] = False
-        for r in range(rows_at[i], rows_at[i + 1]):
-            answered[key_broker[key[r]]] = True
+        seen = _mark_answered(answered, rows_at, key, key_broker, i) or ok[i]
         if seen:
             _upsert_snapshot(i, now, listed, fenced_now, rows_at, key, r_total, r_available, r_offline, r_row,
                              key_broker, validity_us, hard_kind, hard_value, offline_policy, fenced_pin, has, pinned,

@@ -54,6 +54,16 @@ class _BrokerProblems:
     errors: list[str] = field(default_factory=list)
     timeouts: list[str] = field(default_factory=list)
 
+    def outcome(self) -> tuple[Status, str | None]:
+        """The poll's status and message: SUCCESS without a problem, else the gravest kind with its lines."""
+        if self.unsupported:
+            return Status.UNSUPPORTED_BROKER, "; ".join(self.unsupported)
+        if self.errors:
+            return Status.DESCRIBE_LOG_DIRS_ERROR, "; ".join(self.errors + self.timeouts)
+        if self.timeouts:
+            return Status.TIMEOUT, "; ".join(self.timeouts)
+        return Status.SUCCESS, None
+
 
 class Observer(AdminConnection):
     """Holds one admin client across polls; `poll()` never raises, every outcome is a snapshot."""
@@ -158,19 +168,11 @@ class Observer(AdminConnection):
                 continue
             volumes.extend(_volumes(b, response, problems))
 
-        volumes.sort(key=lambda v: (v.broker_id, v.log_dir))
-        if problems.unsupported:
-            status, lines = Status.UNSUPPORTED_BROKER, problems.unsupported
-        elif problems.errors:
-            status, lines = Status.DESCRIBE_LOG_DIRS_ERROR, problems.errors + problems.timeouts
-        elif problems.timeouts:
-            status, lines = Status.TIMEOUT, problems.timeouts
-        else:
-            return self._snapshot(started, Status.SUCCESS, brokers=brokers, fenced=fenced, volumes=tuple(volumes))
+        status, message = problems.outcome()
         # A partial view keeps the volumes of the brokers that answered: a full disk among them stops at once, and
         # the brokers that did not answer (no volume listed) count as missing, so no release follows from it.
-        return self._snapshot(started, status, message="; ".join(lines), brokers=brokers, fenced=fenced,
-                              volumes=tuple(volumes))
+        return self._snapshot(started, status, message=message, brokers=brokers, fenced=fenced,
+                              volumes=tuple(sorted(volumes, key=lambda v: (v.broker_id, v.log_dir))))
 
     async def _describe_cluster(self, manager: Any, remaining_ms: Callable[[], int]) -> tuple[tuple[int, ...], tuple[int, ...]]:
         """(active brokers, fenced brokers); fenced ones only from brokers with DescribeCluster v2 (KIP-1073)."""

@@ -123,6 +123,24 @@ def test_slow_broker_gives_timeout_below_the_check_interval(start_simulator, api
         assert {v.broker_id for v in snap.volumes} == {1, 2, 4, 5, 6}
 
 
+def test_a_broker_that_hangs_on_describe_cluster_leaves_time_to_ask_another(start_simulator):
+    """A hung broker (stopped, a hung network thread) asked for DescribeCluster gets a third of the poll, not all of
+    it: the other broker answers and both are asked for their log dirs. Polled until broker 1 was the one asked
+    first (the client picks at random)."""
+    sim = start_simulator({"brokers": 2, "log_dirs": 2, "cluster_id": "sim-obs",
+                           "faults": [{"type": "slow", "delay_ms": 3000, "apis": ["DescribeCluster"], "broker": 1}]})
+    conf = make_config(sim.bootstrap_servers, "PT3S")
+    for _ in range(20):
+        t0 = time.monotonic()
+        with Observer(conf) as obs:
+            snap = obs.poll()
+        assert snap.status is Status.SUCCESS and len(snap.volumes) == 4, snap
+        assert time.monotonic() - t0 < 2.5
+        if sim.counts.by_broker().get(1, {}).get("DescribeCluster", 0):
+            break
+    assert sim.counts.by_broker()[1].get("DescribeCluster", 0) == 1, sim.counts.by_broker()
+
+
 def test_offline_log_dir_has_error_and_no_bytes(start_simulator):
     sim = start_simulator(with_fault({"type": "log_dir_offline", "broker": 5, "log_dir": "/var/lib/kafka/data-1"}))
     snap = poll(sim)

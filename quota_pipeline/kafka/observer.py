@@ -23,6 +23,9 @@ KIP_827_VERSION = 4  # DescribeLogDirs v4 (Kafka 3.3) added TotalBytes and Usabl
 DEFAULT_REQUEST_TIMEOUT_MS = 30000
 INTERVAL_SHARE = 0.8  # a poll must end well before the next one is due
 MIN_TIMEOUT_MS = 100
+# DescribeCluster gets this share of the poll's timeout per broker asked: a broker that hangs (stopped, a hung
+# network thread) must leave time to ask another one and for every broker's DescribeLogDirs.
+DESCRIBE_CLUSTER_SHARE = 3
 _TIMEOUTS = (Errors.KafkaTimeoutError, Errors.RequestTimedOutError)
 
 
@@ -183,9 +186,10 @@ class Observer(AdminConnection):
                 raise _Outcome(Status.DESCRIBE_CLUSTER_ERROR, "DescribeCluster failed on every broker: "
                                + "; ".join(f"broker {n}: {e}" for n, e in tried.items()), reset=True)
             request = DescribeClusterRequest(include_cluster_authorized_operations=False, include_fenced_brokers=True)
+            share = 0
             try:
-                response = await manager.wait_for(
-                    manager.send(request, node_id=node, request_timeout_ms=remaining_ms()), remaining_ms())
+                share = min(remaining_ms(), max(MIN_TIMEOUT_MS, self.timeout_ms // DESCRIBE_CLUSTER_SHARE))
+                response = await manager.wait_for(manager.send(request, node_id=node, request_timeout_ms=share), share)
                 break
             except (Errors.KafkaConnectionError, Errors.NodeNotReadyError) as exc:
                 # That broker is down: ask another one, as the Java admin client does.
@@ -193,7 +197,11 @@ class Observer(AdminConnection):
             except Errors.IncompatibleBrokerVersion:
                 return await self._metadata_brokers(manager, remaining_ms)  # Kafka < 2.8 has no DescribeCluster
             except _TIMEOUTS as exc:
-                raise _Outcome(Status.TIMEOUT, f"DescribeCluster: no answer within {self.timeout_ms} ms ({exc})") from None
+                # A hung broker, not a poll that hangs: another one is asked with the time left, if any.
+                tried[node] = f"no answer within {share or self.timeout_ms} ms ({type(exc).__name__})"
+                if not share or _pick_node(manager, tried) is None:
+                    raise _Outcome(Status.TIMEOUT, "DescribeCluster: " + "; ".join(
+                        f"broker {n}: {e}" for n, e in tried.items())) from None
             except Errors.KafkaProtocolError as exc:
                 raise _Outcome(Status.ERROR, f"DescribeCluster: malformed response ({exc})", reset=True) from None
             except Errors.KafkaError as exc:

@@ -179,6 +179,16 @@ def test_metrics_follow_decisions_and_drop_vanished_volumes():
     assert sample(m, "quota_pipeline_throttle_factor", cluster="c") == 1.0
 
 
+def test_metrics_take_a_partial_views_volumes_and_keep_the_others():
+    m = Metrics()
+    m.record([row()])
+    m.record([row(status="TIMEOUT", volumes=json.dumps([[1, "/a", 100, 5]]))])   # broker 2 did not answer
+    assert sample(m, "quota_pipeline_volume_available_bytes", cluster="c", broker_id="1", log_dir="/a") == 5
+    assert sample(m, "quota_pipeline_volume_available_bytes", cluster="c", broker_id="2", log_dir="/a") == 40
+    m.record([row(status="TIMEOUT", volumes="[]")])   # a failed poll: nothing changes
+    assert sample(m, "quota_pipeline_volume_available_bytes", cluster="c", broker_id="1", log_dir="/a") == 5
+
+
 def test_metrics_export_the_closest_volumes_eta_the_interval_and_the_last_decision():
     m = Metrics()
     m.intervals = {"east": 10.0}

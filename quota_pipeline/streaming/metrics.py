@@ -106,8 +106,9 @@ class Metrics:
             self.cached_volumes.labels(key).set(row.cached_volumes)
             self.evictions.labels(key).inc(row.evicted)
             self.snapshots.labels(key, row.status).inc()
-            if row.status == "SUCCESS":
-                self._set_volumes(key, json.loads(row.volumes))
+            volumes = json.loads(row.volumes) if getattr(row, "volumes", None) else []
+            if row.status == "SUCCESS" or volumes:  # a partial view: the dirs of the brokers that answered
+                self._set_volumes(key, volumes, every=row.status == "SUCCESS")
             if getattr(row, "config_name", None) in self.intervals:
                 self.check_interval.labels(key).set(self.intervals[row.config_name])
             if getattr(row, "config_name", None) in self.validities:
@@ -160,7 +161,9 @@ class Metrics:
         self.predictive_horizon.labels(key, *labels).set(cause.horizon_seconds)
         self._predictive[key] = labels
 
-    def _set_volumes(self, key: str, volumes: list[list]) -> None:
+    def _set_volumes(self, key: str, volumes: list[list], every: bool = True) -> None:
+        """The volume gauges of `volumes`; with `every` (a SUCCESS lists every dir) the series of dirs it does not
+        list go, a partial view's leaves them (their brokers did not answer)."""
         seen = set()
         for broker, log_dir, total, available in volumes:
             labels = (key, str(broker), log_dir)
@@ -172,6 +175,9 @@ class Metrics:
             self.available.labels(*labels).set(available)
             self.total.labels(*labels).set(total)
             self.ratio.labels(*labels).set(0.0 if total == 0 else available / total)
+        if not every:
+            self._volumes[key] = self._volumes.get(key, set()) | seen
+            return
         for gone in self._volumes.get(key, set()) - seen:
             for g in (self.available, self.total, self.ratio):
                 _remove(g, (key, *gone))

@@ -49,7 +49,7 @@ def test_a_full_dir_stops_the_cluster_at_once_while_another_broker_does_not_answ
         three_nodes_one_tmpfs: RealKafka):
     cluster = three_nodes_one_tmpfs
     tmpfs_dir = cluster.log_dirs[1][-1]
-    conf = pipeline_config(cluster, **{cfg.HARD_BYTES: str(HARD), cfg.CHECK_INTERVAL_ISO: "PT5S",
+    conf = pipeline_config(cluster, **{cfg.HARD_BYTES: str(HARD), cfg.CHECK_INTERVAL_ISO: "PT10S",
                                        cfg.VALIDITY: "PT1M"})
     # Partitions on node 1 only: Kafka spreads them over its two dirs, so the tmpfs holds some of "fill".
     admin = AdminClient(cluster.client_config())

@@ -103,3 +103,19 @@ def test_mathtext_in_a_cluster_id_or_log_dir_is_drawn_as_text(spark, tmp_path):
     assert main(["replay", "--config", str(conf), "--input", str(journal), "--output", str(tmp_path / "out.jsonl"),
                  "--report", str(path)]) == 0
     assert "Cluster $\\cmd$" in path.read_text()
+
+
+def test_the_pictures_take_a_partial_views_readings(spark, tmp_path):
+    """A failed poll's volumes (the brokers that answered) are readings too: the heat map shows a full disk seen
+    while another broker did not answer."""
+    import pyarrow.parquet as pq
+
+    from builders import GB, ok, partial, vol
+    from quota_pipeline.journal import period_file, spark_reader
+
+    snaps = [ok(0, vol(1, 50 * GB), vol(2, 50 * GB)), partial(10, vol(1, 2 * GB), brokers=(1, 2))]
+    path = tmp_path / "j.parquet"
+    pq.write_table(period_file.table_of(period_file.Entry("t.json", i, s.to_json()) for i, s in enumerate(snaps)),
+                   str(path))
+    rows = spark_reader.flat_volumes(spark, [str(path)]).orderBy("t_us", "broker_id").collect()
+    assert [(r.broker_id, r.available_bytes) for r in rows] == [(1, 50 * GB), (2, 50 * GB), (1, 2 * GB)]

@@ -287,8 +287,9 @@ def flatten(valid: DataFrame) -> DataFrame:
 
 
 def flat_volumes(spark: SparkSession, files: list[str]) -> DataFrame:
-    """Readings of SUCCESS snapshots in flattened Parquet journals: cluster_id, t_us, broker_id, log_dir,
-    available_bytes, total_bytes (for pictures; rows are not checked here, replay checks them)."""
+    """Readings in flattened Parquet journals (of SUCCESS snapshots and partial views: a failed poll's volume rows
+    are those of the brokers that answered): cluster_id, t_us, broker_id, log_dir, available_bytes, total_bytes (for
+    pictures; rows are not checked here, replay checks them)."""
     parts = []
     for f in files:
         raw = spark.read.parquet(f)
@@ -298,7 +299,7 @@ def flat_volumes(spark: SparkSession, files: list[str]) -> DataFrame:
         t = F.unix_micros(F.try_to_timestamp(F.col("observed_at").cast("string")))
         if "observed_us" in names:
             t = F.coalesce(F.col("observed_us").cast("long"), t)
-        parts.append(raw.where((F.col("status") == "SUCCESS") & F.col("broker_id").isNotNull()).select(
+        parts.append(raw.where(F.col("broker_id").isNotNull()).select(
             F.col("cluster_id").cast("string").alias("cluster_id"), t.alias("t_us"),
             F.col("broker_id").cast("long").alias("broker_id"), F.col("log_dir").cast("string").alias("log_dir"),
             *(F.col(c).cast("long").alias(c) if c in names else F.lit(None).cast("long").alias(c)

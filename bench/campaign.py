@@ -652,8 +652,8 @@ class Campaign:
 
 def stop_limit(s: Settings) -> float:
     """The largest per-client produce limit of a stop at that max mute (its start): the design's bound per client and
-    broker, which the checker is given rather than computes (broker/stop.py; docs/broker-side.md)."""
-    from quota_pipeline.broker.stop import StopLimit
+    broker, which the checker is given rather than computes (core/stop.py; docs/broker-side.md)."""
+    from quota_pipeline.core.stop import StopLimit
     return StopLimit(max_mute_seconds=s.max_mute_s).enter_limit()
 
 

@@ -32,7 +32,7 @@ def read_all(root: Path) -> int:
     import pyarrow.parquet as pq
 
     from quota_pipeline.journal.inputs import find_inputs
-    from quota_pipeline.journal.rules import parse_snapshot
+    from quota_pipeline.core.snapshot_rules import parse_snapshot
 
     inputs = find_inputs(str(root))
     n = 0

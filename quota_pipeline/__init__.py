@@ -1,2 +1,14 @@
-"""quota-pipeline: cluster-wide disk-pressure throttling for Apache Kafka, decided by Spark."""
+"""quota-pipeline: cluster-wide disk-pressure throttling for Apache Kafka, decided by Spark.
+
+Layers, lowest first. A module imports from its own layer and the layers below it, never from one above, and no
+two subpackages import each other (tests/test_layers.py holds the package to this table):
+
+    core          the decision semantics, the record, configuration, text shown from outside (resources: data)
+    kafka         the Admin API and client settings; journal: the store of snapshots; session: the SparkSession
+    broker        the brokers' reading of the record (the Python reader); simulator: a cluster that answers
+    streaming     the job; replay: the batch job; enforce: the stop through the Admin API; dashboard: the view
+    demo          the demo's local broker and runner
+    commands      one module per command
+    cli           the entry point
+"""
 __version__ = "0.1.0"

@@ -13,7 +13,7 @@ from quota_pipeline.journal import layout
 from quota_pipeline.journal.inputs import find_inputs
 from quota_pipeline.journal.maintenance import ClusterJournal
 from quota_pipeline.journal.period_file import SNAPSHOT_FIELDS, VOLUME_FIELDS
-from quota_pipeline.journal.rules import parse_snapshot
+from quota_pipeline.core.snapshot_rules import parse_snapshot
 from quota_pipeline.journal.store import Journal
 
 T0 = dt.datetime(2026, 3, 1, tzinfo=UTC)

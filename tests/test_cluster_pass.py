@@ -1,6 +1,6 @@
 """Replay's per-cluster columnar pass (replay/cluster_files.py reading, core/cluster_pass.py over core/kernel.py)
 equals the streaming form (core/cache.py + core/decision.py) on random journals, in one chunk and in many; bad rows
-are rejected with the reasons of journal/rules.py."""
+are rejected with the reasons of core/snapshot_rules.py."""
 from __future__ import annotations
 
 import datetime as dt
@@ -17,7 +17,8 @@ from journal_strategies import LAYOUTS, brokers_on_every_row, cluster_journal, f
 from quota_pipeline.core.config import Limit, Limits
 from quota_pipeline.core.decision import decide_all
 from quota_pipeline.core.record import stop_of
-from quota_pipeline.journal import period_file, rules
+from quota_pipeline.core import snapshot_rules as rules
+from quota_pipeline.journal import period_file
 from quota_pipeline.replay.cluster_files import ClusterFiles, Task
 
 UTC = dt.timezone.utc

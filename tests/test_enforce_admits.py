@@ -1,7 +1,7 @@
 """What `enforce` states at start about a stop at its setting, and where it warns that the total has no bound."""
 from __future__ import annotations
 
-from quota_pipeline.broker.stop import StopLimit
+from quota_pipeline.core.stop import StopLimit
 from quota_pipeline.enforce import admits
 from quota_pipeline.enforce.plan import stop_floor
 

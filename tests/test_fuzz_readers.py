@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from quota_pipeline.core import config as cfg
 from quota_pipeline.core.model import RecordError, VolumeSnapshot
 from quota_pipeline.core.properties import KNOWN
-from quota_pipeline.journal import rules
+from quota_pipeline.core import snapshot_rules as rules
 
 FUZZ = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
                                                                        HealthCheck.too_slow])

@@ -9,7 +9,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from quota_pipeline.core import config as cfg
-from quota_pipeline.journal import rules
+from quota_pipeline.core import snapshot_rules as rules
 from quota_pipeline.journal.inputs import find_inputs
 from quota_pipeline.journal.layout import Sources
 from quota_pipeline.journal.period_file import META_SOURCES

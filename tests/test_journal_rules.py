@@ -8,7 +8,7 @@ import pytest
 
 from quota_pipeline import resources
 from quota_pipeline.core.model import RecordError
-from quota_pipeline.journal import rules
+from quota_pipeline.core import snapshot_rules as rules
 from quota_pipeline.journal import lines
 from quota_pipeline.journal import spark_reader as journal
 

@@ -9,7 +9,7 @@ import pytest
 
 from quota_pipeline.kafka.settings import to_kafka_python
 from quota_pipeline.core.model import Status
-from quota_pipeline.journal.rules import parse_snapshot
+from quota_pipeline.core.snapshot_rules import parse_snapshot
 from quota_pipeline.kafka.observer import Observer, call_timeout_ms, poll_once
 from simulator_fixtures import free_port_block, make_config, start_simulator  # noqa: F401  (fixture)
 

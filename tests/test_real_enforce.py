@@ -20,7 +20,7 @@ from quota_pipeline.commands import enforce
 from quota_pipeline.core import config as cfg
 from quota_pipeline.core.properties import PUBLISHER_CLIENT_ID
 from quota_pipeline.kafka.client_quotas import PRODUCER_BYTE_RATE, Entity
-from quota_pipeline.broker.stop import StopLimit
+from quota_pipeline.core.stop import StopLimit
 from quota_pipeline.enforce.plan import FRESH_DEFAULT, stop_floor
 from quota_pipeline.kafka.publisher import ensure_topic
 from quota_pipeline.kafka.quota_admin import Change, QuotaAdmin

@@ -19,7 +19,7 @@ from typing import Any, Iterator
 import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from quota_pipeline.broker.stop import StopLimit
+from quota_pipeline.core.stop import StopLimit
 from tests.realkafka import RealKafka, kafka_home
 from tests.realkafka_process import log_lines
 from tests.realkafka_fleet import all_producing, compile_java, start_fleet, stop_outcome

@@ -14,7 +14,7 @@ from quota_pipeline.cli import main
 from quota_pipeline.core.decision import decide_all
 from quota_pipeline.core.settings import Settings
 from quota_pipeline.core.model import VolumeSnapshot, parse_time
-from quota_pipeline.journal.rules import parse_snapshot
+from quota_pipeline.core.snapshot_rules import parse_snapshot
 from quota_pipeline.resources import errors
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -150,7 +150,7 @@ def test_a_journal_without_topics_stops_the_cluster(tmp_path):
     """A journal written before the field: its readings' topics are not known."""
     line = json.dumps(ok(0, vol(1, 5 * GB)).to_json())
     assert "topics" not in line
-    from quota_pipeline.journal.rules import parse_line
+    from quota_pipeline.core.snapshot_rules import parse_line
     snaps = [parse_line(line)]
     assert snaps[0].volumes[0].topics is None
     assert stops(tmp_path, snaps, settings()) == [CLUSTER]

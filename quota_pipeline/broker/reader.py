@@ -16,7 +16,7 @@ from quota_pipeline.kafka.refusal import ADMIN_SETTINGS, OUTPUT_SETTINGS, Refusa
 from quota_pipeline.kafka.settings import to_librdkafka
 from quota_pipeline.core.model import DecisionSource
 from quota_pipeline.core.record import ThrottleDecision
-from quota_pipeline.broker.stop import StopClock
+from quota_pipeline.core.stop import StopClock
 from quota_pipeline.broker.rules import (
     MIN_QUOTA, UNLIMITED, LogLimiter, QuotaPolicy, QuotaType, QuotaWindows, RefusalPolicy, ResetTracker, StopScope,
     honoured_until, parse_decision, printable, refusal, replay_refusal, signature_refusal, unlogged,

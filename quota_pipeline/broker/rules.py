@@ -23,7 +23,7 @@ from quota_pipeline.core.config import MAX_CLOCK_SKEW, Config
 from quota_pipeline.core.signing import SigningKey
 from quota_pipeline.core.model import DecisionSource, RecordError, Status, WorstVolume, format_time, parse_time
 from quota_pipeline.core.record import READABLE_VERSIONS, ThrottleDecision
-from quota_pipeline.broker.stop import StopLimit
+from quota_pipeline.core.stop import StopLimit
 
 UNLIMITED = sys.float_info.max  # Strimzi's Quota.upperBound(Double.MAX_VALUE)
 MIN_QUOTA = 1.0  # Strimzi: "returning zero would cause a divide by zero in Kafka"

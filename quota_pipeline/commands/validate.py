@@ -4,7 +4,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from quota_pipeline.broker.stop import STOP_AUTHORIZER, describe as describe_stop
+from quota_pipeline.core.stop import STOP_AUTHORIZER, describe as describe_stop
 from quota_pipeline.commands.common import add_config_argument, load_or_exit
 from quota_pipeline.core.display import visible
 

@@ -1,4 +1,4 @@
-"""One cluster's flattened journal rows in, its decision records out: checked against journal/rules.py, decided by
+"""One cluster's flattened journal rows in, its decision records out: checked against core/snapshot_rules.py, decided by
 core/kernel.py, the kernel's state carried from one table of rows to the next. Serves both jobs: replay hands it
 time chunks read from files (replay/cluster_files.py), the streaming job a micro-batch's rows
 (streaming/processor.py, the state in Spark's state store). It reads no files and knows no Spark.
@@ -18,7 +18,7 @@ from quota_pipeline.core import cache, kernel
 from quota_pipeline.core.model import (STOP_CLUSTER, STOP_TOPICS, STOP_TOPICS_BUDGET, RecordError, epoch_micros,
                                        parse_time, stop_json_bytes)
 from quota_pipeline.core.settings import Settings
-from quota_pipeline.journal import rules
+from quota_pipeline.core import snapshot_rules as rules
 
 STATE_FIELDS = ("has", "pinned", "observed", "total", "available", "offline", "fill", "row", "hist_t", "hist_a",
                 "hist_n", "registered", "decision", "eta", "env_t", "env_a", "env_n", "env_m")

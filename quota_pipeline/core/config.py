@@ -13,7 +13,7 @@ from typing import Any, Mapping
 import isodate
 import javaproperties
 
-from quota_pipeline.broker.stop import DEFAULT_WINDOW_NUM, DEFAULT_WINDOW_SIZE_SECONDS, StopLimit
+from quota_pipeline.core.stop import DEFAULT_WINDOW_NUM, DEFAULT_WINDOW_SIZE_SECONDS, StopLimit
 
 from quota_pipeline.core.client_names import unknown_client_key_warnings
 from quota_pipeline.core.signing import SigningKey

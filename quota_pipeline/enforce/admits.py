@@ -1,7 +1,7 @@
 """What `enforce` admits at its setting: the lines it states at start, and warnings where the total has no bound."""
 from __future__ import annotations
 
-from quota_pipeline.broker.stop import REFERENCE_REQUEST_BYTES, StopLimit
+from quota_pipeline.core.stop import REFERENCE_REQUEST_BYTES, StopLimit
 
 CLIENT_COUNTS = (1, 8, 100, 300)
 LIBRDKAFKA_REQUEST_BYTES = 1_000_000.0  # librdkafka's message.max.bytes: its largest produce request

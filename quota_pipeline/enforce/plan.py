@@ -5,7 +5,7 @@ import math
 from dataclasses import dataclass
 from typing import Iterable, Mapping
 
-from quota_pipeline.broker.stop import StopLimit
+from quota_pipeline.core.stop import StopLimit
 from quota_pipeline.kafka.quota_admin import Change
 from quota_pipeline.kafka.client_quotas import CLIENT_ID, IP, PRODUCER_BYTE_RATE, UNLIMITED, USER, Entity, Quotas
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from quota_pipeline.journal import rules
+from quota_pipeline.core import snapshot_rules as rules
 from quota_pipeline.journal.layout import Sources
 from quota_pipeline.journal.period_file import META_SOURCES
 

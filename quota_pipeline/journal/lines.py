@@ -17,7 +17,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import types as T
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
-from quota_pipeline.journal.rules import NOT_UTF8
+from quota_pipeline.core.snapshot_rules import NOT_UTF8
 
 SPLIT_BYTES = 64 * 1024 * 1024
 OPEN_COST = 64 * 1024  # what opening one more file costs a task, in bytes read (Spark's openCostInBytes)

@@ -14,7 +14,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from quota_pipeline.core.model import epoch_micros
-from quota_pipeline.journal import layout, rules
+from quota_pipeline.core import snapshot_rules as rules
+from quota_pipeline.journal import layout
 from quota_pipeline.journal.compaction import Compact, Step, _unlink_all, fsync_dir, no_step, record_length
 from quota_pipeline.journal.layout import Sources
 from quota_pipeline.journal.listing import TickFile, observed_at_of

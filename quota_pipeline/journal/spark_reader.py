@@ -10,7 +10,7 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from quota_pipeline.journal import rules
+from quota_pipeline.core import snapshot_rules as rules
 from quota_pipeline.journal.inputs import JournalInputError, find_inputs  # noqa: F401 - callers use these names
 from quota_pipeline.journal.lines import SPLIT_BYTES, JournalLines
 

@@ -28,7 +28,7 @@ from typing import Iterator
 from quota_pipeline.core.model import VolumeSnapshot
 from quota_pipeline.journal import layout, ownership
 from quota_pipeline.journal.private import FILE_MODE, private_dirs, write_private
-from quota_pipeline.journal.rules import parse_snapshot
+from quota_pipeline.core.snapshot_rules import parse_snapshot
 
 CLUSTER_ID_FILE = "_cluster_id"
 WRITE_LOCK_FILE = "_write_lock"  # serialises the job's own attempts at a tick while one moves a file aside

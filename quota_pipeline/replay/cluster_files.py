@@ -19,7 +19,7 @@ import pyarrow.parquet as pq
 from quota_pipeline.core.cluster_pass import (BAD_TIME, C_RANGE, C_TIME, COLUMNS, ORIGIN, TYPES, ClusterPass, Outcome,
                                               in_range, take_runs, times)
 from quota_pipeline.core.settings import Settings
-from quota_pipeline.journal import rules
+from quota_pipeline.core import snapshot_rules as rules
 
 CHUNK_ROWS = 1_000_000
 

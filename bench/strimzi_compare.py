@@ -682,7 +682,7 @@ def chart(outcomes: list[Outcome], path: Path) -> None:
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    fills = [o for o in outcomes if o.scenario in ("fill", "targeted")]
+    fills = [o for o in outcomes if o.scenario == "fill"]  # targeted: the spare topic's share is not admitted
     helds = [o for o in outcomes if o.scenario in ("stop", "offline") and o.held_rates]
     panels = [p for p in (fills and "fill", helds and "held") if p]
     fig, axes = plt.subplots(1, len(panels), figsize=(7.5 * len(panels), 4.8), squeeze=False)
@@ -699,6 +699,7 @@ def _trade_off(ax, outcomes: list[Outcome]) -> None:
     colors: dict[str, str] = {}
     backs = [o.back_max_s for o in outcomes if o.back_max_s is not None]
     edge = 1.15 * max(backs + [10.0])
+    groups: dict[str, list[tuple[float, float, str]]] = {}
     for o in outcomes:
         color = colors.setdefault(f"{o.system} {o.setting}", f"C{len(colors)}")
         marker = {"java": "s", "small": "v"}.get(o.kind) or {1: "^", 32: "D"}.get(o.clients, "o")
@@ -708,8 +709,15 @@ def _trade_off(ax, outcomes: list[Outcome]) -> None:
         ax.scatter([back], [whole], marker=marker, s=70, color=color)
         ax.scatter([back], [last], marker=marker, s=70, facecolors="none", edgecolors=color)
         note = f"{o.clients} {o.kind}" + ("" if o.back_max_s is not None else f": {o.not_back} not back in {return_wait(o.system):.0f} s ->")
-        ax.annotate(note, (back, whole), textcoords="offset points", xytext=(-6 if o.back_max_s is None else 7, 3),
-                    ha="right" if o.back_max_s is None else "left", fontsize=7, color=color)
+        groups.setdefault(color, []).append((back, whole, note))
+    for color, points in groups.items():
+        xs, ys = [p[0] for p in points], [p[1] for p in points]
+        if len(points) > 1 and max(xs) - min(xs) < 0.08 * edge and max(ys) - min(ys) < 8:  # one label for a cluster
+            points = [(max(xs), max(ys), ", ".join(p[2] for p in points))]
+        for back, whole, note in points:
+            right = note.endswith("->")
+            ax.annotate(note, (back, whole), textcoords="offset points", xytext=(-6 if right else 7, 3),
+                        ha="right" if right else "left", fontsize=7, color=color)
     handles = [Line2D([], [], color=c, marker="o", linestyle="", label=k) for k, c in colors.items()]
     handles += [Line2D([], [], color="grey", marker="o", linestyle="", label="whole stop"),
                 Line2D([], [], color="grey", marker="o", markerfacecolor="none", linestyle="", label="its last 20 s")]

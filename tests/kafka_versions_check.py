@@ -137,3 +137,4 @@ def _problem(o: Outcome) -> str | None:
     if o.our_log_lines:
         return f"the broker logged {len(o.our_log_lines)} error(s) of ours"
     return None
+

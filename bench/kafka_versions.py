@@ -1,0 +1,73 @@
+"""The broker plugins on every Kafka version an operator runs: 3.9, 4.0, 4.1, 4.2, 4.3 and 4.4.
+
+    python3 bench/kafka_versions.py [--versions 3.9.1,4.4.0] [--json FILE]
+
+Each version other than KAFKA_HOME's is assembled once from Maven Central into a cache outside the repository
+(tests/kafka_dist.py; `$QUOTA_PIPELINE_CACHE`, default ~/.cache/quota-pipeline). For each: one node loads the quota
+callback and the authorizer of the stop (StopAuthorizer from 4.1, BasicStopAuthorizer before), a producer is refused
+at factor 0 and acknowledged after the release, and the broker must log no error of ours (tests/kafka_versions_check.py).
+Exit code 1 when a version failed a step.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from dataclasses import asdict
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from tests.kafka_dist import VERSIONS, AssemblyFailed, assemble  # noqa: E402
+from tests.kafka_versions_check import Outcome, round_trip  # noqa: E402
+from tests.realkafka import KafkaUnavailable, kafka_home  # noqa: E402
+
+
+def callback_jar() -> Path:
+    subprocess.run(["mvn", "-q", "-B", "-f", str(REPO / "broker-callback"), "package", "-DskipTests"], check=True,
+                   timeout=900)
+    return next(j for j in (REPO / "broker-callback" / "target").glob("quota-pipeline-broker-callback-*.jar")
+                if not j.name.endswith(("-sources.jar", "-javadoc.jar")))
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--versions", default=",".join(VERSIONS), help="comma-separated (default: all listed)")
+    parser.add_argument("--json", type=Path, help="also write the outcomes here")
+    args = parser.parse_args(argv)
+    try:
+        home = kafka_home()
+    except KafkaUnavailable as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    jar = callback_jar()
+    rows: list[dict] = []
+    for version in [v.strip() for v in args.versions.split(",") if v.strip()]:
+        started = time.time()
+        try:
+            dist = assemble(version, home)
+        except AssemblyFailed as exc:
+            rows.append(asdict(Outcome(version, problem=str(exc))))
+            print(f"{version}: {exc}", flush=True)
+            continue
+        outcome = round_trip(version, dist, jar)
+        rows.append(asdict(outcome))
+        print(f"{version}: {outcome.problem or 'plugins loaded, stopped and released a producer'}; refused "
+              f"{outcome.refused_after_s and round(outcome.refused_after_s, 1)} s after the stop, acknowledged "
+              f"{outcome.acked_after_release_s and round(outcome.acked_after_release_s, 1)} s after the release "
+              f"({time.time() - started:.0f} s)", flush=True)
+        if args.json:
+            args.json.write_text(json.dumps(rows, indent=1))
+    print("\n| Kafka | plugins load, stop and release | broker errors of ours |\n|---|---|---|")
+    for r in rows:
+        print(f"| {r['version']} | {'yes' if not r['problem'] else r['problem']} | {len(r['our_log_lines'])} |")
+    print(f"load average at the end: {os.getloadavg()[0]:.1f}")
+    return 1 if any(r["problem"] for r in rows) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,25 @@
+"""The broker plugins on the newest Kafka (assembled from Maven Central beside KAFKA_HOME's): both load, a stop
+refuses a real producer and the release lets it through, and the broker logs no error of ours. The other versions
+run in bench/kafka_versions.py."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.kafka_dist import NEWEST, AssemblyFailed, assemble
+from tests.kafka_versions_check import round_trip
+from tests.realkafka import kafka_home
+from tests.test_broker_callback_real import callback_jar  # noqa: F401 (fixture)
+
+pytestmark = pytest.mark.realkafka
+
+
+def test_the_plugins_stop_and_release_a_producer_on_the_newest_kafka(callback_jar: Path):  # noqa: F811
+    try:
+        home = assemble(NEWEST, kafka_home())
+    except AssemblyFailed as exc:
+        pytest.skip(str(exc))  # no Maven Central here: the shared version's tests still run
+    outcome = round_trip(NEWEST, home, callback_jar)
+    assert outcome.problem is None, outcome
+    assert outcome.refused_after_s is not None and outcome.acked_after_release_s is not None

@@ -109,6 +109,10 @@ def test_validate_says_which_stop_the_brokers_apply(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "# at factor 0 the brokers' StopAuthorizer refuses the writes to every topic" in out
     assert "at a stop each client gets" not in out
+    main(["validate", "--offline", write(tmp_path, BOOT + HARD + "authorizer.class.name="
+                                     "io.quotapipeline.callback.BasicStopAuthorizer\n")])  # brokers before Kafka 4.1
+    out = capsys.readouterr().out
+    assert "# at factor 0 the brokers' StopAuthorizer refuses the writes to the topics the decision names" in out
 
 
 def test_validate_acceptance_four_errors_exit_2(tmp_path, capsys):

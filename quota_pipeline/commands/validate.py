@@ -4,7 +4,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from quota_pipeline.core.stop import STOP_AUTHORIZER, describe as describe_stop
+from quota_pipeline.core.stop import STOP_AUTHORIZERS, describe as describe_stop
 from quota_pipeline.commands.common import add_config_argument, load_or_exit
 from quota_pipeline.core.display import visible
 
@@ -32,7 +32,7 @@ def run(args: argparse.Namespace) -> int:
     for key, value in conf.effective().items():
         print(visible(f"{key}={value}"))  # the file's own text: a control character is shown escaped
     # What a stop admits: a refusal when the brokers' authorizer is StopAuthorizer, else the quota's throttle.
-    refusal = conf.raw.get("authorizer.class.name", "").strip() == STOP_AUTHORIZER
+    refusal = conf.raw.get("authorizer.class.name", "").strip() in STOP_AUTHORIZERS
     for line in describe_stop(conf.stop_limit(), conf.produce, refusal=refusal, scope=conf.stop_scope):
         print(line)
     if not args.offline:

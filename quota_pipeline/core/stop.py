@@ -114,6 +114,8 @@ class StopClock:
 
 
 STOP_AUTHORIZER = "io.quotapipeline.callback.StopAuthorizer"
+# The same stop without plugin metrics, for brokers before Kafka 4.1.
+STOP_AUTHORIZERS = (STOP_AUTHORIZER, "io.quotapipeline.callback.BasicStopAuthorizer")
 
 
 def describe(stop: StopLimit, produce: float | None, clients: tuple[int, ...] = (1, 8, 100, 300), *,

@@ -354,12 +354,13 @@ def test_the_podmonitor_scrapes_the_drivers_metrics_under_the_job_the_rules_expe
 
 
 def callback_metrics() -> list[tuple[str, str]]:
-    """(JMX type, name) of every metric the broker plugins register (CallbackMetrics, StopAuthorizer)."""
+    """(JMX type, name) of every metric the broker plugins register (CallbackMetrics, BasicStopAuthorizer: JMX type
+    StopAuthorizer for both authorizer classes)."""
     java = ROOT / "broker-callback" / "src" / "main" / "java" / "io" / "quotapipeline" / "callback"
     found = [("PipelineQuotaCallback", n)
              for n in re.findall(r'new Metric\("(\w+)"', (java / "CallbackMetrics.java").read_text())]
     found += [("StopAuthorizer", n)
-              for n in re.findall(r'new CallbackMetrics\.Metric\("(\w+)"', (java / "StopAuthorizer.java").read_text())]
+              for n in re.findall(r'new CallbackMetrics\.Metric\("(\w+)"', (java / "BasicStopAuthorizer.java").read_text())]
     assert len(found) >= 10 and ("PipelineQuotaCallback", "ThrottleFactor") in found, found
     return found
 

@@ -1,6 +1,6 @@
 """The broker plugins on every Kafka version an operator runs: 3.9, 4.0, 4.1, 4.2, 4.3 and 4.4.
 
-    python3 bench/kafka_versions.py [--versions 3.9.1,4.4.0] [--json FILE]
+    python3 -m bench.kafka_versions [--versions 3.9.1,4.4.0] [--json FILE]    (from the repository's root)
 
 Each version other than KAFKA_HOME's is assembled once from Maven Central into a cache outside the repository
 (tests/kafka_dist.py; `$QUOTA_PIPELINE_CACHE`, default ~/.cache/quota-pipeline). For each: one node loads the quota
@@ -13,25 +13,15 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
 import sys
 import time
 from dataclasses import asdict
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
-
-from tests.kafka_dist import VERSIONS, AssemblyFailed, assemble  # noqa: E402
-from tests.kafka_versions_check import Outcome, round_trip  # noqa: E402
-from tests.realkafka import KafkaUnavailable, kafka_home  # noqa: E402
-
-
-def callback_jar() -> Path:
-    subprocess.run(["mvn", "-q", "-B", "-f", str(REPO / "broker-callback"), "package", "-DskipTests"], check=True,
-                   timeout=900)
-    return next(j for j in (REPO / "broker-callback" / "target").glob("quota-pipeline-broker-callback-*.jar")
-                if not j.name.endswith(("-sources.jar", "-javadoc.jar")))
+from bench.strimzi_compare import callback_jar
+from tests.kafka_dist import VERSIONS, AssemblyFailed, assemble
+from tests.kafka_versions_check import Outcome, round_trip
+from tests.realkafka import KafkaUnavailable, kafka_home
 
 
 def main(argv: list[str] | None = None) -> int:

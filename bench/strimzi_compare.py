@@ -5,7 +5,8 @@ DescribeLogDirs requests per minute (broker JMX).
 
 Each run starts a fresh cluster of three combined broker+controller nodes whose log dir is a 64 MiB tmpfs (root
 needed), a 3-partition topic (one partition per node, replication 1) with small segments and retention (so the load
-itself never fills a disk), and N producers in their own processes with their own client ids: librdkafka
+itself never fills a disk), and N producers with their own client ids, each in its own process (the small
+applications 8 to a process, each its own producer instance): librdkafka
 (--clients: 10 kB records, acks=1, as fast as they can) or Java (--java-clients: bench/ThrottleProducer.java, default
 producer settings, 10 kB records). After a warm-up, node 1's log dir is filled to 5 % free with a ballast file
 (min.available.ratio=0.10); --stop-seconds after the fill it is freed. Scenarios (--scenarios):
@@ -67,7 +68,8 @@ sys.path.insert(0, str(ROOT))
 from tests import realkafka as rk  # noqa: E402
 from tests import realkafka_config as rc  # noqa: E402
 from tests import realkafka_process as rp  # noqa: E402
-from tests.realkafka_fleet import Client, compile_java, start_java, start_librdkafka  # noqa: E402
+from tests.realkafka_fleet import (Client, compile_java, start_java, start_librdkafka,  # noqa: E402
+                                   start_librdkafka_group)
 from tests.realkafka_stall import fill  # noqa: E402
 
 STRIMZI_POM = ROOT / "bench" / "strimzi"
@@ -89,6 +91,9 @@ SCENARIOS = ("fill", "stop", "offline", "targeted")
 KINDS = ("librdkafka", "java", "small")
 SPARE = "spare"  # targeted: a topic with no replica on node 1, written by half the clients
 SMALL_RECORD, SMALL_RATE = 1_000, 8_000  # a small application: 1 kB records, 8 kB/s, acks=all
+# 64 Python processes took the CPU the brokers and the job needed (the decision's latency doubled); a producer
+# instance per application keeps what the brokers see (a client id and connections each).
+SMALL_PER_PROCESS = 8
 REFUSE_CLASS = "io.quotapipeline.callback.StopAuthorizer"
 # The largest request a client sends to one broker: librdkafka fills ~1 MB requests; the Java client sends one
 # batch.size (16 KiB) batch per partition, and the topic has one partition per broker.
@@ -290,9 +295,14 @@ def start_clients(kind: str, n: int, cluster: Any, home: Path, classes: Path | N
     if kind == "java":
         return [start_java(home, classes, cluster.bootstrap(), topic(i), name("bench-java", i), seconds)
                 for i in range(n)]
-    if kind == "small":
-        return [start_librdkafka(cluster.bootstrap(), topic(i), name("bench-app", i), seconds, acks="all",
-                                 record_bytes=SMALL_RECORD, rate=SMALL_RATE) for i in range(n)]
+    if kind == "small":  # SMALL_PER_PROCESS producers (each its own client) per process, per topic
+        out: list[Client] = []
+        for t in sorted({topic(i) for i in range(n)}):
+            ids = [name("bench-app", i) for i in range(n) if topic(i) == t]
+            for k in range(0, len(ids), SMALL_PER_PROCESS):
+                out += start_librdkafka_group(cluster.bootstrap(), t, ids[k:k + SMALL_PER_PROCESS], seconds,
+                                              acks="all", record_bytes=SMALL_RECORD, rate=SMALL_RATE)
+        return out
     return [start_librdkafka(cluster.bootstrap(), topic(i), name("bench", i), seconds, acks="1") for i in range(n)]
 
 

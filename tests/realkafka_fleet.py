@@ -1,9 +1,10 @@
-"""A fleet of real producers, each in its own process with its own client id (librdkafka through confluent-kafka,
-and the Java client from KAFKA_HOME), and what a stop admitted from them: bursts, rates, each client's return.
+"""A fleet of real producers, each with its own client id and connections (librdkafka through confluent-kafka, and
+the Java client from KAFKA_HOME), and what a stop admitted from them: bursts, rates, each client's return.
 
 Each process prints JSON lines {"t_ms": wall-clock ms, "acked": bytes acknowledged so far}; the librdkafka one
-after every poll that acknowledged something (one line per produce response), the Java one every 250 ms
-(bench/ThrottleProducer.java, default producer settings). Run as a script, this module is the librdkafka producer.
+after every poll that acknowledged something (one line per produce response; with "id" when the process runs a group
+of producers), the Java one every 250 ms (bench/ThrottleProducer.java, default producer settings). Run as a script,
+this module is the librdkafka producer(s).
 """
 from __future__ import annotations
 
@@ -34,16 +35,10 @@ class Client:
     times: list[float] = field(default_factory=list)
     acked: list[int] = field(default_factory=list)
 
-    def __post_init__(self) -> None:
-        threading.Thread(target=self._read, daemon=True, name=f"read-{self.client_id}").start()
-
-    def _read(self) -> None:
-        for line in self.process.stdout:
-            if line.startswith("{"):
-                d = json.loads(line)
-                if not self.acked or d["acked"] != self.acked[-1]:
-                    self.times.append(d["t_ms"] / 1000.0)
-                    self.acked.append(d["acked"])
+    def record(self, t_ms: int, acked: int) -> None:
+        if not self.acked or acked != self.acked[-1]:
+            self.times.append(t_ms / 1000.0)
+            self.acked.append(acked)
 
     def bytes_by(self, t: float) -> int:
         i = bisect.bisect_right(self.times, t) - 1
@@ -75,9 +70,24 @@ class Client:
         return out
 
     def stop(self) -> None:
+        """Stop its process (and so the other clients a group process runs)."""
         if self.process.poll() is None:
             self.process.kill()
         self.process.wait(10)
+
+
+def _follow(process: subprocess.Popen, clients: list[Client]) -> list[Client]:
+    """Read the process's JSON lines into its clients (by "id"; a line without one is the only client's)."""
+    by_id = {c.client_id: c for c in clients}
+
+    def read() -> None:
+        for line in process.stdout:
+            if line.startswith("{"):
+                d = json.loads(line)
+                by_id[d["id"]].record(d["t_ms"], d["acked"]) if "id" in d else clients[0].record(d["t_ms"],
+                                                                                                 d["acked"])
+    threading.Thread(target=read, daemon=True, name=f"read-{clients[0].client_id}").start()
+    return clients
 
 
 def compile_java(home: Path, out: Path) -> Path:
@@ -92,16 +102,27 @@ def start_java(home: Path, classes: Path, bootstrap: str, topic: str, client_id:
     """A Java producer (default settings but `acks` when given); `rate` bytes/s at most (0: as fast as it can)."""
     cmd = ["java", *JAVA_OPTS, "-cp", f"{home}/libs/*:{classes}", "ThrottleProducer", bootstrap, topic, client_id,
            str(record_bytes), str(seconds), str(rate), acks or "default"]
-    return Client(client_id, "java", subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                                                      text=True))
+    process = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    return _follow(process, [Client(client_id, "java", process)])[0]
 
 
 def start_librdkafka(bootstrap: str, topic: str, client_id: str, seconds: int, acks: str = "all",
                      record_bytes: int = RECORD_BYTES, rate: float = 0.0) -> Client:
-    """A librdkafka producer; `rate` bytes/s at most (0: as fast as its queue allows)."""
-    cmd = [sys.executable, __file__, bootstrap, topic, client_id, str(seconds), acks, str(record_bytes), str(rate)]
-    return Client(client_id, "librdkafka", subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                                                            text=True))
+    """A librdkafka producer in its own process; `rate` bytes/s at most (0: as fast as its queue allows)."""
+    return start_librdkafka_group(bootstrap, topic, [client_id], seconds, acks, record_bytes, rate)[0]
+
+
+def start_librdkafka_group(bootstrap: str, topic: str, client_ids: list[str], seconds: int, acks: str = "all",
+                           record_bytes: int = RECORD_BYTES, rate: float = 0.0) -> list[Client]:
+    """Several librdkafka producers in one process, each its own producer instance (its own client id, connections
+    and queue), as separate applications are to the brokers; for slow producers, whose processes would otherwise
+    take the CPU the brokers and the job need."""
+    if not client_ids or any("," in c for c in client_ids):
+        raise ValueError(f"client ids without commas, at least one: {client_ids!r}")
+    cmd = [sys.executable, __file__, bootstrap, topic, ",".join(client_ids), str(seconds), acks, str(record_bytes),
+           str(rate)]
+    process = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    return _follow(process, [Client(c, "librdkafka", process) for c in client_ids])
 
 
 def start_fleet(home: Path, classes: Path, bootstrap: str, topic: str, librdkafka: int, java: int,
@@ -156,68 +177,103 @@ def stop_outcome(clients: list[Client], pre_rate: float, published: float, stopp
 PROBE_EVERY_S = 0.5  # while its writes are refused, an application tries one record this often
 
 
-def _librdkafka_main(bootstrap: str, topic: str, client_id: str, seconds: int, acks: str,
-                     record_bytes: int = RECORD_BYTES, rate: float = 0.0) -> None:
-    """The librdkafka producer (default settings but a 16 MiB queue and `acks`), sending as fast as its queue allows
+class _Application:
+    """One librdkafka producer (default settings but a 16 MiB queue and `acks`), sending as fast as its queue allows
     or at `rate` bytes/s. It behaves as an application that must not lose a record: a record whose delivery failed
     (a refused write: TOPIC_AUTHORIZATION_FAILED is not retried by librdkafka) is kept and produced again; while
     writes are refused it sends one of them every PROBE_EVERY_S, and once one is acknowledged all of them again."""
-    from confluent_kafka import KafkaError, KafkaException, Producer
-    state = {"acked": 0, "refused": 0, "failed": 0, "pending": 0, "refusing": False}
 
-    def delivered(err, msg) -> None:
+    def __init__(self, bootstrap: str, topic: str, client_id: str, acks: str, record_bytes: int, rate: float,
+                 start: float) -> None:
+        from confluent_kafka import Producer
+        self.topic, self.client_id, self.start = topic, client_id, start
+        self.record_bytes, self.rate = record_bytes, rate
+        self.value = bytes(record_bytes)
+        self.acked = self.refused = self.failed = self.pending = self.sent = 0
+        self.refusing = False
+        self.probed = 0.0
+        self.reported = -1
+        self.producer = Producer({"bootstrap.servers": bootstrap, "client.id": client_id,
+                                  "queue.buffering.max.kbytes": LIBRDKAFKA_QUEUE_KBYTES, "acks": acks})
+
+    def delivered(self, err, msg) -> None:
+        from confluent_kafka import KafkaError
         if err is None:
-            state["acked"] += len(msg.value())
-            state["refusing"] = False
+            self.acked += len(msg.value())
+            self.refusing = False
             return
-        state["pending"] += 1
+        self.pending += 1
         if err.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED:
-            state["refused"] += 1
-            state["refusing"] = True
+            self.refused += 1
+            self.refusing = True
         else:
-            state["failed"] += 1
-    producer = Producer({"bootstrap.servers": bootstrap, "client.id": client_id,
-                         "queue.buffering.max.kbytes": LIBRDKAFKA_QUEUE_KBYTES, "acks": acks})
-    value = bytes(record_bytes)
-    start = time.time()
-    end = start + seconds
-    sent = 0
-    probed = 0.0
-    reported = -1
-    while time.time() < end:
-        now = time.time()
-        if state["refusing"]:
-            if state["pending"] and now - probed >= PROBE_EVERY_S:
-                probed = now
+            self.failed += 1
+
+    def step(self, now: float) -> float:
+        """Produce what is due (serving delivery reports); the seconds until it wants another step (0: at once)."""
+        from confluent_kafka import KafkaError, KafkaException
+        if self.refusing:
+            if self.pending and now - self.probed >= PROBE_EVERY_S:
+                self.probed = now
                 try:
-                    producer.produce(topic, value=value, on_delivery=delivered)
-                    state["pending"] -= 1
+                    self.producer.produce(self.topic, value=self.value, on_delivery=self.delivered)
+                    self.pending -= 1
                 except BufferError:  # the refused records are still leaving the queue
                     pass
                 except KafkaException:  # refused at once: librdkafka holds the topic failed until its metadata
                     pass  # is refreshed (it asks again soon after a refusal)
-            producer.poll(0.05)
-        elif rate and not state["pending"] and sent * record_bytes >= rate * (now - start):
-            producer.poll(min(0.05, record_bytes / rate))
-        else:
-            try:
-                producer.produce(topic, value=value, on_delivery=delivered)
-                if state["pending"]:
-                    state["pending"] -= 1
-                else:
-                    sent += 1
-                producer.poll(0)
-            except BufferError:  # the queue is full: wait as an application would
-                producer.poll(0.05)
-            except KafkaException as exc:  # a refusal librdkafka answers itself (the topic is failed for now)
-                if not state["pending"]:
-                    sent, state["pending"] = sent + 1, 1  # the new record is kept, to be sent again
-                state["refusing"] = exc.args[0].code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
-                producer.poll(0.05)
-        if state["acked"] != reported:
-            reported = state["acked"]
-            print(json.dumps({"t_ms": int(time.time() * 1000), "acked": reported, "refused": state["refused"],
-                              "failed": state["failed"]}), flush=True)
+            self.producer.poll(0)
+            return 0.05
+        if self.rate and not self.pending:
+            due = self.start + self.sent * self.record_bytes / self.rate
+            if due > now:
+                self.producer.poll(0)
+                return min(0.05, due - now)
+        try:
+            self.producer.produce(self.topic, value=self.value, on_delivery=self.delivered)
+            if self.pending:
+                self.pending -= 1
+            else:
+                self.sent += 1
+            self.producer.poll(0)
+            return 0.0
+        except BufferError:  # the queue is full: wait as an application would
+            self.producer.poll(0)
+            return 0.05
+        except KafkaException as exc:  # a refusal librdkafka answers itself (the topic is failed for now)
+            if not self.pending:
+                self.sent, self.pending = self.sent + 1, 1  # the new record is kept, to be sent again
+            self.refusing = exc.args[0].code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
+            self.producer.poll(0)
+            return 0.05
+
+    def report(self, tagged: bool) -> None:
+        if self.acked != self.reported:
+            self.reported = self.acked
+            line = {"t_ms": int(time.time() * 1000), "acked": self.acked, "refused": self.refused,
+                    "failed": self.failed}
+            print(json.dumps({"id": self.client_id, **line} if tagged else line), flush=True)
+
+
+GROUP_NAP_S = 0.01  # a group process's longest sleep: an acknowledgement waits at most this long to be counted
+
+
+def _librdkafka_main(bootstrap: str, topic: str, client_ids: str, seconds: int, acks: str,
+                     record_bytes: int = RECORD_BYTES, rate: float = 0.0) -> None:
+    """The producers named in `client_ids` (comma-separated), stepped in turn; one alone waits in its own poll."""
+    start = time.time()
+    apps = [_Application(bootstrap, topic, c, acks, record_bytes, rate, start) for c in client_ids.split(",")]
+    end = start + seconds
+    while time.time() < end:
+        now = time.time()
+        wait = min(app.step(now) for app in apps)
+        for app in apps:
+            app.report(tagged=len(apps) > 1)
+        if wait > 0:
+            if len(apps) == 1:
+                apps[0].producer.poll(wait)
+            else:
+                time.sleep(min(wait, GROUP_NAP_S))
 
 
 if __name__ == "__main__":

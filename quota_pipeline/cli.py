@@ -19,6 +19,7 @@ COMMANDS = (
     "demo",
     "dashboard",
     "tail",
+    "remedy",
 )
 
 

@@ -131,7 +131,19 @@ class Executor:
         states = self.follow(state)
         if finished(states):
             self.finish(state)
+            self.report_dirs(state.plan, self.view())
         return states
+
+    def report_dirs(self, plan: Plan, view: ClusterView) -> None:
+        """Each dir the plan was for, as it is now: Kafka deletes a moved replica's old copy only
+        file.delete.delay.ms (60 s by default) after the move, so the space may come back a little later."""
+        for d in plan.dirs:
+            now = view.dir(d.broker, d.log_dir)
+            if now is None or now.offline:
+                continue
+            late = "" if now.available >= d.goal else (" (the old copies go file.delete.delay.ms after each move, "
+                                                       "60 s by default)")
+            self.say(f"broker {d.broker} {d.log_dir}: {human(now.available)} available, goal {human(d.goal)}{late}")
 
 
 def outcome(states: dict[Move, str]) -> str:

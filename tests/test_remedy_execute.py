@@ -352,3 +352,22 @@ def test_bad_input_fails_with_one_line(config_file, fake, capsys, argv, message)
         cli.main(["remedy", config_file, *argv])
     err = capsys.readouterr().err
     assert exit_.value.code == 2 and err.count("\n") == 1 and message in err and "Traceback" not in err
+
+
+def test_tail_shows_the_plan_of_a_cluster_with_a_dir_past_its_limit_and_says_when_none_is_needed(tmp_path):
+    from rich.console import Console
+
+    from quota_pipeline.dashboard.plans import PlanWatcher, render
+
+    c = two_dirs()
+    watcher = PlanWatcher(conf(tmp_path), lambda: c)
+    seen = watcher.read_once(c)
+    console = Console(width=200, record=True)
+    console.print(render(seen))
+    text = console.export_text()
+    assert "remedy's plan for c1" in text and "t-0" in text and "broker 1 /b" in text
+    ex = executor(c, tmp_path)
+    ex.execute(ex.begin(seen.plan))
+    console.print(render(watcher.read_once(c)))
+    assert "every log dir is above its limit" in console.export_text()
+    assert not c.calls[-1][0] == "reassign" and not watcher.read_once(c).plan.moves

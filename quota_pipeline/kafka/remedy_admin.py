@@ -16,11 +16,6 @@ log = logging.getLogger(__name__)
 DEFAULT_TIMEOUT_MS = 30000
 BROKER, TOPIC = "broker", "topic"
 _TYPES = {BROKER: ConfigResourceType.BROKER, TOPIC: ConfigResourceType.TOPIC}
-# Who set a config: these sources are a dynamic setting someone made (an operator, a tool, remedy itself).
-SET_SOURCES = ("DYNAMIC_BROKER_CONFIG", "DYNAMIC_TOPIC_CONFIG", "DYNAMIC_DEFAULT_BROKER_CONFIG")
-# AlterReplicaLogDirs to a broker that does not hold the replica yet: it records the dir for the replica a
-# reassignment will create there (what kafka-reassign-partitions does for a target log dir).
-PREFERRED_DIR_RECORDED = ("ReplicaNotAvailableError", "NotLeaderOrFollowerError")
 
 TP = tuple[str, int]
 

@@ -16,7 +16,7 @@ from quota_pipeline.remedy.progress import DONE, PENDING, RUNNING, copied, finis
 from quota_pipeline.remedy.state import RemedyFile, RemedyState
 
 # AlterReplicaLogDirs sent to the broker a reassignment will add: it only records the dir for the replica to come.
-PREFERRED_DIR_RECORDED = ("ReplicaNotAvailableError", "NotLeaderOrFollowerError", "KafkaStorageError")
+PREFERRED_DIR_RECORDED = ("ReplicaNotAvailableError", "NotLeaderForPartitionError", "NotLeaderOrFollowerError")
 
 
 class Port(ReadPort, Protocol):

@@ -371,3 +371,20 @@ def test_tail_shows_the_plan_of_a_cluster_with_a_dir_past_its_limit_and_says_whe
     console.print(render(watcher.read_once(c)))
     assert "every log dir is above its limit" in console.export_text()
     assert not c.calls[-1][0] == "reassign" and not watcher.read_once(c).plan.moves
+
+
+def test_without_execute_an_unfinished_plan_is_shown_with_its_progress_and_abort_ends_it(config_file, fake, capsys,
+                                                                                         tmp_path):
+    fake.step = 1 * M
+    ex = Executor(fake, conf(tmp_path), RemedyFile(tmp_path / "remedy" / "c1.json"), say=lambda _: None)
+    state = ex.begin(make_plan(fake, tmp_path))
+    ex.apply(state, ex.view())
+    assert cli.main(["remedy", config_file, "--sample", "0"]) == 0
+    out = capsys.readouterr().out
+    assert "is not finished: moves: 1 running" in out and "--abort cancels it" in out
+    assert cli.main(["remedy", config_file, "--abort"]) == 0
+    assert "aborted" in capsys.readouterr().out
+    assert not fake.future and not (tmp_path / "remedy" / "c1.json").exists()
+    assert all(not v for v in fake.values.values())
+    assert cli.main(["remedy", config_file, "--abort"]) == 0
+    assert "no plan is running" in capsys.readouterr().out

@@ -120,7 +120,9 @@ def plan_dir(ledger: Ledger, need: Need) -> tuple[DirPlan, list[Move], list[Skip
     pool, skipped = candidates(ledger, d)
     while True:
         estimate = min(required, sum(r.size for r in pool)) / ledger.rate
-        pool = [r for r in pool if targets(ledger, r, estimate) or skipped.append(no_room(r))]
+        placeable = [r for r in pool if targets(ledger, r, estimate)]
+        skipped += [no_room(r) for r in pool if r not in placeable]
+        pool = placeable
         chosen_at = fewest_bytes([r.size for r in pool], required) if not math.isinf(required) else None
         chosen = pool if chosen_at is None else [pool[i] for i in chosen_at]
         outcome = assign(ledger, chosen, need, required, len(pool))

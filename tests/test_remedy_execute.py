@@ -388,3 +388,19 @@ def test_without_execute_an_unfinished_plan_is_shown_with_its_progress_and_abort
     assert all(not v for v in fake.values.values())
     assert cli.main(["remedy", config_file, "--abort"]) == 0
     assert "no plan is running" in capsys.readouterr().out
+
+
+def test_the_dashboard_serves_the_plan_only_when_started_with_it(tmp_path):
+    from starlette.testclient import TestClient
+
+    from quota_pipeline.dashboard.plans import PlanWatcher
+    from quota_pipeline.dashboard.server import create_app
+
+    c = two_dirs()
+    watcher = PlanWatcher(conf(tmp_path), lambda: c)
+    watcher.seen = watcher.read_once(c)
+    base = "http://127.0.0.1:8404"
+    body = TestClient(create_app(feed=object(), host="127.0.0.1", plans=watcher), base_url=base).get("/api/plan").json()
+    assert body["enabled"] and body["error"] is None and [m["topic"] for m in body["plan"]["moves"]] == ["t"]
+    assert TestClient(create_app(feed=object(), host="127.0.0.1"), base_url=base).get("/api/plan").json() == {
+        "enabled": False}

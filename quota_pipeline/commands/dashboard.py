@@ -37,6 +37,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="a Host header name to answer besides loopback and --host: the name a proxy or an Ingress "
                         "serves the page under (repeat for several); any other name is refused (421), which keeps "
                         "pages elsewhere from reaching it through DNS rebinding")
+    p.add_argument("--plan", action="store_true",
+                   help="also show `remedy`'s current plan for the cluster CONFIG observes whenever a log dir needs "
+                        "one (a stopped or nearly stopped cluster); read every 30 s through the Admin API")
     add_feed_arguments(p)
     p.set_defaults(func=run)
 
@@ -84,13 +87,27 @@ def run(args: argparse.Namespace) -> int:
         sock = bind(args.host, args.port)
     except OSError as exc:
         fail(f"cannot listen on {args.host}:{args.port} ({exc.strerror or exc}); choose another port with --port")
+    if args.plan and not conf.bootstrap_servers:
+        fail("--plan shows remedy's plan for the cluster CONFIG observes: set "
+             "client.quota.callback.static.kafka.admin.bootstrap.servers")
     feed = Feed.of(conf, window, args.max_points).start()
+    plans = plan_watcher(conf) if args.plan else None
     # Its Host header is accepted, with loopback names and those allowed.
-    server = DashboardServer(feed, sock, host=args.host, extra_hosts=tuple(args.allowed_host))
+    server = DashboardServer(feed, sock, host=args.host, extra_hosts=tuple(args.allowed_host), plans=plans)
     print(f"dashboard on {server.url} following {conf.output_topic} on {feed.follower.bootstrap} "
           f"(Ctrl-C stops)", flush=True)
     try:
         server.run()
     finally:
         feed.close()
+        if plans is not None:
+            plans.close()
     return 0
+
+
+def plan_watcher(conf: Config):
+    """remedy's plan for the cluster CONFIG observes, read in the background (dashboard.plans)."""
+    from quota_pipeline.dashboard.plans import PlanWatcher
+    from quota_pipeline.kafka.remedy_admin import RemedyAdmin
+
+    return PlanWatcher(conf, lambda: RemedyAdmin(conf.admin)).start()

@@ -66,6 +66,14 @@ class PlanWatcher:
                 self._stop.wait(self.every)
 
 
+def as_json(seen: Seen | None, now: float | None = None) -> dict[str, Any]:
+    """The web page's form: the plan (null before the first reading or when it failed), its age, the failure."""
+    if seen is None:
+        return {"plan": None, "age_seconds": None, "error": None}
+    return {"plan": None if seen.plan is None else seen.plan.to_json(),
+            "age_seconds": (now or time.monotonic()) - seen.at, "error": seen.error}
+
+
 def render(seen: Seen | None, now: float | None = None) -> RenderableType:
     """The plan under the view: only when some dir needs one (a stopped or nearly stopped cluster)."""
     if seen is None:

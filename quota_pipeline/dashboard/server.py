@@ -146,9 +146,10 @@ class PageCache:
 
 def create_app(feed: Feed, closing: threading.Event | None = None, push_seconds: float = 0.5,
                heartbeat_seconds: float = 5.0, host: str | None = None,
-               extra_hosts: tuple[str, ...] = ()) -> Starlette:
+               extra_hosts: tuple[str, ...] = (), plans: Any = None) -> Starlette:
     """The ASGI app over `feed`: `/` the page, `/api/overview`, `/api/cluster/{key}`, `/api/events` (SSE, ended
-    when `closing` is set so that a shutdown need not cut open pages off)."""
+    when `closing` is set so that a shutdown need not cut open pages off); with `plans` (dashboard.plans.PlanWatcher)
+    `/api/plan`, remedy's current plan (`enabled` false without)."""
     cache = PageCache(feed)
     closing = closing or threading.Event()
 
@@ -172,9 +173,15 @@ def create_app(feed: Feed, closing: threading.Event | None = None, push_seconds:
         status = feed.follower.status()
         return JSONResponse({"feed": status.state, "message": status.message})
 
+    async def plan(request: Request) -> Response:
+        if plans is None:  # a page asks anyway: it learns here that there is none, and stops asking
+            return JSONResponse({"enabled": False}, headers=NO_CACHE)
+        from quota_pipeline.dashboard.plans import as_json
+        return JSONResponse({"enabled": True, **as_json(plans.seen)}, headers=NO_CACHE)
+
     return Starlette(routes=[
         Route("/", index), Route("/api/overview", overview), Route("/api/cluster/{key:path}", cluster),
-        Route("/api/events", events), Route("/healthz", health),
+        Route("/api/events", events), Route("/healthz", health), Route("/api/plan", plan),
         Mount("/static", StaticFiles(directory=STATIC), name="static"),
     ], middleware=[Middleware(Guard, hosts=allowed_hosts(host, extra_hosts))])
 
@@ -210,13 +217,13 @@ class DashboardServer:
     """uvicorn serving the app on a bound socket: `run()` in the foreground, or `start()`/`stop()` in a thread."""
 
     def __init__(self, feed: Feed, sock: socket.socket, host: str | None = None,
-                 extra_hosts: tuple[str, ...] = ()) -> None:
+                 extra_hosts: tuple[str, ...] = (), plans: Any = None) -> None:
         import uvicorn
 
         self.sock = sock
         self.closing = threading.Event()
         host = host if host is not None else str(sock.getsockname()[0])
-        config = uvicorn.Config(create_app(feed, self.closing, host=host, extra_hosts=extra_hosts),
+        config = uvicorn.Config(create_app(feed, self.closing, host=host, extra_hosts=extra_hosts, plans=plans),
                                 log_level="warning", access_log=False,
                                 lifespan="off", timeout_graceful_shutdown=2)
         closing = self.closing

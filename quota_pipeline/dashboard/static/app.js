@@ -308,4 +308,38 @@ if (wanted) { S.selected = wanted; S.pinned = true; }
 connect();  // its first event is the whole overview
 $("filter").addEventListener("input", () => { if (S.page) renderOverview(); });
 setInterval(renderAll, 1000);  // ages and staleness move between pushes
+
+// ---- remedy's plan (dashboard --plan): shown only while some log dir needs one ----------------------------
+function renderPlan(body) {
+  const plan = body.plan, dirs = plan ? plan.dirs : [];
+  $("plan").hidden = !body.error && dirs.length === 0;
+  $("plan-note").textContent = body.error ? "the cluster could not be read: " + body.error :
+    `read ${fmtDur(body.age_seconds)} ago; make it with quota-pipeline remedy CONFIG --execute` +
+    (plan && plan.moves.length ? ` (${fmtSize(plan.moved_bytes)} in all)` : "");
+  const dirRows = $("plan-dirs").tBodies[0], moveRows = $("plan-moves").tBodies[0];
+  dirRows.replaceChildren();
+  moveRows.replaceChildren();
+  for (const d of dirs) {
+    const row = el("tr");
+    for (const text of [d.broker, d.log_dir, d.why, fmtSize(d.available_bytes), fmtSize(d.goal_bytes),
+                        fmtSize(d.freed_bytes), fmtSize(d.available_after_bytes),
+                        d.resolved ? "back above its limit" : d.note]) cell(row, text);
+    dirRows.appendChild(row);
+  }
+  for (const m of plan ? plan.moves : []) {
+    const row = el("tr");
+    for (const text of [`${m.topic}-${m.partition}`, `broker ${m.from.broker} ${m.from.log_dir}`,
+                        `broker ${m.to.broker} ${m.to.log_dir}`, fmtSize(m.size_bytes), m.why]) cell(row, text);
+    moveRows.appendChild(row);
+  }
+}
+async function refreshPlan() {
+  try {
+    const body = await (await fetch("/api/plan")).json();
+    if (!body.enabled) return;  // started without --plan: never shown
+    renderPlan(body);
+    setTimeout(refreshPlan, 10000);
+  } catch (e) { setTimeout(refreshPlan, 10000); }
+}
+refreshPlan();
 window.addEventListener("resize", () => { if (S.detail) renderCharts(S.detail.timeline); });

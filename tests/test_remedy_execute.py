@@ -404,3 +404,42 @@ def test_the_dashboard_serves_the_plan_only_when_started_with_it(tmp_path):
     assert body["enabled"] and body["error"] is None and [m["topic"] for m in body["plan"]["moves"]] == ["t"]
     assert TestClient(create_app(feed=object(), host="127.0.0.1"), base_url=base).get("/api/plan").json() == {
         "enabled": False}
+
+
+# ---- property: only its own configs are taken back ------------------------------------------------------------
+
+from hypothesis import given, settings as hsettings, strategies as st  # noqa: E402
+
+from quota_pipeline.remedy import throttles  # noqa: E402
+from test_remedy_plan import LIMITS, MARGINS, clusters  # noqa: E402
+
+
+@hsettings(max_examples=200, deadline=None)
+@given(clusters(), LIMITS, MARGINS, st.data())
+def test_whatever_was_set_before_or_changed_during_stays_and_all_it_set_alone_goes(v, limits, margin, data):
+    plan = planner.plan(v, limits, margin, 10 * M)
+    want = throttles.wanted(plan.__class__(**{**plan.__dict__, "cordon": data.draw(st.booleans())}))
+    store = FakeCluster({}, {}, cordon_supported=True)
+    before = {}
+    for s in want:  # an operator's settings, some of them, made before
+        if data.draw(st.booleans()):
+            value = ",".join(data.draw(st.lists(st.sampled_from(["0:1", "1:2", "9:9", "*"]), max_size=2, unique=True))) \
+                if s.entries else data.draw(st.sampled_from(["1", "555", s.value]))
+            if value:
+                store.configs_of(*s.resource)[s.key] = before.setdefault((s.resource, s.key), value)
+    ours = throttles.ours_to_set(want, store.configs(*throttles.resources(want)) if want else {})
+    store.alter(throttles.to_apply(ours, store.configs(*throttles.resources(ours)) if ours else {}))
+    changed = {}
+    for s in want:  # and some changed while it ran
+        if data.draw(st.integers(0, 4)) == 0:
+            changed[s.resource, s.key] = store.configs_of(*s.resource)[s.key] = "777"
+    store.alter(throttles.to_remove(ours, store.configs(*throttles.resources(ours)) if ours else {}))
+    for s in want:
+        now = store.configs_of(*s.resource).get(s.key)
+        key = (s.resource, s.key)
+        if key in changed:
+            assert now == changed[key]
+        elif s.entries:
+            assert set((now or "").split(",")) - {""} == set((before.get(key) or "").split(",")) - {""}
+        else:
+            assert now == before.get(key)

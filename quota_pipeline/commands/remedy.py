@@ -16,6 +16,7 @@ from quota_pipeline.remedy import planner
 from quota_pipeline.remedy.executor import Executor, outcome
 from quota_pipeline.remedy.gather import read_view
 from quota_pipeline.remedy.need import Margin, parse_size
+from quota_pipeline.remedy.plan import Plan
 from quota_pipeline.remedy.progress import finished, state_of
 from quota_pipeline.remedy.render import as_json, print_plan
 from quota_pipeline.remedy.state import RemedyFile, RemedyState, remedy_file
@@ -96,7 +97,7 @@ def run(args: argparse.Namespace) -> int:
                 return running_plan(args, executor, store, state)
             plan = planner.plan(read_view(admin, conf, args.sample), conf.limits, margin, rate,
                                 conf.eta_horizon.total_seconds())
-            print(as_json(plan)) if args.json else print_plan(plan)
+            show(plan, args.json)
             if args.execute and plan.moves:
                 return execute(executor, executor.begin(plan))
             return 0 if all(d.resolved for d in plan.dirs) else EXIT_UNRESOLVED
@@ -105,6 +106,13 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_FAILED
     except UnsafePath as exc:
         fail(str(exc))
+
+
+def show(plan: Plan, as_json_text: bool) -> None:
+    if as_json_text:
+        print(as_json(plan), flush=True)
+    else:
+        print_plan(plan)
 
 
 def running_plan(args: argparse.Namespace, executor: Executor, store: RemedyFile, state: RemedyState | None) -> int:
@@ -120,7 +128,7 @@ def running_plan(args: argparse.Namespace, executor: Executor, store: RemedyFile
     if args.execute:
         executor.say(f"resuming the plan started {started} ({visible(store.path)})")
         return execute(executor, state)
-    print(as_json(state.plan)) if args.json else print_plan(state.plan)
+    show(state.plan, args.json)
     view = executor.view()
     executor.say(f"this plan was started {started} and is not finished: "
                  + executor.progress_line({m: state_of(m, view) for m in state.plan.moves}, view)

@@ -1,7 +1,7 @@
 """Fault campaign (Jepsen-style): real Kafka, the streaming job, the broker callback or `enforce`, real producers,
 seeded faults, then bench/campaign_checker.py over the recorded history.
 
-    KAFKA_HOME=/work/shared/kafka/kafka_2.13-4.1.0 python bench/campaign.py --seed 1 --minutes 30 --interval PT2S
+    KAFKA_HOME=/work/shared/kafka/kafka_2.13-4.1.0 python3 -m bench.campaign --seed 1 --minutes 30 --interval PT2S
 
 Starts (root: every node's tmpfs log dir) a 3-node KRaft cluster whose brokers load the callback jar (built from
 broker-callback/ into build/campaign-callback/), each node with a disk log dir and a tmpfs log dir that can really
@@ -38,18 +38,17 @@ from pathlib import Path
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
+from bench import campaign_checker as cc
+from bench import campaign_load
+from bench.campaign_faults import Planned, describe, schedule
+from harness import kafka as rk
+from harness import kafka_config as rc
+from harness.kafka import ClusterSpec, RealKafka, hold_ports, start_cluster
+from harness.kafka_process import FAST_START_JVM, log_lines
+from harness.kafka_stall import fill
+from harness.stream_job import start_job, stop_job
 
-from bench import campaign_checker as cc  # noqa: E402
-from bench import campaign_load  # noqa: E402
-from bench.campaign_faults import Planned, describe, schedule  # noqa: E402
-from tests import realkafka  # noqa: E402
-from tests import realkafka_config as rc  # noqa: E402
-from tests.realkafka import ClusterSpec, RealKafka, hold_ports, start_cluster  # noqa: E402
-from tests.realkafka_process import FAST_START_JVM, log_lines  # noqa: E402
-from tests.realkafka_stall import fill  # noqa: E402
-from tests.stream_job import start_job, stop_job  # noqa: E402
+REPO = Path(__file__).resolve().parent.parent
 
 MiB = 1024 * 1024
 CLUSTER = "campaign"
@@ -258,7 +257,7 @@ class Campaign:
         self.node_lock = threading.Lock()
         self.job_lock = threading.Lock()
         self.fault_threads: list[threading.Thread] = []
-        # Nodes die with the thread that started them (PR_SET_PDEATHSIG in tests/realkafka_process.py acts on the
+        # Nodes die with the thread that started them (PR_SET_PDEATHSIG in harness/kafka_process.py acts on the
         # parent thread): every restart runs on this one thread, which lives as long as the campaign.
         self.starter = ThreadPoolExecutor(1, thread_name_prefix="starter")
         self.stopped = False
@@ -318,7 +317,7 @@ class Campaign:
             def placed(node=node, directory=directory, partition=partition) -> bool:
                 if os.path.isdir(os.path.join(directory, f"load-{partition}")):  # not "-future": the move is done
                     return True
-                realkafka.with_admin(self.observed,
+                rk.with_admin(self.observed,
                                      lambda a: a.alter_replica_log_dirs({("load", partition, node): directory}))
                 time.sleep(0.5)
                 return False
@@ -328,7 +327,7 @@ class Campaign:
         s = self.s
         # The callback needs the output cluster's address in its config before the nodes start; on the observed
         # cluster that is the cluster's own ports, so they are chosen here and handed to start_cluster.
-        ports = realkafka.free_ports(3 * len(rc.LISTENERS))
+        ports = rk.free_ports(3 * len(rc.LISTENERS))
         plaintext = [ports[i * len(rc.LISTENERS) + rc.LISTENERS.index(rc.PLAINTEXT)] for i in range(3)]
         own = ",".join(f"127.0.0.1:{p}" for p in plaintext)
         output = own if s.output_on_observed else self.output.bootstrap()
@@ -349,15 +348,15 @@ class Campaign:
             # tmpfs before new writes fill it again.
             "log.initial.task.delay.ms": "1000",
             "replica.lag.time.max.ms": "10000"}
-        original = realkafka.free_ports
-        realkafka.free_ports = lambda count: list(ports) if count == len(ports) else original(count)
+        original = rk.free_ports
+        rk.free_ports = lambda count: list(ports) if count == len(ports) else original(count)
         if jar is not None:  # kafka-run-class.sh puts it before Kafka's libs; nothing else runs yet
             os.environ["CLASSPATH"] = str(jar)
         try:
             cluster = start_cluster(ClusterSpec(nodes=3, log_dirs=2, tmpfs_mb=s.tmpfs_mb, tmpfs_nodes=3,
                                                 jvm_opts=FAST_START_JVM, overrides=overrides))
         finally:
-            realkafka.free_ports = original
+            rk.free_ports = original
             os.environ.pop("CLASSPATH", None)
         for node in cluster.nodes.values() if jar is not None else ():  # restarts load the callback too
             node.env = (lambda base: lambda jvm_opts=None: {**base(jvm_opts), "CLASSPATH": str(jar)})(node.env)
@@ -599,7 +598,7 @@ class Campaign:
         time.sleep(2)  # the topic reader catches up with the last records
         self.recorder.stop()
         s = self.s
-        samples = [{"t": x.t, "client": p.name, "acked": x.acked, "failed": x.failed}
+        samples = [{"t": x.t, "client": p.client_id, "acked": x.acked, "failed": x.failed}
                    for p in self.producers for x in p.samples]
         write_jsonl(self.history / "producers.jsonl", samples)
         write_jsonl(self.history / "faults.jsonl", [dataclasses.asdict(f) for f in self.faults])
@@ -738,7 +737,7 @@ def main(argv: list[str] | None = None) -> int:
             s.seed, s.seconds, 3, s.interval_s, s.validity_s, s.output_on_observed, exclude=s.exclude, enforce=s.enforce)))
         return 0
     if not os.environ.get("KAFKA_HOME"):
-        print(f"error: {realkafka.ENABLE_HINT}", file=sys.stderr)
+        print(f"error: {rk.ENABLE_HINT}", file=sys.stderr)
         return 2
     if os.geteuid() != 0:
         print("error: the campaign mounts a tmpfs log dir per node: run it as root", file=sys.stderr)

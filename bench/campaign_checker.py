@@ -1,6 +1,6 @@
 """Safety checker of a fault campaign: pure functions over a recorded history, knowing nothing of the pipeline's code.
 
-    python bench/campaign_checker.py HISTORY_DIR      # exit 1 when a violation is found
+    python3 -m bench.campaign_checker HISTORY_DIR      # exit 1 when a violation is found
 
 It imports no quota_pipeline module. Its inputs are its own observations: the free bytes of every tmpfs log dir
 (statvfs, sampled by the campaign), the decision topic read with a raw consumer and parsed here as plain JSON, the

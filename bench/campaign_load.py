@@ -1,27 +1,22 @@
-"""A paced librdkafka producer in its own process for the fault campaign, reporting like bench/throttle_clients.py.
+"""A paced librdkafka producer in its own process for the fault campaign, reporting as harness/producers.py reads.
 
-    python bench/campaign_load.py BOOTSTRAP TOPIC CLIENT_ID RATE RECORD_BYTES BATCH_BYTES SECONDS
+    python3 -m bench.campaign_load BOOTSTRAP TOPIC CLIENT_ID RATE RECORD_BYTES BATCH_BYTES SECONDS
 
 Every 250 ms one JSON line: wall-clock ms, bytes acknowledged, failed deliveries, the largest throttle time.
 """
 from __future__ import annotations
 
-import subprocess
 import sys
 import time
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from bench.throttle_clients import ProducerProcess, Tally  # noqa: E402
+from harness.producers import ROOT, Client, Tally, follow
 
 
 def start(bootstrap: str, topic: str, client_id: str, rate: float, record_bytes: int, batch_bytes: int,
-          seconds: float) -> ProducerProcess:
-    cmd = [sys.executable, __file__, bootstrap, topic, client_id, str(rate), str(record_bytes), str(batch_bytes),
-           str(seconds)]
-    return ProducerProcess(client_id, subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                                                       text=True, start_new_session=True))
+          seconds: float) -> Client:
+    cmd = [sys.executable, "-m", "bench.campaign_load", bootstrap, topic, client_id, str(rate), str(record_bytes),
+           str(batch_bytes), str(seconds)]
+    return follow(cmd, client_id, cwd=ROOT, start_new_session=True)
 
 
 def main(bootstrap: str, topic: str, client_id: str, rate: float, record_bytes: int, batch_bytes: int,

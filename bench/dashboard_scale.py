@@ -1,8 +1,8 @@
 """Benchmark: the dashboard over a fleet, page load time in Chromium and the server's memory.
 
-    python bench/dashboard_scale.py --clusters 100 --records 360 --loads 5
-    python bench/dashboard_scale.py --clusters 100 --records 3600 --interval 5    # the --max-points bound
-    python bench/dashboard_scale.py --clusters 10000 --records 3 --in-process     # an overview update's cost
+    python3 -m bench.dashboard_scale --clusters 100 --records 360 --loads 5
+    python3 -m bench.dashboard_scale --clusters 100 --records 3600 --interval 5    # the --max-points bound
+    python3 -m bench.dashboard_scale --clusters 10000 --records 3 --in-process     # an overview update's cost
 
 Publishes `--records` decisions (`--interval` s apart, schema_version 2, 5 closest volumes each) for each of
 `--clusters` clusters to a local Tansu broker (5% throttled, 5% silent), runs `quota-pipeline dashboard` as an
@@ -24,12 +24,10 @@ import time
 import urllib.request
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/ helpers: records, Chromium
-
-from quota_pipeline.demo.local_broker import LocalBroker  # noqa: E402
-from tests.chromium import Browser  # noqa: E402
-from tests.dashboard_records import encode, filling_story, record, volume  # noqa: E402
-from tests.kafka_fixtures import create_topic  # noqa: E402
+from quota_pipeline.demo.local_broker import LocalBroker
+from harness.chromium import Browser
+from harness.dashboard import encode, filling_story, record, volume
+from harness.kafka_client import create_topic
 
 TOPIC = "__quota_throttle_factors"
 
@@ -117,7 +115,7 @@ def in_process(clusters: int, records: int, interval: dt.timedelta) -> None:
     from quota_pipeline.dashboard.feed import Feed
     from quota_pipeline.dashboard.history import History
     from quota_pipeline.dashboard.server import PageCache
-    from tests.test_dashboard import StubFollower
+    from harness.dashboard import StubFollower
 
     now = dt.datetime.now(dt.timezone.utc)
     before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss

@@ -1,7 +1,7 @@
 """Benchmark: where the streaming job's stateful step spends its time per micro-batch, outside Spark.
 
-    python bench/decide_profile.py --brokers 5 --log-dirs 100 --batches 20
-    python bench/decide_profile.py --brokers 5 --log-dirs 100 --batches 20 --profile   # cProfile's top functions
+    python3 -m bench.decide_profile --brokers 5 --log-dirs 100 --batches 20
+    python3 -m bench.decide_profile --brokers 5 --log-dirs 100 --batches 20 --profile   # cProfile's top functions
 
 One cluster's snapshot rows, as the source emits them (`streaming/source.snapshot_rows`: a status row and one row
 per log dir, each with three top partitions, as the simulator reports them), go through `DecisionProcessor` batch
@@ -21,19 +21,16 @@ import pstats
 import statistics
 import sys
 import time
-from pathlib import Path
 from typing import Any, Callable
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+import pandas as pd
 
-import pandas as pd  # noqa: E402
-
-from quota_pipeline.core.config import Limit, Limits  # noqa: E402
-from quota_pipeline.core.model import PartitionSize, Status, Volume, VolumeSnapshot  # noqa: E402
-from quota_pipeline.core.settings import Settings  # noqa: E402
-from quota_pipeline.streaming import processor as proc  # noqa: E402
-from quota_pipeline.streaming import source  # noqa: E402
-from tests.builders import MemoryHandle  # noqa: E402
+from quota_pipeline.core.config import Limit, Limits
+from quota_pipeline.core.model import PartitionSize, Status, Volume, VolumeSnapshot
+from quota_pipeline.core.settings import Settings
+from quota_pipeline.streaming import processor as proc
+from quota_pipeline.streaming import source
+from tests.support.builders import MemoryHandle
 
 GB = 1 << 30
 T0 = dt.datetime(2026, 11, 26, 12, 0, tzinfo=dt.timezone.utc)

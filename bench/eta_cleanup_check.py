@@ -2,7 +2,9 @@
 cleaned up at 9 h, after the limit) and 22 days of journal/month.py (closed loop, PT0S and PT1H): when the factor
 first falls, when the limit is reached, and how soon after each clean-up the factor is 1 again. Prints JSON.
 
-    PYTHONPATH=<a tree of quota-pipeline> python bench/eta_cleanup_check.py    # compare two commits' trees
+    PYTHONPATH=<a tree of quota-pipeline>:. python3 -P -m bench.eta_cleanup_check    # compare two commits' trees
+
+-P keeps the working directory off the front of sys.path, so the package comes from the tree named first.
 """
 import datetime as dt
 import json

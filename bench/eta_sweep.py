@@ -1,7 +1,7 @@
 """Benchmark: the predictive policy on a month of one cluster's history (issue 21, point 4).
 
-    python bench/eta_sweep.py                       # journal, replay --sweep and --report, the closed-loop model
-    python bench/eta_sweep.py --no-model            # the replay sweep alone
+    python3 -m bench.eta_sweep                       # journal, replay --sweep and --report, the closed-loop model
+    python3 -m bench.eta_sweep --no-model            # the replay sweep alone
 
 1. Writes the month (journal/month.py: 3 brokers x 4 log dirs, a reading a minute, daily peaks, retention's
    sawtooth, a runaway producer on day 9 and an unlimited-retention topic from day 20) as the cluster recorded it
@@ -31,12 +31,11 @@ from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+from quota_pipeline.core import config as cfg
+from quota_pipeline.core.settings import Settings
+from quota_pipeline.journal import month
 
-from quota_pipeline.core import config as cfg  # noqa: E402
-from quota_pipeline.core.settings import Settings  # noqa: E402
-from quota_pipeline.journal import month  # noqa: E402
+ROOT = Path(__file__).resolve().parent.parent
 
 OUT = ROOT / "bench" / "out" / "eta-month"
 CONFIG = """client.quota.callback.static.storage.per.volume.limit.min.available.ratio=0.05

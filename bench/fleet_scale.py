@@ -1,8 +1,8 @@
 """Benchmark: one streaming job over a fleet of simulated clusters: decision latency, micro-batch time, memory.
 
-    python bench/fleet_scale.py --clusters 50 --brokers 5 --log-dirs 100 --interval 10 --seconds 120
-    python bench/fleet_scale.py --clusters 1 --brokers 6 --log-dirs 2 --interval 1 --seconds 120
-    python bench/fleet_scale.py --clusters 50 --standalone 2      # a Spark standalone master and two workers
+    python3 -m bench.fleet_scale --clusters 50 --brokers 5 --log-dirs 100 --interval 10 --seconds 120
+    python3 -m bench.fleet_scale --clusters 1 --brokers 6 --log-dirs 2 --interval 1 --seconds 120
+    python3 -m bench.fleet_scale --clusters 50 --standalone 2      # a Spark standalone master and two workers
 
 The simulated clusters run in a child process, the decision topic on a local Tansu broker. The job runs as
 `quota-pipeline run --clusters-dir DIR --master local[2] --log-batches` (or through `./spark-submit.sh --master
@@ -28,14 +28,13 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from confluent_kafka import Consumer, TopicPartition
+
+from quota_pipeline.core import config as cfg
+from quota_pipeline.core.model import parse_time
+from quota_pipeline.demo.local_broker import LocalBroker, free_port
+
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
-from confluent_kafka import Consumer, TopicPartition  # noqa: E402
-
-from quota_pipeline.core import config as cfg  # noqa: E402
-from quota_pipeline.core.model import parse_time  # noqa: E402
-from quota_pipeline.demo.local_broker import LocalBroker, free_port  # noqa: E402
 
 TOPIC = "__quota_throttle_factors"
 BATCH_LINE = re.compile(r"batch (\d+): (\d+) decisions, observed_at spread (\d+) ms; (.*); collect (\d+) ms, "
@@ -288,7 +287,7 @@ def main() -> int:
         write_configs(work / "clusters", bootstraps, args, broker, work)
         master_url = None
         if args.standalone:
-            from tests.standalone_cluster import StandaloneCluster
+            from harness.spark_standalone import StandaloneCluster
 
             spark = StandaloneCluster(work / "spark", workers=args.standalone, memory=args.worker_memory)
             spark.start(wait=False)

@@ -1,8 +1,8 @@
 """Benchmark: how long acks=all deliveries stall when the decision topic's follower replica is on a log dir that fails.
 
-    KAFKA_HOME=/work/shared/kafka/kafka_2.13-4.1.0 python bench/isr_stall.py --lag-ms 30000 --runs 2
+    KAFKA_HOME=/work/shared/kafka/kafka_2.13-4.1.0 python3 -m bench.isr_stall --lag-ms 30000 --runs 2
 
-A 2-node KRaft cluster (tests/realkafka_stall.py; root for the tmpfs): node 2 leads the topic, node 1 follows from a
+A 2-node KRaft cluster (harness/kafka_stall.py; root for the tmpfs): node 2 leads the topic, node 1 follows from a
 32 MiB tmpfs. A producer configured as the pipeline's publisher (idempotent, acks=all; message.timeout.ms 5 min so
 that nothing expires) sends one record every --every seconds; the tmpfs is filled to ENOSPC; the run ends a few
 records after deliveries resume. Per run: the longest time a record waited for its acknowledgement (the stall), the
@@ -13,16 +13,11 @@ from __future__ import annotations
 
 import argparse
 import re
-import sys
 import threading
 import time
-from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
-
-from quota_pipeline.kafka.stall import longest_stall  # noqa: E402
-from tests.realkafka_stall import LEADER, create_decision_topic, fill, isr, stall_cluster, tmpfs_dir  # noqa: E402
+from quota_pipeline.kafka.stall import longest_stall
+from harness.kafka_stall import LEADER, create_decision_topic, fill, isr, stall_cluster, tmpfs_dir
 
 
 def one_run(lag_ms: int, every: float, request_timeout_ms: int) -> dict:

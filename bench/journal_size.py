@@ -1,9 +1,9 @@
 """Benchmark: the snapshot journal's disk use per day before and after compaction, and replay of tick files.
 
-    python bench/journal_size.py size --brokers 100 --log-dirs 10 --interval 10
-    python bench/journal_size.py ticks --brokers 6 --log-dirs 2 --interval 1 --count 7200 --out DIR
-    python bench/journal_size.py replay DIR
-    python bench/journal_size.py flat --brokers 6 --log-dirs 2 --interval 1 --hours 24 --retention PT1H
+    python3 -m bench.journal_size size --brokers 100 --log-dirs 10 --interval 10
+    python3 -m bench.journal_size ticks --brokers 6 --log-dirs 2 --interval 1 --count 7200 --out DIR
+    python3 -m bench.journal_size replay DIR
+    python3 -m bench.journal_size flat --brokers 6 --log-dirs 2 --interval 1 --hours 24 --retention PT1H
 
 `size` journals one simulated hour through the store (Journal.write, one tick file per poll, as the streaming
 job does; polls from journal/synth.py cluster_snapshots), measures it, compacts it with the job's own pass and

@@ -1,6 +1,6 @@
 """Benchmark: the journal on an object store (S3Proxy on loopback) against the local disk, same polls, same run.
 
-    python bench/journal_store.py --brokers 10 --log-dirs 4 --interval 5 --hours 2 [--spark]
+    python3 -m bench.journal_store --brokers 10 --log-dirs 4 --interval 5 --hours 2 [--spark]
 
 For each store, in turn: `write` journals every poll through Journal.write (a tick file each, first writer wins:
 link on a disk, If-None-Match PUT on the store), `compact` runs the driver's maintenance pass once every period has
@@ -9,7 +9,7 @@ copy to a local directory (journal/object_journal.download, as `replay --input s
 snapshot from the files, on the disk the reading alone. Reads are timed before compaction (tick files) and after
 (period files). With --spark, replay.run itself (the decisions, local Spark; the store's journal copied first) over
 each journal after compaction, once both are written, after an untimed warm-up replay.
-S3Proxy (tests/s3proxy_fixtures.py: org.gaul:s3proxy from Maven Central) keeps its objects on the same local disk.
+S3Proxy (harness/s3proxy.py: org.gaul:s3proxy from Maven Central) keeps its objects on the same local disk.
 """
 from __future__ import annotations
 
@@ -22,7 +22,6 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 T0 = dt.datetime(2026, 3, 1, tzinfo=dt.timezone.utc)
 
@@ -113,7 +112,7 @@ def main() -> int:
     args = parser.parse_args()
 
     from quota_pipeline.journal import synth
-    from tests.s3proxy_fixtures import ENV, s3proxy_classpath, serve
+    from harness.s3proxy import ENV, s3proxy_classpath, serve
 
     load_at_start = os.getloadavg()
     count = int(args.hours * 3600 / args.interval)

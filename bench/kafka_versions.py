@@ -3,9 +3,10 @@
     python3 -m bench.kafka_versions [--versions 3.9.1,4.4.0] [--json FILE]    (from the repository's root)
 
 Each version other than KAFKA_HOME's is assembled once from Maven Central into a cache outside the repository
-(tests/kafka_dist.py; `$QUOTA_PIPELINE_CACHE`, default ~/.cache/quota-pipeline). For each: one node loads the quota
+(harness/kafka_dist.py; `$QUOTA_PIPELINE_CACHE`, default ~/.cache/quota-pipeline). For each: one node loads the quota
 callback and the authorizer of the stop (StopAuthorizer from 4.1, BasicStopAuthorizer before), a producer is refused
-at factor 0 and acknowledged after the release, and the broker must log no error of ours (tests/kafka_versions_check.py).
+at factor 0 and acknowledged after the release, and the broker must log no error of ours
+(harness/kafka_versions_check.py).
 Exit code 1 when a version failed a step.
 """
 from __future__ import annotations
@@ -19,9 +20,9 @@ from dataclasses import asdict
 from pathlib import Path
 
 from bench.strimzi_compare import callback_jar
-from tests.kafka_dist import VERSIONS, AssemblyFailed, assemble
-from tests.kafka_versions_check import Outcome, round_trip
-from tests.realkafka import KafkaUnavailable, kafka_home
+from harness.kafka_dist import VERSIONS, AssemblyFailed, assemble
+from harness.kafka_versions_check import Outcome, round_trip
+from harness.kafka import KafkaUnavailable, kafka_home
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,7 +1,7 @@
 """Benchmark: the compiled kernel (core/kernel.py) against an earlier revision of it: numba compile time, run time,
 and whether both give the same outputs.
 
-    python bench/kernel_steps.py --against 4fbac9b --rounds 3
+    python3 -m bench.kernel_steps --against 4fbac9b --rounds 3
 
 Compile: a fresh process per variant and round imports the kernel and makes its first call with an empty
 NUMBA_CACHE_DIR (a fresh install's first run); its CPU time (user, the whole process: imports too) and the first

@@ -1,6 +1,6 @@
 """Benchmark: decision latency at a 1 s check interval on a real 3-node Kafka 4.1 cluster and on the simulator, one run.
 
-    KAFKA_HOME=../shared/kafka/kafka_2.13-4.1.0 python bench/real_latency.py --decisions 120 --interval 1
+    KAFKA_HOME=../shared/kafka/kafka_2.13-4.1.0 python3 -m bench.real_latency --decisions 120 --interval 1
 
 First a real KRaft cluster from KAFKA_HOME (3 combined nodes, 2 log dirs each, Kafka's default JVM settings, 1 GiB
 heap) observed by `quota-pipeline run` with the decision topic on that same cluster; then the simulator (3 brokers
@@ -24,21 +24,19 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterator, Mapping
 
-# Run as `python bench/real_latency.py`: the tests/ helpers live beside bench/, not in the installed package.
+from rich.console import Console
+from rich.table import Table
+
+from bench.stream_latency import percentile
+from quota_pipeline.core import config as cfg
+from quota_pipeline.core.model import parse_time
+from quota_pipeline.demo.local_broker import LocalBroker
+from quota_pipeline.simulator import Simulator
+from harness.kafka import ClusterSpec, start_cluster
+from harness.kafka_props import client_properties, pipeline_properties, prefixed, write_properties
+from harness.stream_job import TopicWatcher, start_job
+
 REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
-
-from rich.console import Console  # noqa: E402
-from rich.table import Table  # noqa: E402
-
-from bench.stream_latency import percentile  # noqa: E402
-from quota_pipeline.core import config as cfg  # noqa: E402
-from quota_pipeline.core.model import parse_time  # noqa: E402
-from quota_pipeline.demo.local_broker import LocalBroker  # noqa: E402
-from quota_pipeline.simulator import Simulator  # noqa: E402
-from tests.realkafka import ClusterSpec, start_cluster  # noqa: E402
-from tests.realkafka_props import client_properties, pipeline_properties, prefixed, write_properties  # noqa: E402
-from tests.stream_job import TopicWatcher, start_job  # noqa: E402
 
 SHARED_KAFKA = REPO.parent / "shared" / "kafka" / "kafka_2.13-4.1.0"
 NODES, LOG_DIRS = 3, 2

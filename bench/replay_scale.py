@@ -1,9 +1,9 @@
 """Benchmark: `quota-pipeline replay` against DuckDB's exploded-range plan on the same flattened Parquet journal.
 
-    python bench/replay_scale.py --rows 1000000                 # replay vs DuckDB, and the time per stage
-    python bench/replay_scale.py --rows 10000000 --sweep        # ... and a 5-value --sweep against one replay
-    python bench/replay_scale.py --rows 100000000 --no-duckdb --no-stages   # replay alone: time and peak RSS
-    python bench/replay_scale.py --rows 2000000 --layout sorted,exported   # the same rows in both layouts, one run
+    python3 -m bench.replay_scale --rows 1000000                 # replay vs DuckDB, and the time per stage
+    python3 -m bench.replay_scale --rows 10000000 --sweep        # ... and a 5-value --sweep against one replay
+    python3 -m bench.replay_scale --rows 100000000 --no-duckdb --no-stages   # replay alone: time and peak RSS
+    python3 -m bench.replay_scale --rows 2000000 --layout sorted,exported   # the same rows in both layouts, one run
 
 Generates the journal once under bench/out/ (reused when present; journal/synth.py flat_parquet_journal: one
 cluster, 10 brokers x 5 log dirs, 5% failed polls, one row per volume, zstd), in the `--layout` asked: "sorted"
@@ -33,10 +33,9 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+from quota_pipeline.journal import synth
 
-from quota_pipeline.journal import synth  # noqa: E402
+ROOT = Path(__file__).resolve().parent.parent
 
 CONFIG = """client.quota.callback.static.storage.per.volume.limit.min.available.ratio=0.05
 client.quota.callback.static.throttle.factor.validity.duration=PT5M

@@ -7,7 +7,7 @@ the broker's produce-quota MBeans (`kafka.server:type=Produce,*`, one per quota 
 full GC (`jcmd GC.run`, `GC.heap_info`). Kafka keeps an idle sensor for an hour, so a callback that opened a new
 window per cut would grow by 100 sensors a second here.
 
-    python3 bench/sensor_flap.py --minutes 10 --clients 100
+    python3 -m bench.sensor_flap --minutes 10 --clients 100
 """
 from __future__ import annotations
 
@@ -22,13 +22,9 @@ import threading
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "bench"))
-
-import strimzi_compare as sc  # noqa: E402
-from tests import realkafka as rk  # noqa: E402
-from tests import realkafka_process as rp  # noqa: E402
+from bench import strimzi_compare as sc
+from harness import kafka as rk
+from harness import kafka_process as rp
 
 PRODUCE_MBEANS = "kafka.server:type=Produce,*"
 
@@ -83,7 +79,7 @@ def flapper(bootstrap: str, topic: str, stop: threading.Event, flips: list[int])
     def run() -> None:
         from confluent_kafka import Producer
         from quota_pipeline.core.properties import PUBLISHER_CLIENT_ID
-        from tests.kafka_fixtures import decision
+        from harness.kafka_client import decision
         producer = Producer({"bootstrap.servers": bootstrap, "client.id": PUBLISHER_CLIENT_ID, "acks": "all",
                              "linger.ms": 0})
         factor = 0.0

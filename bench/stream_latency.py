@@ -1,6 +1,6 @@
 """Benchmark: end-to-end latency of the streaming job, snapshot observed_at -> record readable in the topic.
 
-    python bench/stream_latency.py --seconds 120 --brokers 6 --log-dirs 2
+    python3 -m bench.stream_latency --seconds 120 --brokers 6 --log-dirs 2
 
 Starts a simulated cluster and a local Tansu broker, runs `quota-pipeline run` (1 s check interval) as
 an operator would, follows the decision topic and prints p50/p90/p99/max of (arrival - observed_at).

@@ -7,7 +7,7 @@ Each run starts a fresh cluster of three combined broker+controller nodes whose 
 needed), a 3-partition topic (one partition per node, replication 1) with small segments and retention (so the load
 itself never fills a disk), and N producers with their own client ids, each in its own process (the small
 applications 8 to a process, each its own producer instance): librdkafka
-(--clients: 10 kB records, acks=1, as fast as they can) or Java (--java-clients: bench/ThrottleProducer.java, default
+(--clients: 10 kB records, acks=1, as fast as they can) or Java (--java-clients: harness/ThrottleProducer.java, default
 producer settings, 10 kB records). After a warm-up, node 1's log dir is filled to 5 % free with a ballast file
 (min.available.ratio=0.10); --stop-seconds after the fill it is freed. Scenarios (--scenarios):
 
@@ -42,8 +42,8 @@ or --strimzi-jar. This project: the callback jar (`mvn -q -f broker-callback pac
 quota.pipeline.throttle.max.mute. Both: produce quota 2 MB/s per broker, validity PT20S, fallback 1.0. Every
 combination of scenario, client set and system runs on its own cluster, one after another.
 
-    python3 bench/strimzi_compare.py --json bench/strimzi_compare.json --chart bench/strimzi_compare.png
-    python3 bench/strimzi_compare.py --java-clients 8 --scenarios fill,stop,offline
+    python3 -m bench.strimzi_compare --json bench/strimzi_compare.json --chart bench/strimzi_compare.png
+    python3 -m bench.strimzi_compare --java-clients 8 --scenarios fill,stop,offline
 """
 from __future__ import annotations
 
@@ -62,15 +62,13 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+from harness import kafka as rk
+from harness import kafka_config as rc
+from harness import kafka_process as rp
+from harness.producers import Client, compile_java, start_java, start_librdkafka, start_librdkafka_group
+from harness.kafka_stall import fill
 
-from tests import realkafka as rk  # noqa: E402
-from tests import realkafka_config as rc  # noqa: E402
-from tests import realkafka_process as rp  # noqa: E402
-from tests.realkafka_fleet import (Client, compile_java, start_java, start_librdkafka,  # noqa: E402
-                                   start_librdkafka_group)
-from tests.realkafka_stall import fill  # noqa: E402
+ROOT = Path(__file__).resolve().parent.parent
 
 STRIMZI_POM = ROOT / "bench" / "strimzi"
 STRIMZI_JAR = STRIMZI_POM / "target" / "kafka-quotas-plugin.jar"
@@ -355,7 +353,7 @@ def run_scenario(system: str, setting: str, jar: Path, kind: str, clients_n: int
         for c in clients:
             c.stop()
         if job is not None:
-            from tests.stream_job import stop_job
+            from harness.stream_job import stop_job
             stop_job(job)
         if watcher is not None:
             watcher.close()
@@ -400,7 +398,7 @@ def create_topic(cluster: Any, spare: bool = False) -> None:
         future.result(60)
     if len(cluster.log_dirs[1]) == 1:
         return
-    from tests.realkafka_props import wait_for
+    from harness.kafka_props import wait_for
     target = cluster.log_dirs[1][-1]
 
     def placed() -> bool:
@@ -479,9 +477,9 @@ def take_offline(cluster: Any, directory: Path, deadline: float) -> float | None
 
 def start_pipeline(cluster, setting: str, work: Path, window_num: int = 11):
     """`quota-pipeline run` at PT1S observing the cluster and publishing to it; waits for its first 1.0."""
-    from tests.realkafka_props import write_properties
-    from tests.stream_job import TopicWatcher, start_job
-    from tests.realkafka_props import client_properties, prefixed
+    from harness.kafka_props import write_properties
+    from harness.stream_job import TopicWatcher, start_job
+    from harness.kafka_props import client_properties, prefixed
     # The job publishes as its own principal, which the brokers exclude from the quota (PIPELINE_PRINCIPAL): sharing
     # the broker-wide produce quota with the producers, its decisions waited out their throttle (3-5 s per record).
     cluster.create_scram_user()

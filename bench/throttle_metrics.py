@@ -6,7 +6,7 @@ import bisect
 from dataclasses import dataclass
 from typing import Sequence
 
-from throttle_clients import Sample
+from harness.producers import Sample
 
 DROP_AFTER_S = 10.0  # the goal: throughput down by more than 95 % within 10 s of the throttle
 DROP_GOAL = 0.05

@@ -1,27 +1,25 @@
 """Throttle and release real producers (librdkafka, Java) on a real 1-node Kafka from KAFKA_HOME, once per
 candidate policy, and print how fast each stops and comes back (markdown table).
 
-    KAFKA_HOME=... python bench/throttle_recovery.py [--baseline 5000000] [--floor 262144] [--policies a,b]
+    KAFKA_HOME=... python3 -m bench.throttle_recovery [--baseline 5000000] [--floor 262144] [--policies a,b]
 """
 from __future__ import annotations
 
 import argparse
 import shutil
 import sys
+import tempfile
 import time
 from itertools import count
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests.realkafka
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+from kafka.protocol.admin import AlterClientQuotasRequest
 
-from kafka.protocol.admin import AlterClientQuotasRequest  # noqa: E402
-
-from tests.realkafka import ClusterSpec, RealKafka, kafka_home, start_cluster  # noqa: E402
-from throttle_clients import compile_java, start_java, start_librdkafka  # noqa: E402
-from throttle_metrics import Outcome, outcome  # noqa: E402
-from throttle_policies import (DEFAULT_USER, DEFAULT_USER_AND_CLIENT, PRODUCE, REQUEST,  # noqa: E402
-                               Context, Policy, Write, policies)
+from bench.throttle_metrics import Outcome, outcome
+from bench.throttle_policies import (DEFAULT_USER, DEFAULT_USER_AND_CLIENT, PRODUCE, REQUEST, Context, Policy, Write,
+                                     policies)
+from harness.kafka import ClusterSpec, RealKafka, kafka_home, start_cluster
+from harness.producers import compile_java, start_java, start_librdkafka
 
 RECORD_BYTES = 1024
 TICK_S = 0.5
@@ -73,9 +71,9 @@ def run_policy(cluster: RealKafka, classes: Path, policy: Policy, baseline: floa
     writer = QuotaWriter(cluster)
     writer.apply(ctx.baseline_writes())
     seconds = args.warmup + args.throttle + args.after + 5
-    producers = [start_librdkafka(cluster.bootstrap(), topic, ctx.client_ids[0], RECORD_BYTES, seconds),
-                 start_java(cluster.home, classes, cluster.bootstrap(), topic, ctx.client_ids[1], RECORD_BYTES,
-                            seconds)]
+    producers = [start_librdkafka(cluster.bootstrap(), topic, ctx.client_ids[0], seconds, record_bytes=RECORD_BYTES),
+                 start_java(cluster.home, classes, cluster.bootstrap(), topic, ctx.client_ids[1], seconds,
+                            record_bytes=RECORD_BYTES)]
     try:
         time.sleep(args.warmup)
         throttle = time.time()
@@ -93,7 +91,7 @@ def run_policy(cluster: RealKafka, classes: Path, policy: Policy, baseline: floa
                      + [(DEFAULT_USER_AND_CLIENT, PRODUCE, None), (DEFAULT_USER, PRODUCE, None)])
         writer.close()
         admin.delete_topics([topic])[topic].result(30)
-    return {p.name: outcome(p.samples, throttle, release, end, ctx.window_s) for p in producers}
+    return {p.kind: outcome(p.samples, throttle, release, end, ctx.window_s) for p in producers}
 
 
 def _pct(x: float) -> str:
@@ -126,7 +124,7 @@ def main(argv: list[str] | None = None) -> int:
     baseline = args.baseline or None
     chosen = [p for p in policies(args.floor) if not args.policies or p.name in args.policies.split(",")]
     home = kafka_home()
-    classes = compile_java(home)
+    classes = compile_java(home, Path(tempfile.mkdtemp(prefix="throttle-java-")))
     cluster = start_cluster(ClusterSpec(nodes=1, log_dirs=1, heap="1g"), home)
     print(f"Kafka {'.'.join(map(str, cluster.version))} at {home}; baseline "
           f"{'unlimited' if baseline is None else f'{baseline / 1e6:g} MB/s'} per client; "

@@ -38,4 +38,4 @@ def spark(tmp_path_factory):
 
 
 # Real Apache Kafka clusters (KAFKA_HOME), started on first use: real_kafka, real_kafka3, real_kafka_tmpfs.
-from tests.realkafka_fixtures import real_kafka, real_kafka3, real_kafka_tmpfs  # noqa: E402,F401
+from tests.support.realkafka_fixtures import real_kafka, real_kafka3, real_kafka_tmpfs  # noqa: E402,F401

@@ -11,9 +11,9 @@ from typing import Any, Iterator
 
 import pytest
 
-from tests.realkafka import ClusterSpec, RealKafka, free_ports, start_cluster
-from tests.realkafka_process import FAST_START_JVM
-from tests.realkafka_props import wait_for
+from harness.kafka import ClusterSpec, RealKafka, free_ports, start_cluster
+from harness.kafka_process import FAST_START_JVM
+from harness.kafka_props import wait_for
 from tests.test_broker_callback_real import CALLBACK, CLUSTER, callback_jar  # noqa: F401 (fixture)
 
 pytestmark = pytest.mark.realkafka

@@ -17,14 +17,14 @@ from typing import Any, Iterator
 
 import pytest
 
-from tests.kafka_fixtures import create_topic, decision, encode, publish
-from tests.realkafka import (
+from harness.kafka_client import create_topic, decision, encode, publish
+from harness.kafka import (
     ClusterSpec, KafkaUnavailable, RealKafka, free_ports, kafka_home, partition_on, start_cluster,
 )
-from tests.realkafka_process import TmpfsUnavailable
-from tests.realkafka_load import first_window, window_starts
-from tests.realkafka_props import wait_for
-from tests.realkafka_process import FAST_START_JVM
+from harness.kafka_process import TmpfsUnavailable
+from harness.paced_producer import first_window, window_starts
+from harness.kafka_props import wait_for
+from harness.kafka_process import FAST_START_JVM
 
 pytestmark = pytest.mark.realkafka
 
@@ -230,10 +230,10 @@ def end_to_end(callback_jar: Path, real_kafka: RealKafka, tmp_path_factory) -> I
     from confluent_kafka.admin import AdminClient, NewTopic
 
     from quota_pipeline.core import config as cfg
-    from tests import realkafka_config as rc
-    from tests.realkafka_load import PacedProducer
-    from tests.realkafka_props import pipeline_properties, prefixed, client_properties, write_properties
-    from tests.stream_job import TopicWatcher, start_job
+    from harness import kafka_config as rc
+    from harness.paced_producer import PacedProducer
+    from harness.kafka_props import pipeline_properties, prefixed, client_properties, write_properties
+    from harness.stream_job import TopicWatcher, start_job
 
     work = tmp_path_factory.mktemp("callback-e2e")
     topic = f"decisions-e2e-{uuid.uuid4().hex[:8]}"

@@ -16,7 +16,7 @@ import pytest
 
 from bench.campaign import Settings, run_campaign
 from bench.campaign_faults import Planned
-from tests.realkafka import KafkaUnavailable, kafka_home
+from harness.kafka import KafkaUnavailable, kafka_home
 
 pytestmark = pytest.mark.realkafka
 

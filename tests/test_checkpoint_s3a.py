@@ -18,7 +18,7 @@ from quota_pipeline.commands.submit_packages import submit_package
 from quota_pipeline.streaming import checkpoint_files, s3a
 from quota_pipeline.streaming.fleet import FleetChange, fleet_change
 from quota_pipeline.streaming.query import StreamJob
-from tests.s3proxy_fixtures import s3proxy  # noqa: F401 - the session's S3Proxy
+from tests.support.s3proxy_fixtures import s3proxy  # noqa: F401 - the session's S3Proxy
 
 SECRET, KEY_ID = "wJalrXUtnFEMI-not-a-real-secret", "AKIA-NOT-A-REAL-KEY"
 

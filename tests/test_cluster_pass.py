@@ -12,8 +12,8 @@ import pyarrow.parquet as pq
 import pytest
 from hypothesis import HealthCheck, Phase, find, given, settings as hsettings, strategies as st
 
-from builders import GB, ok, settings, vol
-from journal_strategies import LAYOUTS, brokers_on_every_row, cluster_journal, fleets, write_exported
+from tests.support.builders import GB, ok, settings, vol
+from tests.support.journal_strategies import LAYOUTS, brokers_on_every_row, cluster_journal, fleets, write_exported
 from quota_pipeline.core.config import Limit, Limits
 from quota_pipeline.core.decision import decide_all
 from quota_pipeline.core.record import stop_of

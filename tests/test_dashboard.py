@@ -12,7 +12,7 @@ from quota_pipeline.core.model import parse_time
 from quota_pipeline.dashboard import view
 from quota_pipeline.dashboard.history import History
 from quota_pipeline.dashboard.records import parse_record
-from tests.dashboard_records import GIB, encode, filling_story, record, steady_story, volume
+from harness.dashboard import GIB, StubFollower, encode, filling_story, record, steady_story, volume
 
 T0 = dt.datetime(2026, 11, 21, 10, 0, tzinfo=dt.timezone.utc)
 MINUTE = dt.timedelta(minutes=1)
@@ -189,21 +189,6 @@ def test_timeline_has_the_ratio_limit_lines():
 
 # ---- server -------------------------------------------------------------------------------------------------
 
-class StubFollower:
-    """The follower's face for the server: a status, no Kafka."""
-
-    bootstrap, topic = "127.0.0.1:1", "__quota_throttle_factors"
-
-    def __init__(self, state: str = "following", message: str = "following") -> None:
-        self.state, self.message = state, message
-
-    def status(self) -> view.FeedStatus:
-        return view.FeedStatus(self.state, self.message, T0, self.topic, self.bootstrap, caught_up=True)
-
-    def close(self) -> None:
-        pass
-
-
 @pytest.fixture
 def served():
     from quota_pipeline.dashboard.feed import Feed
@@ -288,7 +273,7 @@ def test_the_page_reads_the_record_the_pipeline_publishes():
     import dataclasses
 
     from quota_pipeline.core.model import ClosestVolume, PartitionSize
-    from tests.kafka_fixtures import decision
+    from harness.kafka_client import decision
 
     closest = ClosestVolume(3, "/data/1", 4 * GIB, 100 * GIB, 0.04, -GIB, 1048576.0, 0.0,
                             (PartitionSize("orders", 3, 50 * GIB),))
@@ -305,7 +290,7 @@ def test_an_offline_dir_that_was_filling_is_said_to_be_so():
     import dataclasses
 
     from quota_pipeline.core.model import ClosestVolume
-    from tests.kafka_fixtures import decision
+    from harness.kafka_client import decision
 
     def shown(reason):
         closest = ClosestVolume(2, "/data/0", None, 100 * GIB, None, None, None, 0.0, (), reason)

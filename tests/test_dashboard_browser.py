@@ -15,10 +15,11 @@ from pathlib import Path
 
 import pytest
 
-from tests.ports import free_port
-from tests.chromium import Browser, binary
-from tests.dashboard_records import encode, filling_story, record, steady_story, volume
-from tests.kafka_fixtures import broker, create_topic, publish  # noqa: F401 (fixture)
+from harness.ports import free_port
+from harness.chromium import Browser, binary
+from harness.dashboard import encode, filling_story, record, steady_story, volume
+from tests.support.kafka_fixtures import broker  # noqa: F401 (a fixture)
+from harness.kafka_client import create_topic, publish
 
 pytestmark = pytest.mark.kafka
 MINUTE = dt.timedelta(minutes=1)
@@ -148,7 +149,7 @@ def test_page_says_when_the_dashboard_goes_away_and_reconnects(browser):
     from quota_pipeline.dashboard.feed import Feed
     from quota_pipeline.dashboard.history import History
     from quota_pipeline.dashboard.server import DashboardServer, bind
-    from tests.test_dashboard import StubFollower
+    from harness.dashboard import StubFollower
 
     history = History()
     history.apply(b"c1", encode(record("c1", dt.datetime.now(dt.timezone.utc), 0.0, [volume(3, "/data/1", 0.01)])))
@@ -180,7 +181,7 @@ def test_page_over_ten_thousand_clusters_shows_the_riskiest_finds_any_and_merges
     from quota_pipeline.dashboard.feed import Feed
     from quota_pipeline.dashboard.history import History
     from quota_pipeline.dashboard.server import DashboardServer, bind
-    from tests.test_dashboard import StubFollower
+    from harness.dashboard import StubFollower
 
     now = dt.datetime.now(dt.timezone.utc)
     history = History()

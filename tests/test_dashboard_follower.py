@@ -9,8 +9,8 @@ from types import SimpleNamespace
 
 from quota_pipeline.dashboard.follower import TopicFollower
 from quota_pipeline.dashboard.history import History
-from tests.dashboard_records import encode, record
-from tests.kafka_fixtures import wait_until
+from harness.dashboard import encode, record
+from harness.kafka_client import wait_until
 
 T0 = dt.datetime(2026, 11, 21, 10, 0, tzinfo=dt.timezone.utc)
 TOPIC = "decisions"

@@ -15,9 +15,10 @@ from rich.console import Console
 from quota_pipeline.core.clock import ManualClock
 from quota_pipeline.dashboard import terminal, view
 from quota_pipeline.dashboard.records import parse_record
-from tests.chromium import Browser, binary
-from tests.dashboard_records import encode, record, steady_story, volume
-from tests.test_dashboard import SETTINGS, StubFollower, get, history_of
+from harness.chromium import Browser, binary
+from harness.dashboard import encode, record, steady_story, volume
+from harness.dashboard import StubFollower
+from tests.test_dashboard import SETTINGS, get, history_of
 
 T0 = dt.datetime(2026, 11, 21, 10, 0, tzinfo=dt.timezone.utc)
 MINUTE = dt.timedelta(minutes=1)

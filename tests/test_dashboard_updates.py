@@ -13,8 +13,9 @@ from quota_pipeline.dashboard import view
 from quota_pipeline.dashboard.feed import Feed
 from quota_pipeline.dashboard.history import History
 from quota_pipeline.dashboard.server import DashboardServer, PageCache, bind
-from tests.dashboard_records import encode, record, volume
-from tests.test_dashboard import StubFollower, next_event
+from harness.dashboard import encode, record, volume
+from harness.dashboard import StubFollower
+from tests.test_dashboard import next_event
 
 T0 = dt.datetime(2026, 11, 21, 10, 0, tzinfo=dt.timezone.utc)
 MINUTE = dt.timedelta(minutes=1)

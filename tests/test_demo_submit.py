@@ -12,8 +12,8 @@ from confluent_kafka import Consumer, TopicPartition
 
 from quota_pipeline.core import config as cfg
 from quota_pipeline.demo import runner as demo
-from tests.ports import free_port
-from tests.stream_job import stop_job
+from harness.ports import free_port
+from harness.stream_job import stop_job
 
 ROOT = Path(__file__).resolve().parent.parent
 

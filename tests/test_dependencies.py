@@ -1,4 +1,5 @@
-"""Every third-party module the package, the tests and the benchmarks import comes from a declared dependency.
+"""Every third-party module the package, the tests, the benchmarks and their harness import comes from a declared
+dependency.
 
 A package installed by hand on the developer's machine once hid a missing dependency: CI was green while the suite
 could not be collected in a fresh virtual environment. This test reads pyproject.toml (the source of truth, not the
@@ -14,7 +15,7 @@ from importlib import metadata
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-LOCAL = {"quota_pipeline", "tests", "bench"}
+LOCAL = {"quota_pipeline", "tests", "bench", "harness"}
 # Imported by a library rather than by our code, but our behaviour depends on them being present.
 IMPLICIT = {
     "quota_pipeline": {"rfc3339_validator": "jsonschema's date-time format check (resources.validator)"},
@@ -50,13 +51,14 @@ def extras() -> dict[str, set[str]]:
 
 
 def declared() -> dict[str, set[str]]:
-    """Distribution names allowed per tree: the package may use its runtime deps and its extras, tests and
-    benchmarks also the dev extra."""
+    """Distribution names allowed per tree: the package may use its runtime deps and its extras, tests, benchmarks
+    and their harness also the dev extra."""
     runtime = {_name(r) for r in project()["dependencies"]}
     by_extra = extras()
     optional = set().union(*(v for k, v in by_extra.items() if k != "dev"))
     dev = by_extra["dev"]
-    return {"quota_pipeline": runtime | optional, "tests": runtime | dev, "bench": runtime | dev}
+    return {"quota_pipeline": runtime | optional, "tests": runtime | dev, "bench": runtime | dev,
+            "harness": runtime | dev}
 
 
 def imports(tree: str) -> dict[str, set[str]]:
@@ -101,6 +103,10 @@ def test_tests_import_only_declared_dependencies():
 
 def test_benchmarks_import_only_declared_dependencies():
     assert missing("bench") == []
+
+
+def test_the_harness_imports_only_declared_dependencies():
+    assert missing("harness") == []
 
 
 def test_an_undeclared_import_is_named(tmp_path, monkeypatch):

@@ -19,7 +19,8 @@ from quota_pipeline.kafka.quota_admin import Change, QuotaAdmin, QuotaAdminError
 from quota_pipeline.kafka.client_quotas import PRODUCER_BYTE_RATE as PBR, UNLIMITED, Entity, Quotas, resolve
 from quota_pipeline.simulator import Simulator
 from quota_pipeline.simulator.quota_store import ClientQuotaStore
-from tests.kafka_fixtures import broker, create_topic, decision, encode, publish  # noqa: F401
+from tests.support.kafka_fixtures import broker  # noqa: F401 (a fixture)
+from harness.kafka_client import create_topic, decision, encode, publish
 
 POLICY = Policy.of(["User:pipeline"], 1000.0, produce_floor=1.0)  # Strimzi's floor: the small quotas stay scalable
 USERS = ["alice", "bob", "carol", "dave", "pipeline", "stranger"]

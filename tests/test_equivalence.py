@@ -10,8 +10,8 @@ from chispa import assert_df_equality
 from hypothesis import HealthCheck, given, settings as hsettings, strategies as st
 from pyspark.sql import functions as F
 
-from builders import GB, settings
-from journal_strategies import brokers_on_every_row, fleets
+from tests.support.builders import GB, settings
+from tests.support.journal_strategies import brokers_on_every_row, fleets
 from quota_pipeline.replay import job as replay
 from test_cluster_pass import ETA, write_flat
 from quota_pipeline.core.decision import decide_all

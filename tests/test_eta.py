@@ -7,12 +7,12 @@ from dataclasses import replace
 
 import pytest
 
-from builders import GB, ok, settings, vol
+from tests.support.builders import GB, ok, settings, vol
 from quota_pipeline.core import config as cfg
 from quota_pipeline.core import trend
 from quota_pipeline.core.decision import decide_all
 from quota_pipeline.core.model import PredictiveThrottle, epoch_micros
-from builders import at
+from tests.support.builders import at
 
 TOTAL = 1000 * GB
 HARD = 100 * GB

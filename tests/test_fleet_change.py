@@ -18,7 +18,7 @@ import pytest
 from quota_pipeline.core import config as cfg
 from quota_pipeline.demo.local_broker import LocalBroker
 from quota_pipeline.simulator import Simulator
-from tests.stream_job import TopicWatcher
+from harness.stream_job import TopicWatcher
 
 pytestmark = pytest.mark.kafka
 TOTAL = 10 ** 12

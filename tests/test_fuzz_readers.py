@@ -119,7 +119,7 @@ def parquet_tables(draw):
 @FUZZ
 @given(parquet_tables())
 def test_any_parquet_journal_gives_decisions_or_rejections(tmp_path_factory, drawn):
-    from builders import settings as replay_settings
+    from tests.support.builders import settings as replay_settings
     from quota_pipeline.journal.inputs import find_inputs
     from quota_pipeline.journal.period_file import META_SOURCES
     from quota_pipeline.replay.cluster_files import ClusterFiles, Task
@@ -155,7 +155,7 @@ def _readable_but(**fields: object) -> bytes:
     """A well-formed record but for `fields`: random fields rarely get past the ones the reader checks first."""
     import datetime as dt
 
-    from tests.dashboard_records import encode, record, volume
+    from harness.dashboard import encode, record, volume
     base = record("c1", dt.datetime(2026, 11, 21, 10, 0, tzinfo=dt.timezone.utc), 0.5, [volume(1, "/d", 0.1)])
     return encode({**base, **fields})
 

@@ -13,7 +13,7 @@ from quota_pipeline.core.clock import ManualClock
 from quota_pipeline.core.display import VisibleFormatter, markup, text, visible
 from quota_pipeline.dashboard import terminal, view
 from quota_pipeline.dashboard.history import History
-from tests.dashboard_records import encode, record, volume
+from harness.dashboard import encode, record, volume
 
 T0 = dt.datetime(2026, 11, 21, 10, 0, tzinfo=dt.timezone.utc)
 MINUTE = dt.timedelta(minutes=1)

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.ports import free_port_block
+from harness.ports import free_port_block
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -105,8 +105,11 @@ def test_the_package_loads_a_config_when_imported_from_a_zip(tmp_path):
             if path.is_file() and "__pycache__" not in path.parts:
                 zf.write(path, path.relative_to(ROOT))
     example = ROOT / "conf/examples/example.properties"
-    code = (f"import sys; sys.path.insert(0, {str(archive)!r}); from quota_pipeline.core import config; "
+    code = (f"from quota_pipeline.core import config; "
             f"import quota_pipeline; assert quota_pipeline.__file__.startswith({str(archive)!r}), quota_pipeline.__file__; "
             f"config.load({str(example)!r}); from quota_pipeline import resources; resources.schema('volume_snapshot')")
-    result = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    # The archive on PYTHONPATH comes before the installed (editable) package, as the executors' --py-files zip does.
+    env = {**os.environ, "PYTHONPATH": str(archive)}
+    result = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True,
+                            timeout=120)
     assert result.returncode == 0, result.stderr

@@ -15,7 +15,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from journal_fixtures import T0, cluster, files, fill, first_tick, snapshot, view
+from tests.support.journal_fixtures import T0, cluster, files, fill, first_tick, snapshot, view
 from quota_pipeline.cli import main
 from quota_pipeline.core.clock import ManualClock
 from quota_pipeline.core.model import UTC

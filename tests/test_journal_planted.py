@@ -13,14 +13,14 @@ from dataclasses import replace
 
 import pytest
 
-from builders import GB, ok, vol
+from tests.support.builders import GB, ok, vol
 from quota_pipeline.core import config as cfg
 from quota_pipeline.journal import layout, object_journal, ownership
 from quota_pipeline.journal.inputs import find_inputs
 from quota_pipeline.journal.objstore import Got
 from quota_pipeline.journal.store import Journal
 from quota_pipeline.streaming import checkpoint_files, source
-from tests.s3proxy_fixtures import s3proxy  # noqa: F401 - the session's S3Proxy, for the object-store test
+from tests.support.s3proxy_fixtures import s3proxy  # noqa: F401 - the session's S3Proxy, for the object-store test
 
 T = dt.datetime(2026, 11, 27, 6, 0, tzinfo=dt.timezone.utc)
 FULL = ok(0, vol(1, 0), vol(2, 50 * GB), brokers=(1, 2), cluster="real-id")      # the real cluster: a disk is full

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from chispa import assert_df_equality
 
-from journal_fixtures import T0, cluster, files, view
+from tests.support.journal_fixtures import T0, cluster, files, view
 from quota_pipeline.core import config as cfg
 from quota_pipeline.core.settings import Settings
 from quota_pipeline.journal import layout, synth

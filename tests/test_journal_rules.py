@@ -138,7 +138,7 @@ def test_replays_parquet_checks_give_the_same_reasons(tmp_path):
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from builders import settings
+    from tests.support.builders import settings
     from quota_pipeline.journal import period_file
     from quota_pipeline.replay.cluster_files import ClusterFiles, Task
 

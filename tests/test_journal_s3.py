@@ -1,4 +1,4 @@
-"""The journal on an object store (s3://), against a real S3-compatible server (S3Proxy, tests/s3proxy_fixtures.py):
+"""The journal on an object store (s3://), against a real S3-compatible server (S3Proxy, harness/s3proxy.py):
 first writer wins per tick, a compaction killed midway loses and duplicates nothing, two racing passes cannot both
 write a period, retention deletes whole periods, the command works there, and replay of the s3:// journal decides
 as replay of the same journal on a local disk."""
@@ -12,14 +12,14 @@ from pathlib import Path
 
 import pytest
 
-from journal_fixtures import T0, cluster, fill, first_tick, snapshot, view
+from tests.support.journal_fixtures import T0, cluster, fill, first_tick, snapshot, view
 from test_journal_compaction import Killed, kill_at
 from quota_pipeline.cli import main
 from quota_pipeline.journal import layout, object_journal
 from quota_pipeline.journal.layout import Period
 from quota_pipeline.journal.maintenance import Options, run_pass
 from quota_pipeline.journal.store import Journal
-from tests.s3proxy_fixtures import s3proxy  # noqa: F401 - the session's S3Proxy
+from tests.support.s3proxy_fixtures import s3proxy  # noqa: F401 - the session's S3Proxy
 
 HOUR = dt.timedelta(hours=1)
 IV = 60  # seconds between ticks: 60 tick objects an hour keep the tests quick
@@ -199,7 +199,7 @@ def test_the_jobs_background_maintenance_compacts_an_s3_journal_and_reports_its_
 
 
 def test_the_polling_task_journals_on_s3_and_a_rerun_reads_it_instead_of_polling(root, s3proxy, monkeypatch):  # noqa: F811
-    from builders import GB, ok, vol
+    from tests.support.builders import GB, ok, vol
     from quota_pipeline.core import config as cfg
     from quota_pipeline.core.model import Status, VolumeSnapshot
     from quota_pipeline.streaming import source

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.kafka_dist import NEWEST, AssemblyFailed, assemble
-from tests.kafka_versions_check import round_trip
-from tests.realkafka import kafka_home
+from harness.kafka_dist import NEWEST, AssemblyFailed, assemble
+from harness.kafka_versions_check import round_trip
+from harness.kafka import kafka_home
 from tests.test_broker_callback_real import callback_jar  # noqa: F401 (fixture)
 
 pytestmark = pytest.mark.realkafka

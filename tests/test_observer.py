@@ -11,7 +11,7 @@ from quota_pipeline.kafka.settings import to_kafka_python
 from quota_pipeline.core.model import Status
 from quota_pipeline.core.snapshot_rules import parse_snapshot
 from quota_pipeline.kafka.observer import Observer, call_timeout_ms, poll_once
-from simulator_fixtures import free_port_block, make_config, start_simulator  # noqa: F401  (fixture)
+from tests.support.simulator_fixtures import free_port_block, make_config, start_simulator  # noqa: F401  (fixture)
 
 pytestmark = pytest.mark.kafka
 

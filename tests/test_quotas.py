@@ -13,7 +13,7 @@ from quota_pipeline.kafka.quota_admin import Change, QuotaAdmin, QuotaAdminError
 from quota_pipeline.kafka.client_quotas import LEVELS, PRODUCER_BYTE_RATE, UNLIMITED, Entity
 from quota_pipeline.simulator import Simulator
 from quota_pipeline.simulator.quota_store import ClientQuotaStore
-from tests.simulator_fixtures import roundtrip
+from tests.support.simulator_fixtures import roundtrip
 
 
 @pytest.fixture(scope="module")

@@ -12,9 +12,8 @@ from quota_pipeline.core import config as cfg
 from quota_pipeline.core.model import DecisionSource
 from quota_pipeline.broker.reader import MIN_QUOTA, UNLIMITED, Reader
 from quota_pipeline.core.clock import ManualClock
-from tests.kafka_fixtures import (  # noqa: F401  (broker is a fixture)
-    T0, broker, create_topic, decision, encode, publish, wait_until,
-)
+from harness.kafka_client import T0, create_topic, decision, encode, publish, wait_until
+from tests.support.kafka_fixtures import broker  # noqa: F401 (a fixture)
 
 _topics = itertools.count()
 

@@ -15,8 +15,8 @@ import pytest
 from quota_pipeline.broker.reader import Reader
 from quota_pipeline.core import config as cfg
 from quota_pipeline.core.clock import ManualClock
-from tests.kafka_fixtures import T0, decision
-from tests.realkafka import kafka_home
+from harness.kafka_client import T0, decision
+from harness.kafka import kafka_home
 from tests.test_broker_callback_real import callback_jar  # noqa: F401  (a fixture)
 
 pytestmark = pytest.mark.realkafka  # needs KAFKA_HOME's libs and the built plugin, not a running broker

@@ -25,11 +25,11 @@ from quota_pipeline.kafka.publisher import Publisher, ensure_topic
 from quota_pipeline.kafka.quota_admin import Change, QuotaAdmin, QuotaAdminError
 from quota_pipeline.kafka.client_quotas import PRODUCER_BYTE_RATE, Entity
 from quota_pipeline.kafka.settings import to_librdkafka
-from tests import realkafka_config as rc
-from tests.kafka_fixtures import decision, encode
-from tests.realkafka import ClusterSpec, KafkaUnavailable, RealKafka, kafka_home, start_cluster
-from tests.realkafka_process import FAST_START_JVM
-from tests.realkafka_props import SCRAM_MODULE, prefixed, wait_for, write_properties
+from harness import kafka_config as rc
+from harness.kafka_client import decision, encode
+from harness.kafka import ClusterSpec, KafkaUnavailable, RealKafka, kafka_home, start_cluster
+from harness.kafka_process import FAST_START_JVM
+from harness.kafka_props import SCRAM_MODULE, prefixed, wait_for, write_properties
 
 pytestmark = pytest.mark.realkafka
 

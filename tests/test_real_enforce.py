@@ -24,9 +24,9 @@ from quota_pipeline.core.stop import StopLimit
 from quota_pipeline.enforce.plan import FRESH_DEFAULT, stop_floor
 from quota_pipeline.kafka.publisher import ensure_topic
 from quota_pipeline.kafka.quota_admin import Change, QuotaAdmin
-from tests.realkafka import RealKafka
-from tests.realkafka_load import PacedProducer, first_window
-from tests.realkafka_props import (
+from harness.kafka import RealKafka
+from harness.paced_producer import PacedProducer, first_window
+from harness.kafka_props import (
     client_properties, pipeline_properties, publish_decisions, restore_quotas, wait_for, write_properties,
 )
 

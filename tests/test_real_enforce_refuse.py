@@ -35,11 +35,11 @@ from quota_pipeline.kafka.acl_admin import AclAdmin
 from quota_pipeline.kafka.acls import Binding
 from quota_pipeline.kafka.publisher import ensure_topic
 from quota_pipeline.kafka.refusal import ADMIN_SETTINGS
-from tests.kafka_fixtures import decision
-from tests.realkafka import ClusterSpec, RealKafka
-from tests.realkafka_fixtures import _start
-from tests.realkafka_process import FAST_START_JVM
-from tests.realkafka_props import client_properties, pipeline_properties, wait_for, write_properties
+from harness.kafka_client import decision
+from harness.kafka import ClusterSpec, RealKafka
+from tests.support.realkafka_fixtures import _start
+from harness.kafka_process import FAST_START_JVM
+from harness.kafka_props import client_properties, pipeline_properties, wait_for, write_properties
 
 pytestmark = pytest.mark.realkafka
 

@@ -20,10 +20,10 @@ import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from quota_pipeline.core.stop import StopLimit
-from tests.realkafka import RealKafka, kafka_home
-from tests.realkafka_process import log_lines
-from tests.realkafka_fleet import all_producing, compile_java, start_fleet, stop_outcome
-from tests.realkafka_props import publish_decisions, wait_for
+from harness.kafka import RealKafka, kafka_home
+from harness.kafka_process import log_lines
+from harness.producers import all_producing, compile_java, start_fleet, stop_outcome
+from harness.kafka_props import publish_decisions, wait_for
 from tests.test_broker_callback_real import CALLBACK, callback_broker, callback_jar  # noqa: F401
 
 pytestmark = pytest.mark.realkafka
@@ -48,7 +48,7 @@ def fleet_stop(callback_jar: Path, real_kafka: RealKafka, tmp_path_factory) -> I
     work = tmp_path_factory.mktemp("fleet-callback")
     topic = f"decisions-fleet-{uuid.uuid4().hex[:8]}"
     if shutil.which("javac") is None:
-        pytest.skip("javac (a JDK) is needed to compile bench/ThrottleProducer.java")
+        pytest.skip("javac (a JDK) is needed to compile harness/ThrottleProducer.java")
     classes = compile_java(kafka_home(), work)
     decisions_admin = AdminClient(real_kafka.client_config())  # kept: a destroyed handle fails its futures
     decisions_admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(30)

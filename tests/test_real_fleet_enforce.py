@@ -26,9 +26,9 @@ from quota_pipeline.core.stop import StopLimit
 from quota_pipeline.kafka.client_quotas import PRODUCER_BYTE_RATE
 from quota_pipeline.kafka.publisher import ensure_topic
 from quota_pipeline.kafka.quota_admin import Change, QuotaAdmin
-from tests.realkafka import RealKafka, kafka_home
-from tests.realkafka_fleet import all_producing, compile_java, start_fleet, stop_outcome
-from tests.realkafka_props import (
+from harness.kafka import RealKafka, kafka_home
+from harness.producers import all_producing, compile_java, start_fleet, stop_outcome
+from harness.kafka_props import (
     client_properties, pipeline_properties, publish_decisions, restore_quotas, wait_for, write_properties,
 )
 
@@ -49,7 +49,7 @@ def fleet_stop(real_kafka: RealKafka, tmp_path_factory) -> Iterator[dict[str, An
     suffix = uuid.uuid4().hex[:8]
     decisions, load = f"decisions-{suffix}", f"load-{suffix}"
     if shutil.which("javac") is None:
-        pytest.skip("javac (a JDK) is needed to compile bench/ThrottleProducer.java")
+        pytest.skip("javac (a JDK) is needed to compile harness/ThrottleProducer.java")
     classes = compile_java(kafka_home(), work)
     props = pipeline_properties(real_kafka, **{cfg.CLUSTER_NAME: CLUSTER, cfg.OUTPUT_TOPIC: decisions,
                                                cfg.CHECKPOINT_PATH: str(work / "checkpoint"), cfg.VALIDITY: "PT5M",

@@ -16,8 +16,8 @@ from quota_pipeline.core.decision import DecisionState, step
 from quota_pipeline.core.model import PartitionSize, Status, VolumeSnapshot
 from quota_pipeline.core.settings import Settings
 from quota_pipeline.kafka.observer import Observer
-from tests.realkafka import RealKafka, partition_on, with_admin
-from tests.realkafka_props import pipeline_config, wait_for
+from harness.kafka import RealKafka, partition_on, with_admin
+from harness.kafka_props import pipeline_config, wait_for
 
 pytestmark = pytest.mark.realkafka
 

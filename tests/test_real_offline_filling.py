@@ -20,12 +20,12 @@ from quota_pipeline.core.settings import Settings
 from quota_pipeline.kafka.observer import Observer
 from quota_pipeline.streaming import source
 from quota_pipeline.streaming.processor import DecisionProcessor
-from builders import MemoryHandle
+from tests.support.builders import MemoryHandle
 from test_stream_parts import _rows
-from tests.realkafka import ClusterSpec, RealKafka, partition_on
-from tests.realkafka_fixtures import TMPFS_MB, _start
-from tests.realkafka_process import FAST_START_JVM, TmpfsUnavailable
-from tests.realkafka_props import pipeline_config
+from harness.kafka import ClusterSpec, RealKafka, partition_on
+from tests.support.realkafka_fixtures import TMPFS_MB, _start
+from harness.kafka_process import FAST_START_JVM, TmpfsUnavailable
+from harness.kafka_props import pipeline_config
 
 pytestmark = pytest.mark.realkafka
 

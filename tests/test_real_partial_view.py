@@ -17,10 +17,10 @@ from quota_pipeline.core import config as cfg
 from quota_pipeline.core.model import Status, VolumeSnapshot
 from quota_pipeline.kafka.observer import Observer
 from test_real_offline_filling import decide
-from tests.realkafka import ClusterSpec, RealKafka
-from tests.realkafka_fixtures import TMPFS_MB, _start
-from tests.realkafka_process import FAST_START_JVM, TmpfsUnavailable
-from tests.realkafka_props import pipeline_config, wait_for
+from harness.kafka import ClusterSpec, RealKafka
+from tests.support.realkafka_fixtures import TMPFS_MB, _start
+from harness.kafka_process import FAST_START_JVM, TmpfsUnavailable
+from harness.kafka_props import pipeline_config, wait_for
 
 pytestmark = pytest.mark.realkafka
 

@@ -19,13 +19,13 @@ from quota_pipeline.kafka.client_quotas import PRODUCER_BYTE_RATE, Entity
 from quota_pipeline.kafka.publisher import ensure_topic
 from quota_pipeline.kafka.quota_admin import Change, QuotaAdmin, QuotaAdminError
 from quota_pipeline.simulator import Simulator
-from tests import realkafka_config as rc
-from tests.realkafka import RealKafka
-from tests.realkafka_props import (
+from harness import kafka_config as rc
+from harness.kafka import RealKafka
+from harness.kafka_props import (
     client_properties, pipeline_properties, prefixed, publish_decisions, restore_quotas, wait_for,
     write_properties,
 )
-from tests.simulator_fixtures import roundtrip
+from tests.support.simulator_fixtures import roundtrip
 
 pytestmark = pytest.mark.realkafka
 

@@ -18,10 +18,10 @@ import pytest
 from confluent_kafka import Consumer, TopicPartition
 
 from quota_pipeline.core import config as cfg
-from tests import realkafka_config as rc
-from tests.realkafka import RealKafka
-from tests.realkafka_process import FAST_START_JVM
-from tests.realkafka_props import client_properties, pipeline_properties, prefixed, wait_for, write_properties
+from harness import kafka_config as rc
+from harness.kafka import RealKafka
+from harness.kafka_process import FAST_START_JVM
+from harness.kafka_props import client_properties, pipeline_properties, prefixed, wait_for, write_properties
 
 pytestmark = pytest.mark.realkafka
 

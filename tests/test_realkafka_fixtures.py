@@ -8,8 +8,8 @@ import pytest
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from tests.realkafka import RealKafka, with_admin
-from tests.realkafka_fixtures import TMPFS_MB
+from harness.kafka import RealKafka, with_admin
+from tests.support.realkafka_fixtures import TMPFS_MB
 
 pytestmark = pytest.mark.realkafka
 
@@ -162,18 +162,18 @@ def test_a_node_whose_port_was_taken_is_started_again_on_new_ports(monkeypatch):
     says so and starts the cluster again on new ports instead of failing the test that asked for it."""
     import socket
 
-    from tests import realkafka
-    from tests.realkafka_process import FAST_START_JVM
+    from harness import kafka as rk
+    from harness.kafka_process import FAST_START_JVM
     try:
-        realkafka.kafka_home()
-    except realkafka.KafkaUnavailable as exc:
+        rk.kafka_home()
+    except rk.KafkaUnavailable as exc:
         pytest.skip(str(exc))
     squatter = socket.socket()
     squatter.bind(("127.0.0.1", 0))
     squatter.listen()
     taken = squatter.getsockname()[1]
     chosen: list[list[int]] = []
-    real_free_ports = realkafka.free_ports
+    real_free_ports = rk.free_ports
 
     def first_one_taken(count: int) -> list[int]:
         ports = real_free_ports(count)
@@ -182,9 +182,9 @@ def test_a_node_whose_port_was_taken_is_started_again_on_new_ports(monkeypatch):
         chosen.append(ports)
         return ports
 
-    monkeypatch.setattr(realkafka, "free_ports", first_one_taken)
+    monkeypatch.setattr(rk, "free_ports", first_one_taken)
     try:
-        cluster = realkafka.start_cluster(realkafka.ClusterSpec(nodes=1, log_dirs=1, jvm_opts=FAST_START_JVM))
+        cluster = rk.start_cluster(rk.ClusterSpec(nodes=1, log_dirs=1, jvm_opts=FAST_START_JVM))
     finally:
         squatter.close()
     try:
@@ -203,5 +203,5 @@ def test_a_node_whose_port_was_taken_is_started_again_on_new_ports(monkeypatch):
     ("something else", 3, "exit code 3"),
 ])
 def test_why_a_node_died_is_said_in_words(log, code, reason):
-    from tests.realkafka_process import why_exited
+    from harness.kafka_process import why_exited
     assert reason in why_exited(log, code)

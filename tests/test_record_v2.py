@@ -8,8 +8,8 @@ import time
 import pytest
 from dataclasses import replace
 
-from builders import GB, failed, ok, settings, vol
-from simulator_fixtures import start_simulator  # noqa: F401  (fixture)
+from tests.support.builders import GB, failed, ok, settings, vol
+from tests.support.simulator_fixtures import start_simulator  # noqa: F401  (fixture)
 from quota_pipeline import resources
 from quota_pipeline.core import config as cfg
 from quota_pipeline.core.clock import SYSTEM

@@ -9,7 +9,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from builders import settings
+from tests.support.builders import settings
 from quota_pipeline.journal import synth
 from quota_pipeline.replay import cluster_files
 from quota_pipeline.replay.cluster_files import ClusterFiles, Task

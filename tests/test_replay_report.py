@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from quota_pipeline.journal import synth
-from tests.chromium import Browser, binary
+from harness.chromium import Browser, binary
 
 pytest.importorskip("matplotlib")
 P = "client.quota.callback.static."
@@ -110,7 +110,7 @@ def test_the_pictures_take_a_partial_views_readings(spark, tmp_path):
     while another broker did not answer."""
     import pyarrow.parquet as pq
 
-    from builders import GB, ok, partial, vol
+    from tests.support.builders import GB, ok, partial, vol
     from quota_pipeline.journal import period_file, spark_reader
 
     snaps = [ok(0, vol(1, 50 * GB), vol(2, 50 * GB)), partial(10, vol(1, 2 * GB), brokers=(1, 2))]

@@ -22,8 +22,8 @@ from quota_pipeline.core import config as cfg
 from quota_pipeline.core.signing import HEADER, SigningKey, sign
 from quota_pipeline.dashboard.feed import Feed
 from quota_pipeline.kafka.publisher import Publisher
-from tests.kafka_fixtures import create_topic, decision, wait_until
-from tests.realkafka import SELF_PLAINTEXT, RealKafka
+from harness.kafka_client import create_topic, decision, wait_until
+from harness.kafka import SELF_PLAINTEXT, RealKafka
 from tests.test_broker_callback_real import CALLBACK, callback_broker, callback_jar, server_log  # noqa: F401
 from tests.test_stop_authorizer_real import AUTHORIZER, OneRecord, _create_data_topic, refused, wait_for_answer
 

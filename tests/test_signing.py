@@ -16,7 +16,7 @@ from quota_pipeline.core.signing import HEADER, SigningKey, parse_keys, sign
 from quota_pipeline.dashboard.feed import Feed
 from quota_pipeline.dashboard.history import History
 from quota_pipeline.kafka.publisher import Publisher
-from tests.kafka_fixtures import T0, decision, encode
+from harness.kafka_client import T0, decision, encode
 
 K1 = SigningKey("k1", "k1-secret-0123456789abcdef0123456789")
 K2 = SigningKey("k2", "k2-secret-abcdefghijklmnopqrstuvwxyz")

@@ -16,7 +16,7 @@ from kafka.protocol.metadata import ApiVersionsRequest, MetadataRequest
 
 from quota_pipeline.simulator import ScenarioError, SimClock, Simulator, load_scenario
 from quota_pipeline.simulator.protocol import CURRENT_VERSIONS, OLD_VERSIONS
-from simulator_fixtures import free_port_block, port_is_free, roundtrip, start_simulator  # noqa: F401
+from tests.support.simulator_fixtures import free_port_block, port_is_free, roundtrip, start_simulator  # noqa: F401
 
 pytestmark = pytest.mark.kafka
 ROOT = Path(__file__).resolve().parents[1]

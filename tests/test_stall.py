@@ -10,7 +10,7 @@ from prometheus_client import generate_latest
 
 from quota_pipeline.core import config as cfg
 from quota_pipeline.core.clock import ManualClock
-from tests.ports import free_port
+from harness.ports import free_port
 from quota_pipeline.kafka.publisher import DeliveryFailed, Publisher
 from quota_pipeline.kafka.stall import StallCheck, longest_stall, request_timeout_ms, warning_for
 from quota_pipeline.streaming.metrics import Metrics

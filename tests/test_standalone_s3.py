@@ -23,11 +23,12 @@ import pytest
 from quota_pipeline.core import config as cfg
 from quota_pipeline.demo.local_broker import LocalBroker
 from quota_pipeline.simulator import Simulator
-from standalone_cluster import StandaloneCluster
-from tests.ports import free_port
-from tests.realkafka import ready_timeout
-from tests.s3proxy_fixtures import CREDENTIAL, s3proxy  # noqa: F401 - the session's S3Proxy
-from tests.stream_job import TopicWatcher, stop_job
+from harness.spark_standalone import StandaloneCluster
+from harness.ports import free_port
+from harness.kafka import ready_timeout
+from harness.s3proxy import CREDENTIAL
+from tests.support.s3proxy_fixtures import s3proxy  # noqa: F401 - the session's S3Proxy
+from harness.stream_job import TopicWatcher, stop_job
 
 pytestmark = pytest.mark.standalone
 

@@ -14,7 +14,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from builders import GB, MemoryHandle, failed, ok, settings, vol
+from tests.support.builders import GB, MemoryHandle, failed, ok, settings, vol
 from quota_pipeline import resources
 from quota_pipeline.core.decision import DecisionState, step
 from quota_pipeline.core.model import STOP_TOPICS_BUDGET, PartitionSize, Stop, stop_json_bytes

@@ -19,8 +19,8 @@ from typing import Any, Iterator
 
 import pytest
 
-from tests.kafka_fixtures import create_topic, decision, publish, wait_until
-from tests.realkafka import SELF_PLAINTEXT, RealKafka, kafka_home
+from harness.kafka_client import create_topic, decision, publish, wait_until
+from harness.kafka import SELF_PLAINTEXT, RealKafka, kafka_home
 from tests.test_broker_callback_real import CALLBACK, callback_broker, callback_jar, server_log  # noqa: F401
 
 pytestmark = pytest.mark.realkafka

@@ -18,8 +18,8 @@ import pytest
 from quota_pipeline.core import config as cfg
 from quota_pipeline.simulator import Simulator
 from quota_pipeline.demo.local_broker import LocalBroker
-from tests.ports import free_port
-from tests.stream_job import TopicWatcher, start_job
+from harness.ports import free_port
+from harness.stream_job import TopicWatcher, start_job
 
 TOTAL = 1000 * 10 ** 9
 VALIDITY_S = 45

@@ -10,8 +10,8 @@ import pandas as pd
 import pytest
 from hypothesis import HealthCheck, given, settings as hsettings, strategies as st
 
-from builders import GB, MemoryHandle, ok, settings, vol
-from journal_strategies import cluster_journal
+from tests.support.builders import GB, MemoryHandle, ok, settings, vol
+from tests.support.journal_strategies import cluster_journal
 from quota_pipeline.core import config as cfg
 from quota_pipeline.streaming import source
 from quota_pipeline.core.decision import DecisionState, step
@@ -207,7 +207,7 @@ def test_metrics_export_the_closest_volumes_eta_the_interval_and_the_last_decisi
 
 def test_publisher_fails_the_batch_when_the_output_cluster_does_not_acknowledge():
     from quota_pipeline.kafka.publisher import DeliveryFailed, Publisher
-    from tests.ports import free_port
+    from harness.ports import free_port
 
     publisher = Publisher({"bootstrap.servers": f"127.0.0.1:{free_port()}", "message.timeout.ms": "1500"},
                           "t", flush_timeout=5)

@@ -1,6 +1,6 @@
 """A decision stall on real Kafka: `quota-pipeline run` publishes to a topic whose follower replica is on a tmpfs log
 dir, the tmpfs is filled to ENOSPC, and the acks=all delivery of the next decision waits while the failed follower
-still counts as caught up (tests/realkafka_stall.py says why, bench/RESULTS.md measures it). Each record starts a
+still counts as caught up (harness/kafka_stall.py says why, bench/RESULTS.md measures it). Each record starts a
 segment, so the first decision after the fill is the one node 1 fails to replicate (it cannot roll its segment on
 the full tmpfs), whatever the size of the records and however slow the micro-batches.
 
@@ -23,16 +23,16 @@ from typing import Any, Iterator
 import pytest
 
 from quota_pipeline.core import config as cfg
-from tests.realkafka_process import TmpfsUnavailable
-from tests.realkafka_props import client_properties, pipeline_properties, prefixed, wait_for, write_properties
-from tests.realkafka_stall import (FOLLOWER, LEADER, create_decision_topic, failure_lines, fill, placement,
-                                  stall_cluster, tmpfs_dir)
-from tests.stream_job import TopicWatcher, start_job, stop_job
+from harness.kafka_process import TmpfsUnavailable
+from harness.kafka_props import client_properties, pipeline_properties, prefixed, wait_for, write_properties
+from harness.kafka_stall import (FOLLOWER, LEADER, create_decision_topic, failure_lines, fill, placement,
+                                stall_cluster, tmpfs_dir)
+from harness.stream_job import TopicWatcher, start_job, stop_job
 
 pytestmark = pytest.mark.realkafka
 
 CLUSTER = "stall-test"
-# Whichever drops the failed follower from the ISR first decides the stall (tests/realkafka_stall.py): the leader
+# Whichever drops the failed follower from the ISR first decides the stall (harness/kafka_stall.py): the leader
 # itself, after the lag (8-12 s; a failed roll leaves the log dir online, so here it is the leader), or the
 # controller, and then the request timeout (8 s). Either way at least STALL_S: short, yet seconds past both the
 # validity and the publisher's 3 s before its line.
@@ -81,8 +81,8 @@ def stalled_and_fresh(records: list[tuple[float, dict]], filled_at: float) -> tu
 
 @pytest.fixture(scope="module")
 def stall(tmp_path_factory) -> Iterator[dict[str, Any]]:
-    from tests.ports import free_port
-    from tests.realkafka import kafka_home, KafkaUnavailable
+    from harness.ports import free_port
+    from harness.kafka import kafka_home, KafkaUnavailable
 
     try:
         kafka_home()

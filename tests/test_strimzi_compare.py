@@ -13,7 +13,7 @@ import pytest
 from bench.strimzi_compare import (
     Marks, Outcome, held_table, java_targets, main, outcome, refusal_table, table,
 )
-from tests.realkafka_fleet import Client
+from harness.producers import Client
 
 
 def client(kind: str, rate_at) -> Client:

@@ -13,9 +13,10 @@ from rich.console import Console
 from quota_pipeline.core.clock import ManualClock
 from quota_pipeline.dashboard import terminal, view
 from quota_pipeline.dashboard.history import History
-from tests.ports import free_port
-from tests.dashboard_records import encode, filling_story, record, steady_story, volume
-from tests.kafka_fixtures import broker, create_topic, publish  # noqa: F401 (fixture)
+from harness.ports import free_port
+from harness.dashboard import encode, filling_story, record, steady_story, volume
+from tests.support.kafka_fixtures import broker  # noqa: F401 (a fixture)
+from harness.kafka_client import create_topic, publish
 
 T0 = dt.datetime(2026, 11, 21, 10, 0, tzinfo=dt.timezone.utc)
 MINUTE = dt.timedelta(minutes=1)

@@ -16,9 +16,9 @@ import os
 import re
 from typing import Mapping
 
-from tests.realkafka import ClusterSpec, RealKafka, start_cluster, with_admin
-from tests.realkafka_process import FAST_START_JVM
-from tests.realkafka_props import wait_for
+from harness.kafka import ClusterSpec, RealKafka, start_cluster, with_admin
+from harness.kafka_process import FAST_START_JVM
+from harness.kafka_props import wait_for
 
 LEADER, FOLLOWER = 2, 1
 TMPFS_MB = 32

@@ -9,8 +9,8 @@ import pytest
 
 from quota_pipeline.core import config as cfg
 from quota_pipeline.simulator import Simulator
-from tests import ports
-from tests.ports import simulator_range
+from harness import ports
+from harness.ports import simulator_range
 
 
 def free_port_block(n: int, attempts: int = 50) -> int:

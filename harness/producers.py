@@ -1,10 +1,12 @@
-"""A fleet of real producers, each with its own client id and connections (librdkafka through confluent-kafka, and
-the Java client from KAFKA_HOME), and what a stop admitted from them: bursts, rates, each client's return.
+"""Real producers, each with its own client id and connections (librdkafka through confluent-kafka, and the Java
+client from KAFKA_HOME), each process followed as it reports, and what a stop admitted from them: bursts, rates, each
+client's return. The one producer harness of the tests and the benchmarks.
 
-Each process prints JSON lines {"t_ms": wall-clock ms, "acked": bytes acknowledged so far}; the librdkafka one
-after every poll that acknowledged something (one line per produce response; with "id" when the process runs a group
-of producers), the Java one every 250 ms (bench/ThrottleProducer.java, default producer settings). Run as a script,
-this module is the librdkafka producer(s).
+Each process prints JSON lines {"t_ms": wall-clock ms, "acked": bytes acknowledged so far, "failed": failed sends so
+far, "throttle_max_ms": the largest throttle time since the previous line}; the librdkafka one after every poll that
+acknowledged something or was throttled (one line per produce response; with "id" when the process runs a group of
+producers), the Java one every 250 ms (harness/ThrottleProducer.java, default producer settings). Run as a module
+(`python3 -m harness.producers`), this is the librdkafka producer(s).
 """
 from __future__ import annotations
 
@@ -18,24 +20,39 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 RECORD_BYTES = 10_000
-JAVA_SOURCE = Path(__file__).resolve().parent.parent / "bench" / "ThrottleProducer.java"
+ROOT = Path(__file__).resolve().parent.parent  # where `python3 -m harness.producers` finds the package
+JAVA_SOURCE = Path(__file__).with_name("ThrottleProducer.java")
 # librdkafka keeps up to 1 GiB queued by default; 16 MiB still fills its 1 MB requests and keeps 8 processes small.
 LIBRDKAFKA_QUEUE_KBYTES = 16384
 JAVA_OPTS = ["-Xmx96m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1"]
 BURST_GAP_S = 0.5  # acknowledgements closer than this belong to one produce response (librdkafka)
 
 
+@dataclass(frozen=True)
+class Sample:
+    """One line a producer process printed."""
+
+    t: float  # wall-clock seconds
+    acked: int  # bytes acknowledged since start
+    failed: int  # sends that failed since start
+    throttle_max_ms: float  # librdkafka: the largest throttle_time_ms since its previous line (throttle_cb);
+    # Java: the producer's produce-throttle-time-max metric (a max over its 2 x 30 s metric windows)
+
+
 @dataclass
 class Client:
-    """A running producer process and the (wall time, bytes acknowledged) samples it printed so far."""
+    """A running producer process: every line it printed so far (`samples`), and the (wall time, bytes acknowledged)
+    series of the lines that acknowledged more (`times`, `acked`), which bursts, rates and returns are read from."""
 
     client_id: str
     kind: str  # "librdkafka" or "java"
     process: subprocess.Popen
     times: list[float] = field(default_factory=list)
     acked: list[int] = field(default_factory=list)
+    samples: list[Sample] = field(default_factory=list)
 
-    def record(self, t_ms: int, acked: int) -> None:
+    def record(self, t_ms: int, acked: int, failed: int = 0, throttle_max_ms: float = 0.0) -> None:
+        self.samples.append(Sample(t_ms / 1000.0, acked, failed, throttle_max_ms))
         if not self.acked or acked != self.acked[-1]:
             self.times.append(t_ms / 1000.0)
             self.acked.append(acked)
@@ -84,14 +101,21 @@ def _follow(process: subprocess.Popen, clients: list[Client]) -> list[Client]:
         for line in process.stdout:
             if line.startswith("{"):
                 d = json.loads(line)
-                by_id[d["id"]].record(d["t_ms"], d["acked"]) if "id" in d else clients[0].record(d["t_ms"],
-                                                                                                 d["acked"])
+                client = by_id[d["id"]] if "id" in d else clients[0]
+                client.record(d["t_ms"], d["acked"], d.get("failed", 0), d.get("throttle_max_ms", 0.0))
     threading.Thread(target=read, daemon=True, name=f"read-{clients[0].client_id}").start()
     return clients
 
 
+def follow(cmd: list[str], client_id: str, kind: str = "librdkafka", **popen) -> Client:
+    """A producer program of its own that prints this module's JSON lines (bench/campaign_load.py), started and
+    followed; `popen` goes to subprocess.Popen."""
+    process = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, **popen)
+    return _follow(process, [Client(client_id, kind, process)])[0]
+
+
 def compile_java(home: Path, out: Path) -> Path:
-    """bench/ThrottleProducer.java compiled against KAFKA_HOME's client jars into `out`."""
+    """harness/ThrottleProducer.java compiled against KAFKA_HOME's client jars into `out`."""
     subprocess.run(["javac", "-d", str(out), "-cp", f"{home}/libs/*", str(JAVA_SOURCE)], check=True,
                    capture_output=True, timeout=300)
     return out
@@ -119,9 +143,9 @@ def start_librdkafka_group(bootstrap: str, topic: str, client_ids: list[str], se
     take the CPU the brokers and the job need."""
     if not client_ids or any("," in c for c in client_ids):
         raise ValueError(f"client ids without commas, at least one: {client_ids!r}")
-    cmd = [sys.executable, __file__, bootstrap, topic, ",".join(client_ids), str(seconds), acks, str(record_bytes),
-           str(rate)]
-    process = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    cmd = [sys.executable, "-m", "harness.producers", bootstrap, topic, ",".join(client_ids), str(seconds), acks,
+           str(record_bytes), str(rate)]
+    process = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, cwd=ROOT)
     return _follow(process, [Client(c, "librdkafka", process) for c in client_ids])
 
 
@@ -166,7 +190,7 @@ def stop_outcome(clients: list[Client], pre_rate: float, published: float, stopp
     """What a stop admitted, once every client is back (a record acknowledged after `released`) or the max mute + 6 s
     since `release` (the 1.0 published) have passed: each client's `stop_admitted` from 0.5 s after `stopped` (a
     response to a request taken just before the stop is not the stop's) and when the decisions were seen."""
-    from tests.realkafka_props import wait_for  # here: run as a script, this module is a producer without the package
+    from harness.kafka_props import wait_for  # here: the producer process needs no more than confluent-kafka
     wait_for(lambda: all(c.first_ack_after(released) for c in clients) or time.time() > release + max_mute_s + 6,
              max_mute_s + 10, "every client is back")
     return {"pre_rate": pre_rate, "stopped": stopped, "released": released,
@@ -193,8 +217,13 @@ class _Application:
         self.refusing = False
         self.probed = 0.0
         self.reported = -1
+        self.throttle_ms = 0.0  # the largest throttle time since the last line
         self.producer = Producer({"bootstrap.servers": bootstrap, "client.id": client_id,
-                                  "queue.buffering.max.kbytes": LIBRDKAFKA_QUEUE_KBYTES, "acks": acks})
+                                  "queue.buffering.max.kbytes": LIBRDKAFKA_QUEUE_KBYTES, "acks": acks,
+                                  "throttle_cb": self.throttled})
+
+    def throttled(self, event) -> None:  # ThrottleEvent.throttle_time is in seconds
+        self.throttle_ms = max(self.throttle_ms, event.throttle_time * 1000)
 
     def delivered(self, err, msg) -> None:
         from confluent_kafka import KafkaError
@@ -248,11 +277,36 @@ class _Application:
             return 0.05
 
     def report(self, tagged: bool) -> None:
-        if self.acked != self.reported:
+        if self.acked != self.reported or self.throttle_ms:
             self.reported = self.acked
             line = {"t_ms": int(time.time() * 1000), "acked": self.acked, "refused": self.refused,
-                    "failed": self.failed}
+                    "failed": self.failed, "throttle_max_ms": self.throttle_ms}
+            self.throttle_ms = 0.0
             print(json.dumps({"id": self.client_id, **line} if tagged else line), flush=True)
+
+
+class Tally:
+    """The reporting side of this module's protocol for a producer loop of its own (bench/campaign_load.py): bytes
+    acknowledged, failed deliveries and the largest throttle time, one line every 250 ms."""
+
+    def __init__(self) -> None:
+        self.acked, self.failed, self.throttle_ms, self.next_report = 0, 0, 0.0, 0.0
+
+    def delivered(self, err, msg) -> None:
+        if err is None:
+            self.acked += len(msg.value())
+        else:
+            self.failed += 1
+
+    def throttled(self, event) -> None:  # ThrottleEvent.throttle_time is in seconds
+        self.throttle_ms = max(self.throttle_ms, event.throttle_time * 1000)
+
+    def report_if_due(self) -> None:
+        if time.time() >= self.next_report:
+            print(json.dumps({"t_ms": int(time.time() * 1000), "acked": self.acked, "failed": self.failed,
+                              "throttle_max_ms": self.throttle_ms}), flush=True)
+            self.throttle_ms = 0.0
+            self.next_report = time.time() + 0.25
 
 
 GROUP_NAP_S = 0.01  # a group process's longest sleep: an acknowledgement waits at most this long to be counted

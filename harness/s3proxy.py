@@ -1,12 +1,11 @@
-"""A real S3-compatible server for the object-store tests: S3Proxy (org.gaul:s3proxy from Maven Central, the S3
-API over a filesystem backend), fetched by Maven into build/s3proxy/lib once, started per test session on a
-loopback port with its data in a temporary directory. Skipped, with the reason, without Java or Maven."""
+"""A real S3-compatible server for the object-store tests and the journal store benchmark: S3Proxy (org.gaul:s3proxy
+from Maven Central, the S3 API over a filesystem backend), fetched by Maven into build/s3proxy/lib once, started on a
+loopback port with its data in a given directory."""
 from __future__ import annotations
 
 import contextlib
 import fcntl
 import hashlib
-import os
 import shutil
 import socket
 import subprocess
@@ -15,17 +14,19 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
-import pytest
-
-from tests.ports import free_port
+from harness.ports import free_port
 
 REPO = Path(__file__).resolve().parents[1]
-POM = REPO / "tests" / "s3proxy" / "pom.xml"
+POM = REPO / "harness" / "s3proxy_maven" / "pom.xml"
 CACHE = REPO / "build" / "s3proxy"
 BUCKET = "quota-pipeline-test"
 # Test-only credentials of the throwaway server (S3Proxy checks the signatures like S3 does).
 IDENTITY, CREDENTIAL = "quota-pipeline-test", "quota-pipeline-test-secret"
 START_S = 90.0
+
+
+class S3ProxyUnavailable(RuntimeError):
+    """S3Proxy cannot be fetched or run here (no Java or Maven, Maven Central unreachable); the tests skip."""
 
 
 @dataclass(frozen=True)
@@ -46,6 +47,9 @@ class S3Server:
 
 def s3proxy_classpath() -> Path:
     """build/s3proxy/lib with S3Proxy and its dependencies, fetched by Maven when absent or the pom changed."""
+    missing = [tool for tool in ("java", "mvn") if shutil.which(tool) is None]
+    if missing:
+        raise S3ProxyUnavailable(f"S3Proxy needs {' and '.join(missing)} on PATH")
     lib, stamp = CACHE / "lib", hashlib.sha256(POM.read_bytes()).hexdigest()
     CACHE.mkdir(parents=True, exist_ok=True)
     with open(CACHE / ".lock", "w") as lock:  # two pytest-xdist workers: one fetches, the other waits
@@ -59,7 +63,7 @@ def s3proxy_classpath() -> Path:
                               capture_output=True, text=True, timeout=900)
         if done.returncode != 0:
             tail = (done.stdout + done.stderr).strip().splitlines()[-5:]
-            pytest.skip(f"S3Proxy could not be fetched from Maven Central (mvn exit {done.returncode}): "
+            raise S3ProxyUnavailable(f"S3Proxy could not be fetched from Maven Central (mvn exit {done.returncode}): "
                         + " / ".join(tail))
         (tmp / ".pom-sha256").write_text(stamp)
         shutil.rmtree(lib, ignore_errors=True)
@@ -112,19 +116,3 @@ def serve(base: Path, lib: Path) -> Iterator[S3Server]:
             proc.kill()
             proc.wait()
 
-
-@pytest.fixture(scope="session")
-def s3proxy(tmp_path_factory):
-    """S3Proxy on loopback with one bucket; the process's AWS_* variables point the code under test at it."""
-    missing = [tool for tool in ("java", "mvn") if shutil.which(tool) is None]
-    if missing:
-        pytest.skip(f"the object-store tests start S3Proxy, which needs {' and '.join(missing)} on PATH")
-    lib = s3proxy_classpath()
-    saved = {k: os.environ.get(k) for k in (*ENV, "AWS_ENDPOINT_URL")}
-    try:
-        with serve(tmp_path_factory.mktemp("s3proxy"), lib) as server:
-            os.environ.update({**ENV, "AWS_ENDPOINT_URL": server.endpoint})
-            yield server
-    finally:
-        for k, v in saved.items():
-            os.environ.pop(k, None) if v is None else os.environ.__setitem__(k, v)

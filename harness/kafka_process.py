@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator, Mapping
 
-from tests.realkafka_config import NodeLayout
+from harness.kafka_config import NodeLayout
 
 _PR_SET_PDEATHSIG = 1
 # Without the C2 compiler and G1 a JVM starts much faster on 2 cores (format 2.5 s vs 3.7 s, a 1-node cluster

@@ -1,4 +1,5 @@
-"""Decision records (schema_version 2, as the lead's record adds them) for the dashboard's tests and benchmark."""
+"""What the dashboard's tests and benchmark serve: decision records (schema_version 2, as the lead's record adds them)
+and a follower stub that reports a status without Kafka."""
 from __future__ import annotations
 
 import datetime as dt
@@ -6,6 +7,7 @@ import json
 from typing import Any, Iterator
 
 from quota_pipeline.core.model import format_time
+from quota_pipeline.dashboard import view
 
 GIB = 1024 ** 3
 RATIO_LIMIT = {"hard": {"type": "min.available.ratio", "value": 0.05},
@@ -70,3 +72,19 @@ def steady_story(cluster: str, start: dt.datetime, count: int, interval: dt.time
                  ratio: float = 0.6) -> Iterator[dict[str, Any]]:
     for i in range(count):
         yield record(cluster, start + i * interval, 1.0, [volume(2, "/data/0", ratio), volume(1, "/data/1", 0.7)])
+
+
+class StubFollower:
+    """The follower's face for the server: a status, no Kafka."""
+
+    bootstrap, topic = "127.0.0.1:1", "__quota_throttle_factors"
+    since = dt.datetime(2026, 11, 21, 10, 0, tzinfo=dt.timezone.utc)
+
+    def __init__(self, state: str = "following", message: str = "following") -> None:
+        self.state, self.message = state, message
+
+    def status(self) -> view.FeedStatus:
+        return view.FeedStatus(self.state, self.message, self.since, self.topic, self.bootstrap, caught_up=True)
+
+    def close(self) -> None:
+        pass

@@ -11,9 +11,9 @@ from quota_pipeline.core import config as cfg
 from quota_pipeline.core.properties import PUBLISHER_CLIENT_ID
 from quota_pipeline.kafka.client_quotas import Quotas
 from quota_pipeline.kafka.quota_admin import Change, QuotaAdmin
-from tests import realkafka_config as rc
-from tests.kafka_fixtures import decision
-from tests.realkafka import RealKafka
+from harness import kafka_config as rc
+from harness.kafka_client import decision
+from harness.kafka import RealKafka
 
 SCRAM_MODULE = "org.apache.kafka.common.security.scram.ScramLoginModule"
 

@@ -15,13 +15,13 @@ def ephemeral_start() -> int:
 
 
 def kafka_range() -> range:
-    """Ports for Kafka nodes (tests/realkafka.py)."""
+    """Ports for Kafka nodes (harness/kafka.py)."""
     top = ephemeral_start()
     return range(max(10000, top - 12000), top)
 
 
 def simulator_range() -> range:
-    """Ports for simulated clusters' blocks (tests/simulator_fixtures.py), apart from Kafka's."""
+    """Ports for simulated clusters' blocks (tests/support/simulator_fixtures.py), apart from Kafka's."""
     bottom = kafka_range().start
     return range(max(1024, bottom - 8000), bottom)
 

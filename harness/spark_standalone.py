@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator
 
-from tests.ports import free_port
+from harness.ports import free_port
 
 
 def spark_home() -> Path:

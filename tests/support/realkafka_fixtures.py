@@ -7,8 +7,8 @@ from typing import Iterator
 
 import pytest
 
-from tests.realkafka import ClusterSpec, KafkaUnavailable, RealKafka, kafka_home, start_cluster
-from tests.realkafka_process import FAST_START_JVM, TmpfsUnavailable
+from harness.kafka import ClusterSpec, KafkaUnavailable, RealKafka, kafka_home, start_cluster
+from harness.kafka_process import FAST_START_JVM, TmpfsUnavailable
 
 TMPFS_MB = 64
 

@@ -12,10 +12,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
-from tests import realkafka_config as rc
-from tests.ports import kafka_range
-from tests.realkafka_process import NodeProcess, PortTaken, format_storage, mount_tmpfs, unmount, wait_metadata
-from tests.realkafka_tls import BrokerTls, make_broker_tls
+from harness import kafka_config as rc
+from harness.ports import kafka_range
+from harness.kafka_process import NodeProcess, PortTaken, format_storage, mount_tmpfs, unmount, wait_metadata
+from harness.kafka_tls import BrokerTls, make_broker_tls
 
 ENABLE_HINT = "set KAFKA_HOME to an Apache Kafka >= 3.3 distribution (4.0+ for fenced brokers)"
 SCRAM_USER = "quota-test"
@@ -107,7 +107,7 @@ class ClusterSpec:
     jvm_opts: str | None = None  # KAFKA_JVM_PERFORMANCE_OPTS; None keeps Kafka's (G1, C2), as benchmarks need
     overrides: Mapping[str, str] = field(default_factory=dict)
     ready_timeout: float = 120.0
-    authorizer: bool = False  # StandardAuthorizer, super user only on PLAINTEXT (realkafka_config.authorizer_properties)
+    authorizer: bool = False  # StandardAuthorizer, super user only on PLAINTEXT (kafka_config.authorizer_properties)
 
 
 @dataclass
@@ -293,5 +293,5 @@ def partition_on(cluster: RealKafka, topic: str, log_dir: str) -> int:
         [broker] = with_admin(cluster, lambda a: a.describe_log_dirs())
         return [p["partition_index"] for d in broker["log_dirs"] if d["log_dir"] == log_dir
                 for t in d["topics"] if t["name"] == topic for p in t["partitions"]]
-    from tests.realkafka_props import wait_for
+    from harness.kafka_props import wait_for
     return wait_for(placed, 20, f"a partition of {topic} is placed on {log_dir}")[0]

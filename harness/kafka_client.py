@@ -1,16 +1,14 @@
-"""Test helpers for the broker side: a local Kafka-compatible broker, decision records, a settable clock."""
+"""What tests and benchmarks send through a broker, Tansu or Apache Kafka: decision records, a compacted topic, records
+published, a condition awaited."""
 from __future__ import annotations
 
 import datetime as dt
 import json
 import time
-from typing import Any, Callable, Iterable, Iterator
-
-import pytest
+from typing import Any, Callable, Iterable
 
 from quota_pipeline.core.model import DecisionSource, Status
 from quota_pipeline.core.record import ThrottleDecision
-from quota_pipeline.demo.local_broker import BrokerUnavailable, LocalBroker
 
 T0 = dt.datetime(2026, 11, 21, 10, 0, tzinfo=dt.timezone.utc)
 
@@ -28,17 +26,6 @@ def decision(cluster: str = "c1", factor: float = 0.0, observed_at: dt.datetime 
 
 def encode(d: ThrottleDecision) -> bytes:
     return json.dumps(d.to_json()).encode()
-
-
-@pytest.fixture(scope="module")
-def broker() -> Iterator[LocalBroker]:
-    """One local broker per test module (about half a second to start)."""
-    try:
-        b = LocalBroker().start()
-    except BrokerUnavailable as exc:
-        pytest.skip(str(exc))
-    yield b
-    b.stop()
 
 
 def create_topic(bootstrap: str, topic: str, partitions: int = 1) -> None:

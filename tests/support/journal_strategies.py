@@ -14,7 +14,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from hypothesis import strategies as st
 
-from builders import GB, failed, ok, vol
+from tests.support.builders import GB, failed, ok, vol
 from quota_pipeline.core.model import PartitionSize, Status, Volume
 
 

@@ -15,9 +15,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tests.kafka_fixtures import create_topic, decision, publish
-from tests.realkafka import SELF_PLAINTEXT, ClusterSpec, start_cluster
-from tests.realkafka_process import FAST_START_JVM, KafkaStartError
+from harness.kafka_client import create_topic, decision, publish
+from harness.kafka import SELF_PLAINTEXT, ClusterSpec, start_cluster
+from harness.kafka_process import FAST_START_JVM, KafkaStartError
 
 CLUSTER = "versions"
 DECISIONS = "__quota_throttle_factors"

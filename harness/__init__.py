@@ -1,0 +1,4 @@
+"""The shared harness that starts real Kafka, S3Proxy, Spark clusters, producers and browsers for tests and benchmarks.
+
+Not shipped: the wheel's package discovery (pyproject.toml) takes quota_pipeline only. Run from the repository root,
+tests and benchmarks import it as `harness.<module>`."""

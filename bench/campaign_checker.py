@@ -39,6 +39,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Sequence
 
+from bench.stats import percentile
+
 NODE_FAULTS = ("kill9", "stop", "pause", "pause_short", "controller_restart", "fill_enospc")
 RESTARTING_FAULTS = ("kill9", "stop", "controller_restart", "fill_enospc")  # the node's process starts anew
 # Faults during which decisions may legitimately stop reaching the topic (or the brokers).
@@ -352,13 +354,6 @@ def explaining(faults: Iterable[Fault], meta: Meta, a: float, b: float) -> tuple
 # ---------------------------------------------------------------- the properties
 
 
-def p99(values: Sequence[float]) -> float:
-    if not values:
-        return 0.0
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, math.ceil(0.99 * len(ordered)) - 1)]
-
-
 def interval_start(t: float, interval_s: float) -> float:
     """The start of the check interval `t` falls in: the job observes once per interval, intervals counted from the
     Unix epoch (as Spark's processing-time trigger fires them)."""
@@ -568,12 +563,13 @@ def check(h: History, cluster: str | None = None) -> Report:
     meta = h.meta
     forged = forged_offsets(h.faults)
     decisions, bad = decisions_of(h.published, cluster, forged)
-    delay = p99(publication_delays(decisions, h.faults, meta, h.job_runs))
+    delay = percentile(publication_delays(decisions, h.faults, meta, h.job_runs), 99, empty=0.0)
     firsts = {min((d.arrived for d in decisions if d.arrived >= r.start), default=None) for r in h.job_runs}
     observed = sorted({d.observed_at for d in decisions
                        if d.observed_at <= d.arrived + meta.skew_s and d.arrived not in firsts})
-    spacing = p99([b - a for a, b in zip(observed, observed[1:])
-                   if not any(f.kind in publication_faults(meta) and f.covers(a, b) for f in h.faults)])
+    spacing = percentile([b - a for a, b in zip(observed, observed[1:])
+                          if not any(f.kind in publication_faults(meta) and f.covers(a, b) for f in h.faults)],
+                         99, empty=0.0)
     detection, release = meta.interval_s + delay, 2 * meta.interval_s + delay
     low = low_intervals(h.disks, meta.hard_limit_bytes, meta.end, h.faults, h.offline)
     unsafe, detection_delays = check_unsafe_release(h, decisions, detection, low)

@@ -30,6 +30,7 @@ from pathlib import Path
 
 from confluent_kafka import Consumer, TopicPartition
 
+from bench.stats import percentile
 from quota_pipeline.core import config as cfg
 from quota_pipeline.core.model import parse_time
 from quota_pipeline.demo.local_broker import LocalBroker, free_port
@@ -40,11 +41,6 @@ TOPIC = "__quota_throttle_factors"
 BATCH_LINE = re.compile(r"batch (\d+): (\d+) decisions, observed_at spread (\d+) ms; (.*); collect (\d+) ms, "
                         r"publish (\d+) ms; trigger (\d+) ms")
 STAGE = re.compile(r"stage \d+ (\d+) ms \((\d+) tasks")
-
-
-def percentile(values: list[float], p: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(round(p / 100 * (len(ordered) - 1))))] if ordered else float("nan")
 
 
 def serve_simulators(n: int, brokers: int, log_dirs: int, conn) -> None:

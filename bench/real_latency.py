@@ -27,7 +27,7 @@ from typing import Callable, Iterator, Mapping
 from rich.console import Console
 from rich.table import Table
 
-from bench.stream_latency import percentile
+from bench.stats import percentile
 from quota_pipeline.core import config as cfg
 from quota_pipeline.core.model import parse_time
 from quota_pipeline.demo.local_broker import LocalBroker

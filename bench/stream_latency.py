@@ -20,15 +20,11 @@ from pathlib import Path
 
 from confluent_kafka import Consumer, TopicPartition
 
+from bench.stats import percentile
 from quota_pipeline.core import config as cfg
 from quota_pipeline.core.model import parse_time
 from quota_pipeline.simulator import Simulator
 from quota_pipeline.demo.local_broker import LocalBroker, free_port
-
-
-def percentile(values: list[float], p: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(round(p / 100 * (len(ordered) - 1))))]
 
 
 def main() -> int:

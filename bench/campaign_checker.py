@@ -12,7 +12,10 @@ further ahead than the skew allowance is refused, and past `valid_until` the bro
 Properties (each violation is one line with its times and the faults in force):
 - unsafe release: while a log dir is at or below the hard limit, the factor in force at the brokers is above the
   policy's (0) once its broker has been up for the detection allowance D (the check interval + the p99 delay from
-  the start of an observation's interval to its decision's arrival, measured in this run);
+  the start of an observation's interval to its decision's arrival, measured in this run), or, when the job skipped
+  intervals (Spark still busy with a batch when the next was due), once its first observation that started with the
+  dir low and its broker up has had the p99 delay to arrive: a late observation is the job's speed (its spacing is
+  reported), a first observation after the crossing that does not stop is its logic;
 - release: once no log dir is low and no fault is in force, factor 1 within R = 2 x interval + the p99 delay;
 - admitted: while factor 0 has been in force for the grace G, the producers' acknowledged bytes stay within
   1.25 x brokers x clients x the stop's per-client limit (bytes/s) plus one request per client and broker; where
@@ -388,11 +391,19 @@ def check_unsafe_release(h: History, decisions: Sequence[Decision], detection: f
             zero = since
         if zero is not None:
             delays.append(zero - since)
+    observed = sorted(d.observed_at for d in decisions)
+    delay = detection - meta.interval_s
     for node, log_dir, since, until in low:
         down = down_intervals(h.faults, node)
         deadline = up_time_reached(since, until, down, detection)
         if deadline is None:
             continue  # too short, or its broker never up long enough: nobody could see it
+        seen_from = up_time_reached(since, until, down, 0.0)
+        first = next((t for t in observed if seen_from is not None and t >= seen_from), None)
+        if first is not None:  # a job that skipped intervals is held to its first observation after the crossing
+            deadline = max(deadline, interval_start(first, meta.interval_s) + delay)
+            if deadline >= until:
+                continue
         # Offending spans: factor > 0 in force within [deadline, until).
         points = [deadline] + [t for t, _ in changes if deadline < t < until]
         spans = []
@@ -416,9 +427,12 @@ def check_unsafe_release(h: History, decisions: Sequence[Decision], detection: f
 def check_release(h: History, decisions: Sequence[Decision], bound: float,
                   low: Sequence[tuple[int, str, float, float]]) -> tuple[list[Violation], list[float]]:
     """Factor 1 within `bound` of every calm start (no low log dir in `low`, no fault) that followed a factor
-    below 1."""
+    below 1; a job that skipped intervals within the p99 delay of its second observation that started calm (as
+    `bound` allows two intervals)."""
     meta = h.meta
     changes = factor_changes(decisions, meta, meta.end)
+    observed = sorted(d.observed_at for d in decisions)
+    delay = bound - 2 * meta.interval_s
     busy = [(since, until) for _, _, since, until in low]
     busy += [(f.start, f.end) for f in h.faults if not f.kind.startswith("forge")]
     calm_starts = sorted({b for _, b in busy if b < meta.end})
@@ -433,12 +447,14 @@ def check_release(h: History, decisions: Sequence[Decision], bound: float,
         one = next((t for t, f in changes if a < t < calm_end and f == 1.0), None)
         if one is not None:
             delays.append(one - a)
-        if calm_end - a < bound:
+        calm_obs = [t for t in observed if t >= a][:2]
+        allowed = max(bound, interval_start(calm_obs[1], meta.interval_s) + delay - a) if len(calm_obs) == 2 else bound
+        if calm_end - a < allowed:
             continue  # the calm did not last long enough to judge
-        if one is None or one - a > bound:
-            out.append(Violation("release", a, a + bound,
+        if one is None or one - a > allowed:
+            out.append(Violation("release", a, a + allowed,
                                  f"calm since {fmt(a)} (no log dir low, no fault) but factor "
-                                 f"{factor_at(changes, a + bound)} still in force {bound:.1f} s later"
+                                 f"{factor_at(changes, a + allowed)} still in force {allowed:.1f} s later"
                                  + ("" if one is None else f" (1.0 after {one - a:.1f} s)"),
                                  faults_at(h.faults, a - bound, a)))
     return out, delays

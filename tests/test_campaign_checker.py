@@ -84,6 +84,20 @@ def test_a_detection_slower_than_the_interval_plus_p99_delay_is_a_violation():
     assert report.violations[0].start == T0 + 22.5  # 20 + interval 2 + p99 delay 0.5
 
 
+def test_a_job_that_skipped_intervals_is_held_to_its_first_observation_after_the_crossing():
+    """On a starved machine Spark skips intervals while a batch runs long: observations 8 s apart at a 2-s interval.
+    The first observation that started with the dir low decides; whether it stops is the job's logic, how late it
+    came is its speed (the spacing, reported)."""
+    def late(factor_of) -> list[tuple[float, float]]:
+        return [(t, factor_of(t)) for t in range(2, 100, 8)]  # observed 0.5 s before
+    stops = cc.check(history(published(late(lambda t: 0.0 if 20 <= t < 52 else 1.0)), disks(20, 50)), "c")
+    assert stops.violations == [] and stops.detection_delays == [6.0]
+    assert "p99 spacing of the job's observations 8.0 s" in cc.render(stops, META)
+    misses = cc.check(history(published(late(lambda t: 0.0 if 30 <= t < 52 else 1.0)), disks(20, 50)), "c")
+    assert props(misses) == ["unsafe-release"]
+    assert misses.violations[0].start == T0 + 26  # the first observation after 20 (its interval) + the p99 delay
+
+
 def test_the_delay_runs_from_the_start_of_the_observations_interval():
     """The seed 11 enforce run: a poll that starts late in its interval (Spark still busy with the batch before) is
     part of the job's delay. There a dir crossed the limit just after one poll and the next, late, was published 3.3 s

@@ -1,5 +1,5 @@
 """The predictive step around clean-ups: issue 21's study day (a 5 MB/s fill on a retention sawtooth, and the same
-cleaned up at 9 h, after the limit) and 22 days of journal/month.py (closed loop, PT0S and PT1H): when the factor
+cleaned up at 9 h, after the limit) and 22 days of harness/month_model.py (closed loop, PT0S and PT1H): when the factor
 first falls, when the limit is reached, and how soon after each clean-up the factor is 1 again. Prints JSON.
 
     PYTHONPATH=<a tree of quota-pipeline>:. python3 -P -m bench.eta_cleanup_check    # compare two commits' trees
@@ -15,7 +15,7 @@ from quota_pipeline.core.config import Limit, Limits
 from quota_pipeline.core.settings import Settings
 from quota_pipeline.core.decision import decide_all
 from quota_pipeline.core.model import Status, Volume, VolumeSnapshot
-from quota_pipeline.journal import month
+from harness import month_model
 
 
 class study:  # issue 21's design study: a retention sawtooth with an optional incident on top
@@ -61,10 +61,10 @@ for name, cleanup in (("study incident", None), ("study incident, cleaned up at 
 # The month model, 22 days (both incidents and their clean-ups), closed loop, per horizon.
 def limit_settings(h):
     return Settings(Limits(Limit("ratio", 0.05)), dt.timedelta(minutes=5), 1.0, eta_horizon=dt.timedelta(seconds=h))
-ends = {"incident 1": month.INCIDENT_1[0] + month.INCIDENT_1[1], "incident 2": month.INCIDENT_2[0] + month.INCIDENT_2[1]}
-starts = {"incident 1": month.INCIDENT_1[0], "incident 2": month.INCIDENT_2[0]}
+ends = {"incident 1": month_model.INCIDENT_1[0] + month_model.INCIDENT_1[1], "incident 2": month_model.INCIDENT_2[0] + month_model.INCIDENT_2[1]}
+starts = {"incident 1": month_model.INCIDENT_1[0], "incident 2": month_model.INCIDENT_2[0]}
 # PT0S keeps its snapshots: they are also the recorded journal decided again below.
-runs = {h: month.closed_loop(limit_settings(h), days=22, keep=h == 0) for h in (0, 3600)}
+runs = {h: month_model.closed_loop(limit_settings(h), days=22, keep=h == 0) for h in (0, 3600)}
 for h, r in runs.items():
     for inc in ends:
         lo, hi = starts[inc] - 6 * 3600, ends[inc] + 6 * 3600

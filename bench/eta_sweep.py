@@ -3,7 +3,7 @@
     python3 -m bench.eta_sweep                       # journal, replay --sweep and --report, the closed-loop model
     python3 -m bench.eta_sweep --no-model            # the replay sweep alone
 
-1. Writes the month (journal/month.py: 3 brokers x 4 log dirs, a reading a minute, daily peaks, retention's
+1. Writes the month (harness/month_model.py: 3 brokers x 4 log dirs, a reading a minute, daily peaks, retention's
    sawtooth, a runaway producer on day 9 and an unlimited-retention topic from day 20) as the cluster recorded it
    under its own policy, the hard limit alone (horizon PT0S): bench/out/eta-month/journal.jsonl.gz.
 2. Runs `quota-pipeline replay --sweep storage.per.volume.eta.horizon=PT0S,PT10M,PT30M,PT1H --report` over it
@@ -33,7 +33,7 @@ import numpy as np
 
 from quota_pipeline.core import config as cfg
 from quota_pipeline.core.settings import Settings
-from quota_pipeline.journal import month
+from harness import month_model
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -62,7 +62,7 @@ def main() -> int:
     results: dict = {"config": CONFIG, "horizons": HORIZONS}
     if not journal.exists():
         started = time.monotonic()
-        run = month.closed_loop(Settings.of(conf), keep=True)
+        run = month_model.closed_loop(Settings.of(conf), keep=True)
         with gzip.open(journal, "wt", encoding="utf-8") as fh:
             for snap in run.snapshots:
                 fh.write(json.dumps(snap.to_json(), separators=(",", ":")) + "\n")
@@ -113,7 +113,7 @@ def model(conf: cfg.Config) -> list[dict]:
     for h in HORIZONS:
         started = time.monotonic()
         settings = Settings(**{**base.__dict__, "eta_horizon": cfg.BY_NAME[cfg.ETA_HORIZON].convert(h)})
-        run = runs[h] = month.closed_loop(settings)
+        run = runs[h] = month_model.closed_loop(settings)
         span = np.diff(run.t_s, append=run.t_s[-1:])
         row = {"horizon": h, "seconds": round(time.monotonic() - started, 1)}
         for name, (lo, hi) in {"all": (0, np.inf), **_incident_days()}.items():
@@ -141,7 +141,7 @@ def model(conf: cfg.Config) -> list[dict]:
 def _incident_days() -> dict[str, tuple[float, float]]:
     """Each incident's window in seconds since the start: from 6 hours before it to 6 hours after its clean-up."""
     return {f"incident {i}": (a - 6 * 3600, a + length + 6 * 3600)
-            for i, (a, length, _) in enumerate((month.INCIDENT_1, month.INCIDENT_2), start=1)}
+            for i, (a, length, _) in enumerate((month_model.INCIDENT_1, month_model.INCIDENT_2), start=1)}
 
 
 def draw(runs: dict, path: Path) -> None:

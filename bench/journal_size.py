@@ -6,7 +6,7 @@
     python3 -m bench.journal_size flat --brokers 6 --log-dirs 2 --interval 1 --hours 24 --retention PT1H
 
 `size` journals one simulated hour through the store (Journal.write, one tick file per poll, as the streaming
-job does; polls from journal/synth.py cluster_snapshots), measures it, compacts it with the job's own pass and
+job does; polls from harness/synthetic_journals.py cluster_snapshots), measures it, compacts it with the job's own pass and
 measures again; x24 is a day. `ticks` writes a directory of tick files; `replay` times `replay.run` over it
 (only replay's modules are imported, so that an older checkout can time the same directory). `flat` runs a
 day compressed in time: the store journals every tick and the job's pass runs every simulated minute on a
@@ -42,12 +42,13 @@ def disk_use(root: Path, hours: int = 1, per: int = 24) -> tuple[int, int, int]:
 def write_ticks(root: Path, brokers: int, log_dirs: int, interval_s: float, count: int, top: int) -> None:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeRemainingColumn
 
-    from quota_pipeline.journal import layout, synth
+    from harness import synthetic_journals
+    from quota_pipeline.journal import layout
     from quota_pipeline.journal.store import Journal
 
     journal = Journal(str(root))
     first = int(T0.timestamp() // interval_s)
-    polls = synth.cluster_snapshots(brokers, log_dirs, T0, dt.timedelta(seconds=interval_s), count, top=top)
+    polls = synthetic_journals.cluster_snapshots(brokers, log_dirs, T0, dt.timedelta(seconds=interval_s), count, top=top)
     with Progress("journaling", BarColumn(), MofNCompleteColumn(), TimeRemainingColumn()) as bar:
         task = bar.add_task("ticks", total=count)
         for i, snap in enumerate(polls):
@@ -108,7 +109,8 @@ def flat(args: argparse.Namespace) -> int:
     import isodate
 
     from quota_pipeline.core.clock import ManualClock
-    from quota_pipeline.journal import layout, synth
+    from harness import synthetic_journals
+    from quota_pipeline.journal import layout
     from quota_pipeline.journal.maintenance import ClusterJournal, run_pass
     from quota_pipeline.journal.store import Journal
 
@@ -119,7 +121,7 @@ def flat(args: argparse.Namespace) -> int:
     first, per_pass = int(T0.timestamp() // args.interval), max(1, int(60 / args.interval))
     count, biggest, started = int(args.hours * 3600 / args.interval), (0, 0), time.monotonic()
     print("| simulated hour | files | MB | largest so far (files, MB) |\n|---|---|---|---|")
-    polls = synth.cluster_snapshots(args.brokers, args.log_dirs, T0, interval, count)
+    polls = synthetic_journals.cluster_snapshots(args.brokers, args.log_dirs, T0, interval, count)
     for i, snap in enumerate(polls):
         journal.write("bench", first + i, layout.tick_start(first + i, args.interval), snap)
         clock.advance(args.interval)

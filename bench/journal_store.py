@@ -111,12 +111,12 @@ def main() -> int:
     parser.add_argument("--json", help="write the figures here too")
     args = parser.parse_args()
 
-    from quota_pipeline.journal import synth
+    from harness import synthetic_journals
     from harness.s3proxy import ENV, s3proxy_classpath, serve
 
     load_at_start = os.getloadavg()
     count = int(args.hours * 3600 / args.interval)
-    polls = list(synth.cluster_snapshots(args.brokers, args.log_dirs, T0, dt.timedelta(seconds=args.interval), count))
+    polls = list(synthetic_journals.cluster_snapshots(args.brokers, args.log_dirs, T0, dt.timedelta(seconds=args.interval), count))
     scratch = Path(tempfile.mkdtemp(prefix="bench-journal-store-"))
     lib = s3proxy_classpath()
     (scratch / "s3proxy").mkdir()

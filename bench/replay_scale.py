@@ -5,7 +5,7 @@
     python3 -m bench.replay_scale --rows 100000000 --no-duckdb --no-stages   # replay alone: time and peak RSS
     python3 -m bench.replay_scale --rows 2000000 --layout sorted,exported   # the same rows in both layouts, one run
 
-Generates the journal once under bench/out/ (reused when present; journal/synth.py flat_parquet_journal: one
+Generates the journal once under bench/out/ (reused when present; harness/synthetic_journals.py flat_parquet_journal: one
 cluster, 10 brokers x 5 log dirs, 5% failed polls, one row per volume, zstd), in the `--layout` asked: "sorted"
 (time order, dictionary-encoded columns) or "exported" (the same rows as another tool might export them: the
 failed polls' rows at the end of the file, `log_dir` as plain strings, the brokers list on every row); several
@@ -33,7 +33,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from quota_pipeline.journal import synth
+from harness import synthetic_journals
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -58,7 +58,7 @@ def journal(out: Path, rows: int, layout: str = "sorted") -> tuple[Path, int]:
         started = time.monotonic()
         tmp = path.with_suffix(".tmp")
         with console.status(f"generating {snapshots:,} snapshots") as status:
-            n = synth.flat_parquet_journal(tmp, BROKERS, LOG_DIRS, snapshots, failed=FAILED, layout=layout,
+            n = synthetic_journals.flat_parquet_journal(tmp, BROKERS, LOG_DIRS, snapshots, failed=FAILED, layout=layout,
                                            progress=lambda i: status.update(f"generating: {i:,}/{snapshots:,}"))
         tmp.rename(path)
         count.write_text(str(n))
@@ -217,8 +217,8 @@ def main() -> int:
                          "end, log_dir as plain strings, brokers on every row)")
     args = ap.parse_args()
     layouts = args.layout.split(",")
-    if not set(layouts) <= set(synth.LAYOUTS):
-        print(f"--layout takes {' or '.join(synth.LAYOUTS)} (comma-separated), not {args.layout!r}", file=sys.stderr)
+    if not set(layouts) <= set(synthetic_journals.LAYOUTS):
+        print(f"--layout takes {' or '.join(synthetic_journals.LAYOUTS)} (comma-separated), not {args.layout!r}", file=sys.stderr)
         return 2
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)

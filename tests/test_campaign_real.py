@@ -1,5 +1,5 @@
-"""The fault campaign on real Kafka (bench/campaign.py): a short campaign on a fixed schedule the checker passes, and a job made
-to release early (the Strimzi offline-log-dir behaviour, `last-known`) that the checker catches.
+"""The fault campaign on real Kafka (bench/campaign.py): a short campaign on a fixed schedule the checker passes,
+and a job made to release early (the Strimzi offline-log-dir behaviour, `last-known`) that the checker catches.
 
 Each test starts its own 3-node cluster (a tmpfs log dir per node: root only) with the callback jar, an output
 broker, the streaming job and paced producers, and stops them all. 7 min 48 s together at a load average of 10-18 on

@@ -1,6 +1,6 @@
 """`replay --sweep storage.per.volume.eta.horizon=...` (issue 21, point 4): the key is accepted, and the columns it
 adds (time stopped, least headroom, production deferred) hold the values worked out by hand on a small journal;
-the month-long generated journal (journal/month.py) hits the hard limit in both incidents and is not throttled on
+the month-long generated journal (harness/month_model.py) hits the hard limit in both incidents and is not throttled on
 its steady days at PT1H."""
 from __future__ import annotations
 
@@ -16,7 +16,8 @@ from quota_pipeline.core import config as cfg
 from quota_pipeline.core.model import Status, Volume, VolumeSnapshot
 from quota_pipeline.core.config import Limit, Limits
 from quota_pipeline.core.settings import Settings
-from quota_pipeline.journal import month, period_file
+from harness import month_model
+from quota_pipeline.journal import period_file
 from quota_pipeline.replay import job
 from quota_pipeline.replay import sweep as sweeps
 from quota_pipeline.replay.cluster_files import ClusterFiles, Task
@@ -120,7 +121,7 @@ def test_replay_writes_the_columns_to_the_sweep_file(spark, tmp_path):
 @pytest.fixture(scope="module")
 def recorded():
     """The month as the cluster recorded it under the hard limit alone (the journal bench/eta_sweep.py writes)."""
-    return month.closed_loop(month_settings(), keep=True)
+    return month_model.closed_loop(month_settings(), keep=True)
 
 
 def _days(t_s: np.ndarray) -> np.ndarray:
@@ -128,12 +129,12 @@ def _days(t_s: np.ndarray) -> np.ndarray:
 
 
 def incident_days() -> set[int]:
-    return {int((a + x) // 86_400) for a, length, _ in (month.INCIDENT_1, month.INCIDENT_2) for x in (0, length)}
+    return {int((a + x) // 86_400) for a, length, _ in (month_model.INCIDENT_1, month_model.INCIDENT_2) for x in (0, length)}
 
 
 def test_both_incidents_of_the_month_reach_the_hard_limit(recorded):
     stopped = recorded.factor == 0.0
-    for a, length, _ in (month.INCIDENT_1, month.INCIDENT_2):
+    for a, length, _ in (month_model.INCIDENT_1, month_model.INCIDENT_2):
         during = (recorded.t_s >= a) & (recorded.t_s < a + length)
         assert (recorded.headroom[during] <= 0).any()
         assert stopped[during].sum() >= 60, "at least an hour stopped at the hard limit in each incident"
@@ -146,13 +147,13 @@ def test_the_months_steady_days_are_not_throttled_at_a_horizon_of_an_hour(record
     path = tmp_path / "month.parquet"
     pq.write_table(period_file.table_of(period_file.Entry("m", i, s.to_json())
                                         for i, s in enumerate(recorded.snapshots)), str(path))
-    p = ClusterFiles(Task(month.CLUSTER, (str(path),)), month_settings(3600))
+    p = ClusterFiles(Task(month_model.CLUSTER, (str(path),)), month_settings(3600))
     factor = np.concatenate([b.column("throttle_factor").to_numpy() for b in p.batches()])
     days = _days(recorded.t_s)
     throttled_days = set(days[factor < 1].tolist())
     assert throttled_days and throttled_days <= incident_days()
     # The horizon throttles each incident before the hard limit did.
-    for a, length, _ in (month.INCIDENT_1, month.INCIDENT_2):
+    for a, length, _ in (month_model.INCIDENT_1, month_model.INCIDENT_2):
         during = (recorded.t_s >= a) & (recorded.t_s < a + length)
         first_stop = np.flatnonzero(during & (recorded.factor == 0))[0]
         first_throttle = np.flatnonzero(during & (factor < 1))[0]

@@ -13,7 +13,8 @@ from chispa import assert_df_equality
 from tests.support.journal_fixtures import T0, cluster, files, view
 from quota_pipeline.core import config as cfg
 from quota_pipeline.core.settings import Settings
-from quota_pipeline.journal import layout, synth
+from harness import synthetic_journals
+from quota_pipeline.journal import layout
 from quota_pipeline.journal.maintenance import Options, run_pass
 from quota_pipeline.journal.store import Journal
 from quota_pipeline.replay import job as replay
@@ -31,7 +32,7 @@ class Killed(BaseException):
 def story_journal(root: Path) -> None:
     """The example story (two clusters, 100 minutes) as the job journals it: one tick file per poll."""
     journal = Journal(str(root))
-    for snap in synth.example_story(T0):
+    for snap in synthetic_journals.example_story(T0):
         tick = int(snap.observed_at.timestamp() // INTERVAL_S)
         name = "east" if snap.cluster_id == "prod-east" else "west"
         journal.write(name, tick, layout.tick_start(tick, INTERVAL_S), snap)
@@ -78,7 +79,7 @@ def test_a_directory_mixing_clusters_periods_and_forms_is_read_whole_and_bad_fil
     root = tmp_path / "in"
     story_journal(root / "journal")
     maintain(root / "journal", T0 + dt.timedelta(minutes=100))          # compacted and open periods
-    other = [s.to_json() for s in synth.example_story(T0 + dt.timedelta(days=1))]
+    other = [s.to_json() for s in synthetic_journals.example_story(T0 + dt.timedelta(days=1))]
     with gzip.open(root / "export.jsonl.gz", "wt") as fh:               # an export of another day
         fh.writelines(json.dumps(r) + "\n" for r in other[:200])
         fh.write("not a snapshot\n")

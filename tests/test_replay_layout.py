@@ -1,4 +1,4 @@
-"""A journal exported by another tool (journal/synth.py's "exported" layout: failed polls' rows appended at the end,
+"""A journal exported by another tool (harness/synthetic_journals.py's "exported" layout: failed polls' rows appended at the end,
 log_dir as plain strings, the brokers list on every row) is decided as the same journal in time order, and replay
 reads each of its row groups once: the one spanning every chunk is not read again for each chunk."""
 from __future__ import annotations
@@ -10,7 +10,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from tests.support.builders import settings
-from quota_pipeline.journal import synth
+from harness import synthetic_journals
 from quota_pipeline.replay import cluster_files
 from quota_pipeline.replay.cluster_files import ClusterFiles, Task
 
@@ -22,9 +22,9 @@ CHUNK_ROWS = 3_000
 def journals(tmp_path_factory):
     out = tmp_path_factory.mktemp("layouts")
     paths = {}
-    for layout in synth.LAYOUTS:
+    for layout in synthetic_journals.LAYOUTS:
         paths[layout] = str(out / f"{layout}.parquet")
-        synth.flat_parquet_journal(out / f"{layout}.parquet", snapshots=600, chunk=150, layout=layout,
+        synthetic_journals.flat_parquet_journal(out / f"{layout}.parquet", snapshots=600, chunk=150, layout=layout,
                                    row_group=ROW_GROUP)
     return paths
 

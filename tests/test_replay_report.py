@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from quota_pipeline.journal import synth
+from harness import synthetic_journals
 from harness.chromium import Browser, binary
 
 pytest.importorskip("matplotlib")
@@ -34,7 +34,7 @@ def page(spark, tmp_path_factory) -> Path:
     tmp = tmp_path_factory.mktemp("report")
     journal = tmp / "journal.jsonl"
     with journal.open("w") as fh:
-        synth.write_jsonl(synth.example_story(START), fh)
+        synthetic_journals.write_jsonl(synthetic_journals.example_story(START), fh)
     conf = tmp / "replay.properties"
     conf.write_text(f"{P}storage.per.volume.limit.min.available.ratio=0.05\n"
                     f"{P}storage.per.volume.soft.limit.min.available.ratio=0.10\n")

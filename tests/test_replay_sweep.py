@@ -14,7 +14,7 @@ from pyspark.sql import functions as F
 from quota_pipeline.cli import main
 from quota_pipeline.core import config as cfg
 from quota_pipeline.core.settings import Settings
-from quota_pipeline.journal import synth
+from harness import synthetic_journals
 from quota_pipeline.replay import job
 from quota_pipeline.replay import sweep as sweeps
 
@@ -35,7 +35,7 @@ def journal(tmp_path_factory) -> Path:
     validity, an offline log dir, a fenced broker): two clusters, 400 snapshots."""
     path = tmp_path_factory.mktemp("sweep") / "journal.jsonl"
     with path.open("w") as fh:
-        synth.write_jsonl(synth.example_story(START), fh)
+        synthetic_journals.write_jsonl(synthetic_journals.example_story(START), fh)
     return path
 
 

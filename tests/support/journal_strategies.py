@@ -114,7 +114,7 @@ def fleets(draw):
     return snaps
 
 
-# "sorted": the journal's own Parquet form, rows in the order given. "exported" (journal/synth.py's layout of the
+# "sorted": the journal's own Parquet form, rows in the order given. "exported" (journal/synthetic_journals.py's layout of the
 # same name): the failed polls' rows appended at the end of the file, log_dir as plain (not dictionary-encoded)
 # strings, the brokers list on every row, no observed_us (times parsed from the text).
 LAYOUTS = ("sorted", "exported")

@@ -1,4 +1,4 @@
-"""Synthetic snapshot journals: the bundled example story and large journals for benchmarks."""
+"""Synthetic snapshot journals for tests and benchmarks: the example story and large generated journals."""
 from __future__ import annotations
 
 import datetime as dt

@@ -14,7 +14,9 @@ import tempfile
 from pathlib import Path
 
 # The newest patch of each minor version an operator runs today (Strimzi and Apache); the last is the newest.
-VERSIONS = ("3.9.1", "4.0.1", "4.1.0", "4.2.0", "4.3.0", "4.4.0")
+# The newest patch of each line an operator runs, the shared 4.1.0, and the .0 and later patches of 4.2 and 4.3,
+# where KAFKA-20746's backport landed in a patch release (bench/kafka_versions.py finds which). The newest last.
+VERSIONS = ("3.9.2", "4.0.2", "4.1.0", "4.1.2", "4.2.0", "4.2.1", "4.2.2", "4.3.0", "4.3.1", "4.4.0")
 NEWEST = VERSIONS[-1]
 LOG4J = "2.24.3"
 POM = """<project xmlns="http://maven.apache.org/POM/4.0.0">

@@ -1,8 +1,11 @@
-"""The broker plugins on one Kafka version: they load, a stop and a release reach a real producer, no error of ours.
+"""The broker plugins on one Kafka version: they load, a stop and a release reach a real producer, no error of ours;
+and whether that version has Kafka's KAFKA-20746 with a quota callback loaded.
 
 One combined broker+controller node loads the quota callback and the authorizer of the stop (over Kafka's
 StandardAuthorizer, every client allowed) and follows a decision topic on itself. A producer's record is
 acknowledged, then refused within 15 s of a factor-0 record, then acknowledged within 15 s of a 1.0 record.
+KAFKA-20746 is checked on three nodes loading the callback: a broker holding replicas is fenced and unfenced, and
+each node's log is searched for Kafka's metadata publishing fault.
 """
 from __future__ import annotations
 
@@ -16,8 +19,9 @@ from pathlib import Path
 from typing import Any
 
 from harness.kafka_client import create_topic, decision, publish
-from harness.kafka import SELF_PLAINTEXT, ClusterSpec, start_cluster
+from harness.kafka import SELF_PLAINTEXT, ClusterSpec, free_ports, start_cluster
 from harness.kafka_process import FAST_START_JVM, KafkaStartError
+from harness.kafka_props import wait_for
 
 CLUSTER = "versions"
 DECISIONS = "__quota_throttle_factors"
@@ -138,3 +142,66 @@ def _problem(o: Outcome) -> str | None:
         return f"the broker logged {len(o.our_log_lines)} error(s) of ours"
     return None
 
+
+
+FAULT = "Encountered metadata publishing fault"  # KRaft's line when the callback's Cluster could not be built
+NAMED = "has KAFKA-20746"  # the callback's warning at start on a version it takes as affected
+FENCE_PARTITIONS = 300  # a broker holding replicas of a few hundred partitions: 7-8 faults per node on 4.1.0
+
+
+@dataclass
+class FenceOutcome:
+    """KAFKA-20746 on one version: the faults each node logged around a fence and unfence, and whether the callback
+    warned at start that the version is affected."""
+
+    version: str
+    faults_by_node: dict[int, int] = field(default_factory=dict)
+    named_by_callback: bool = False
+    problem: str | None = None
+
+    @property
+    def affected(self) -> bool | None:
+        return None if self.problem else any(self.faults_by_node.values())
+
+
+def brokers_seen(cluster: Any, node: int) -> set[int]:
+    """The brokers `node`'s metadata lists (a fenced broker is left out)."""
+    from confluent_kafka.admin import AdminClient
+    return set(AdminClient({"bootstrap.servers": cluster.bootstrap(node_ids=[node])}).list_topics(timeout=10).brokers)
+
+
+def fence_faults(version: str, home: Path, jar: Path) -> FenceOutcome:
+    """3 nodes of `home` loading the callback (its decision cluster a closed port: the follower only retries), a topic
+    of FENCE_PARTITIONS partitions with 2 replicas; node 3 stopped until the others no longer list it, started again
+    until every node lists every node; then each node's count of Kafka's metadata publishing fault."""
+    from confluent_kafka import KafkaException
+    from confluent_kafka.admin import AdminClient, NewTopic
+    outcome = FenceOutcome(version)
+    [closed] = free_ports(1)
+    overrides = {"client.quota.callback.class": CALLBACK, "quota.pipeline.cluster.name": CLUSTER,
+                 "quota.pipeline.output.kafka.bootstrap.servers": f"127.0.0.1:{closed}"}
+    os.environ["CLASSPATH"] = str(jar)  # kept while the cluster runs: node 3 loads it again at its restart
+    cluster = None
+    try:
+        cluster = start_cluster(ClusterSpec(nodes=3, log_dirs=1, jvm_opts=FAST_START_JVM, overrides=overrides), home)
+
+        def seen(node: int) -> set[int]:
+            return brokers_seen(cluster, node)
+        admin = AdminClient({"bootstrap.servers": cluster.bootstrap()})  # held until the result
+        admin.create_topics([NewTopic("many", FENCE_PARTITIONS, 2)])["many"].result(timeout=60)
+        cluster.stop_node(3)
+        wait_for(lambda: 3 not in seen(1), timeout=60.0, what="node 3 fenced")
+        cluster.start_node(3)
+        for node in cluster.node_ids:
+            wait_for(lambda: seen(node) == {1, 2, 3}, timeout=60.0, what=f"node {node} sees every node")
+        time.sleep(2)  # the publishers' last updates
+        logs = {n: (cluster.nodes[n].logs / "server.log").read_text(errors="replace") for n in cluster.node_ids}
+        outcome.faults_by_node = {n: text.count(FAULT) for n, text in logs.items()}
+        outcome.named_by_callback = any(NAMED in text for text in logs.values())
+    except (KafkaStartError, KafkaException, AssertionError) as exc:
+        outcome.problem = f"the fence check did not run through: {str(exc).splitlines()[0][:300]}"
+    finally:
+        del os.environ["CLASSPATH"]
+        if cluster is not None:
+            cluster.stop()
+    return outcome

@@ -35,7 +35,11 @@ ARTIFACTS = (("org.apache.kafka", "kafka_2.13", None),
              ("org.apache.logging.log4j", "log4j-1.2-api", LOG4J))
 
 # Kafka 3.9 ships Log4j 1; the scripts' Log4j 2 configuration is YAML, which needs Jackson's YAML module (4.x has it).
-EXTRA = {"3.9.1": (("com.fasterxml.jackson.dataformat", "jackson-dataformat-yaml", "2.16.2"),)}
+JACKSON_YAML = (("com.fasterxml.jackson.dataformat", "jackson-dataformat-yaml", "2.16.2"),)
+
+
+def extra(version: str) -> tuple[tuple[str, str, str], ...]:
+    return JACKSON_YAML if version.startswith("3.") else ()
 
 
 class AssemblyFailed(RuntimeError):
@@ -49,7 +53,7 @@ def cache_root() -> Path:
 def pom(version: str) -> str:
     deps = "\n".join(f"    <dependency><groupId>{g}</groupId><artifactId>{a}</artifactId>"
                      f"<version>{v or version}</version></dependency>"
-                     for g, a, v in (*ARTIFACTS, *EXTRA.get(version, ())))
+                     for g, a, v in (*ARTIFACTS, *extra(version)))
     return POM.format(dependencies=deps)
 
 

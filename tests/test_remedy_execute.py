@@ -154,10 +154,7 @@ class FakeCluster:
                 have[key] = ",".join(entries + [e for e in value.split(",") if e not in entries])
             elif op == "SUBTRACT":
                 left = [e for e in entries if e not in value.split(",")]
-                if left:
-                    have[key] = ",".join(left)
-                else:
-                    have.pop(key, None)
+                have[key] = ",".join(left)  # as Kafka: an empty list stays set
 
 
 

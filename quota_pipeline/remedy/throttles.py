@@ -107,7 +107,7 @@ def to_apply(ours: list[Setting], current: Current) -> list[tuple[str, str, str,
 
 def to_remove(ours: list[Setting], current: Current) -> list[tuple[str, str, str, str, str | None]]:
     """Changes that take back what is ours: a value still equal to what it set, the list entries it added that are
-    still there. A value someone changed since stays theirs."""
+    still there (the whole config when nothing else is in the list). A value someone changed since stays theirs."""
     changes = []
     for s in ours:
         value, source = current.get(s.resource, {}).get(s.key, (None, ""))
@@ -115,7 +115,9 @@ def to_remove(ours: list[Setting], current: Current) -> list[tuple[str, str, str
             continue
         if s.entries:
             there = [e for e in s.entries if e in _entries(value)]
-            if there:
+            if there and set(_entries(value)) <= set(there):  # only ours left: Kafka keeps an empty list set
+                changes.append((s.kind, s.name, s.key, "DELETE", None))
+            elif there:
                 changes.append((s.kind, s.name, s.key, "SUBTRACT", ",".join(there)))
         elif value == s.value:
             changes.append((s.kind, s.name, s.key, "DELETE", None))

@@ -62,7 +62,11 @@ def as_tables(plan: Plan) -> RenderableType:
 
 
 def print_plan(plan: Plan, console: Console | None = None) -> None:
-    (console or Console(soft_wrap=False)).print(as_tables(plan))
+    if console is None:
+        console = Console()
+        if not console.is_terminal:  # piped or logged: no terminal width to fit, and the why column is long
+            console = Console(width=200)
+    console.print(as_tables(plan))
 
 
 def _ids(brokers: tuple[int, ...]) -> str:

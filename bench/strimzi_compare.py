@@ -92,6 +92,9 @@ SMALL_RECORD, SMALL_RATE = 1_000, 8_000  # a small application: 1 kB records, 8 
 # 64 Python processes took the CPU the brokers and the job needed (the decision's latency doubled); a producer
 # instance per application keeps what the brokers see (a client id and connections each).
 SMALL_PER_PROCESS = 8
+# --job-priority: added to the job's niceness. The brokers, the job and the producers share 2 cores here; deployed, the
+# job runs on a host of its own (a Spark cluster or pod), which a negative value stands for.
+JOB_PRIORITY = [0]
 REFUSE_CLASS = "io.quotapipeline.callback.StopAuthorizer"
 # The largest request a client sends to one broker: librdkafka fills ~1 MB requests; the Java client sends one
 # batch.size (16 KiB) batch per partition, and the topic has one partition per broker.
@@ -494,7 +497,7 @@ def start_pipeline(cluster, setting: str, work: Path, window_num: int = 11):
     conf = write_properties(work / f"bench-{setting}.properties", props)
     from quota_pipeline.core.properties import DEFAULT_OUTPUT_TOPIC  # the callbacks follow it too
     watcher = TopicWatcher(cluster.bootstrap(), DEFAULT_OUTPUT_TOPIC)
-    job = start_job(conf, work / f"job-{setting}.log")
+    job = start_job(conf, work / f"job-{setting}.log", log_batches=True, priority=JOB_PRIORITY[0])
     watcher.wait_for(lambda r: r["throttle_factor"] == 1.0, timeout=300)
     return job, watcher
 
@@ -797,11 +800,17 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--systems", default="strimzi,quota-pipeline,refuse",
                         help="comma-separated: strimzi (its plugin), quota-pipeline (this project's throttle at "
                         "each --mutes), refuse (this project's refusing stop at each --scopes)")
+    parser.add_argument("--job-priority", type=int, default=0,
+                        help="added to the job's niceness (default 0: the brokers' priority; negative, as root: ahead "
+                             "of the brokers, as a job on a host of its own is)")
     parser.add_argument("--json", type=Path, help="write the outcomes here")
     parser.add_argument("--chart", type=Path, help="write the chart (PNG) here")
     parser.add_argument("--from-json", type=Path, nargs="+", help="print the tables and draw the chart of earlier "
                         "runs (several files: their outcomes in that order)")
     args = parser.parse_args(argv)
+    if args.job_priority < 0 and os.geteuid() != 0:
+        parser.error("--job-priority below 0 needs root (a process may only lower its own priority)")
+    JOB_PRIORITY[0] = args.job_priority
     rd = _counts("8" if args.clients is None and not args.java_clients and not args.small_apps
                  else args.clients or "", "--clients")
     args.client_sets = [("librdkafka", n) for n in rd] + [("java", n) for n in _counts(args.java_clients,

@@ -57,12 +57,17 @@ class TopicWatcher:
         self._consumer.close()
 
 
-def start_job(conf_path: Path, log: Path, metrics: bool = False) -> subprocess.Popen:
-    """`quota-pipeline run CONF` in its own session; with `metrics`, serving the config's metrics port."""
+def start_job(conf_path: Path, log: Path, metrics: bool = False, log_batches: bool = False,
+              priority: int = 0) -> subprocess.Popen:
+    """`quota-pipeline run CONF` in its own session; with `metrics`, serving the config's metrics port; with
+    `log_batches`, a line per micro-batch of where its time went; `priority` added to the job's niceness (negative:
+    ahead of the brokers, as a job on a host of its own is; root only)."""
     env = {**os.environ, "PYSPARK_PYTHON": sys.executable}
-    return subprocess.Popen([sys.executable, "-m", "quota_pipeline.cli", "run", str(conf_path),
-                             *([] if metrics else ["--no-metrics"]), "--master", "local[2]"], stdout=log.open("ab"), stderr=subprocess.STDOUT, env=env,
-                            cwd=conf_path.parent, start_new_session=True)
+    options = [*([] if metrics else ["--no-metrics"]), *(["--log-batches"] if log_batches else [])]
+    return subprocess.Popen([sys.executable, "-m", "quota_pipeline.cli", "run", str(conf_path), *options,
+                             "--master", "local[2]"], stdout=log.open("ab"), stderr=subprocess.STDOUT, env=env,
+                            cwd=conf_path.parent, start_new_session=True,
+                            preexec_fn=(lambda: os.nice(priority)) if priority else None)
 
 
 def stop_job(job: subprocess.Popen | None, grace: float = 30.0) -> None:

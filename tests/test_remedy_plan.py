@@ -238,7 +238,8 @@ def test_with_room_everywhere_a_dir_moves_the_fewest_bytes_that_bring_it_back(v,
     for d in p.dirs:
         movable = [r.size for r in v.replicas if (r.broker, r.path) == (d.broker, d.log_dir) and not r.future
                    and r.tp not in v.moving and r.topic not in v.protected]
-        need = d.goal - d.available
+        growth = v.dir(d.broker, d.log_dir).growth  # it keeps filling while the moves run (required_bytes)
+        need = math.ceil((d.goal - d.available) / (1 - growth / FAST))
         best = min((sum(c) for n in range(len(movable) + 1) for c in itertools.combinations(movable, n)
                     if sum(c) >= need), default=None)
         freed = sum(m.size for m in p.moves if m.source == (d.broker, d.log_dir))

@@ -1,9 +1,10 @@
 """`quota-pipeline remedy --execute` on real Apache Kafka whose log dir really fills with topic data, with the refusing
 stop loaded on the brokers (StopAuthorizer).
 
-A small job loop polls the cluster with the real observer every INTERVAL, decides each snapshot with the streaming
-job's processor (core/kernel.py, state carried between polls) and publishes each record with the job's Publisher to
-the decision topic on the cluster itself, as the streaming job does (Spark itself is left out). A producer fills
+The job is `quota-pipeline run` itself (Spark local[2]) for the intra-broker case, and also (every case) a small
+loop that polls with the real observer every INTERVAL, decides each snapshot with the streaming job's processor
+(core/kernel.py, state carried between polls) and publishes with the job's Publisher to the decision topic on the
+cluster itself: the job's decisions without Spark's start-up and batch latency on a loaded 2-core machine. A producer fills
 the topic on node 1's 64 MiB tmpfs dir until the decision stops it (TOPIC_AUTHORIZATION_FAILED); `remedy` plans,
 `--execute` is interrupted and run again, the moves the plan names are made, the dir goes back above its limit and
 the job releases the stop by itself; every acknowledged record of the moved partitions is read back end to end and
@@ -108,6 +109,41 @@ class JobLoop(threading.Thread):
         return self.records[-1]["throttle_factor"] if self.records else None
 
 
+class SparkJob:
+    """The streaming job itself (`quota-pipeline run`, Spark local[2]) in a process group of its own, and a follower
+    of the decision topic keeping its records for this cluster: the same interface as JobLoop."""
+
+    def __init__(self, cluster: RealKafka, config: Path, work: Path) -> None:
+        env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "JAVA_TOOL_OPTIONS": FAST_START_JVM}
+        self.process = subprocess.Popen(
+            ["nice", "-n", "19", sys.executable, "-m", "quota_pipeline.cli", "run", str(config), "--no-metrics",
+             "--master", "local[2]"], stdout=(work / "job.out").open("wb"), stderr=(work / "job.err").open("wb"),
+            cwd=work, env=env, start_new_session=True, stdin=subprocess.DEVNULL)
+        self.records: list[dict[str, Any]] = []
+        self.stopping = threading.Event()
+        self.consumer = Consumer({**cluster.client_config(), "group.id": "remedy-follow", "enable.auto.commit": False})
+        self.consumer.assign([TopicPartition(DECISIONS, 0, 0)])
+        self.thread = threading.Thread(target=self._follow, daemon=True)
+
+    def start(self) -> None:
+        self.thread.start()
+
+    def _follow(self) -> None:
+        while not self.stopping.is_set():
+            msg = self.consumer.poll(0.2)
+            if msg is not None and not msg.error() and msg.key() == CLUSTER.encode() and msg.value():
+                self.records.append(json.loads(msg.value()))
+
+    def factor(self) -> float | None:
+        return self.records[-1]["throttle_factor"] if self.records else None
+
+    def join(self, timeout: float) -> None:
+        os.killpg(self.process.pid, signal.SIGTERM)
+        self.process.wait(timeout)
+        self.thread.join(timeout)
+        self.consumer.close()
+
+
 class Writer:
     """An acks=all producer; keeps every acknowledged record and every error, by code."""
 
@@ -189,25 +225,30 @@ def setup_topics(cluster: RealKafka, fill_where: dict[int, list[int]], keep_dir:
              30, "fill's replicas on node 1 are on the tmpfs")
 
 
-def fill_until_stopped(cluster: RealKafka, job: JobLoop, writer: Writer, partitions: list[int]) -> None:
+def fill_until_stopped(cluster: RealKafka, job: Any, writer: Writer, partitions: list[int],
+                       rate: float = FILL_RATE) -> None:
     """Write to `fill` until the job stops it and the brokers refuse the writes."""
     payload = iter(range(10 ** 9))
     started = time.monotonic()
-    deadline = started + 180
+    deadline = started + 300
     while time.monotonic() < deadline:
         for p in partitions:
             writer.send("fill", p, f"{next(payload):08d}".encode() + os.urandom(RECORD - 8))
         sent = len(partitions) * RECORD
-        time.sleep(sent / FILL_RATE)
+        time.sleep(sent / rate)
         if job.factor() == 0.0:
             writer.flush()
             if "TOPIC_AUTHORIZATION_FAILED" in writer.errors:
                 return
             time.sleep(0.5)
-    raise AssertionError(f"no stop within 180 s: factor {job.factor()}, errors {set(writer.errors)}")
+    raise AssertionError(f"no stop within 300 s: factor {job.factor()}, errors {set(writer.errors)}")
 
 
-def test_an_intra_broker_plan_moves_the_filling_partitions_and_the_job_releases_the_stop(callback_jar, tmp_path):  # noqa: F811
+@pytest.mark.parametrize("job_kind", ["loop", "spark"])
+def test_an_intra_broker_plan_moves_the_filling_partitions_and_the_job_releases_the_stop(
+        callback_jar, tmp_path, job_kind):  # noqa: F811
+    """`loop`: the job's processor and publisher in this process; `spark`: `quota-pipeline run` itself (slower to
+    decide on a loaded machine, so the topic fills at half the rate)."""
     with stopping_cluster(callback_jar, nodes=1, log_dirs=2) as cluster:
         disk, tmpfs = cluster.log_dirs[1]
         setup_topics(cluster, {0: [1], 1: [1], 2: [1]}, {1: disk}, tmpfs, decisions_on=[1])
@@ -215,12 +256,14 @@ def test_an_intra_broker_plan_moves_the_filling_partitions_and_the_job_releases_
                                                 cfg.VALIDITY: "PT1M", cfg.CLUSTER_NAME: CLUSTER,
                                                 cfg.CHECKPOINT_PATH: str(tmp_path / "checkpoint")})
         config = write_properties(tmp_path / "remedy.properties", props)
-        job = JobLoop(cfg.parse(props))
+        job = JobLoop(cfg.parse(props)) if job_kind == "loop" else SparkJob(cluster, config, tmp_path)
         job.start()
         writer = Writer(cluster)
         try:
-            fill_until_stopped(cluster, job, writer, [0, 1, 2])
-            assert job.records[-1]["stop"] == {"scope": "topics", "topics": ["fill"]}
+            wait_for(lambda: job.records, 300, "the job's first decision")
+            fill_until_stopped(cluster, job, writer, [0, 1, 2], FILL_RATE if job_kind == "loop" else FILL_RATE / 2)
+            # The topics on the full dir: `fill`, and __consumer_offsets when a consumer group made it (the follower).
+            assert job.records[-1]["stop"]["scope"] == "topics" and "fill" in job.records[-1]["stop"]["topics"]
 
             shown = remedy(config, "--json", "--margin", "4MiB")
             out, err = shown.communicate(timeout=120)
@@ -250,7 +293,7 @@ def test_an_intra_broker_plan_moves_the_filling_partitions_and_the_job_releases_
             assert writer.unexpected() == [], set(writer.errors)
         finally:
             job.stopping.set()
-            job.join(30)
+            job.join(60)
         back = read_back(cluster, "fill", [0, 1, 2])
         assert {k: v for k, v in writer.acked.items()}.items() <= back.items()
         assert not throttles_left(cluster)

@@ -1,7 +1,7 @@
 """`quota-pipeline remedy --execute` on real Apache Kafka whose log dir really fills with topic data, with the refusing
 stop loaded on the brokers (StopAuthorizer).
 
-The job is `quota-pipeline run` itself (Spark local[2]) for the intra-broker case, and also (every case) a small
+The job is `quota-pipeline run` itself (Spark local[2]) in the intra- and cross-broker cases, and also a small
 loop that polls with the real observer every INTERVAL, decides each snapshot with the streaming job's processor
 (core/kernel.py, state carried between polls) and publishes with the job's Publisher to the decision topic on the
 cluster itself: the job's decisions without Spark's start-up and batch latency on a loaded 2-core machine. A producer fills
@@ -338,8 +338,9 @@ def jmx_ports(monkeypatch) -> dict[int, int]:
     return ports
 
 
+@pytest.mark.parametrize("job_kind", ["loop", "spark"])
 def test_a_cross_broker_plan_moves_under_a_replication_throttle_the_brokers_metrics_show(
-        callback_jar, tmp_path, jmx_ports):  # noqa: F811
+        callback_jar, tmp_path, jmx_ports, job_kind):  # noqa: F811
     """Node 1's only log dir is the tmpfs: the partitions go to node 2, throttled at THROTTLE."""
     throttle = 1 * MiB
     with stopping_cluster(callback_jar, nodes=2, log_dirs=1) as cluster:
@@ -349,11 +350,12 @@ def test_a_cross_broker_plan_moves_under_a_replication_throttle_the_brokers_metr
                                                 cfg.VALIDITY: "PT1M", cfg.CLUSTER_NAME: CLUSTER,
                                                 cfg.CHECKPOINT_PATH: str(tmp_path / "checkpoint")})
         config = write_properties(tmp_path / "remedy.properties", props)
-        job = JobLoop(cfg.parse(props))
+        job = JobLoop(cfg.parse(props)) if job_kind == "loop" else SparkJob(cluster, config, tmp_path)
         job.start()
         writer = Writer(cluster)
         try:
-            fill_until_stopped(cluster, job, writer, [0, 1])
+            wait_for(lambda: job.records, 300, "the job's first decision")
+            fill_until_stopped(cluster, job, writer, [0, 1], FILL_RATE if job_kind == "loop" else FILL_RATE / 2)
             print(time.strftime('%H:%M:%S'), "stopped")
             run = remedy(config, "--execute", "--margin", "4MiB", "--throttle", f"{throttle}", "--interval", "0.5")
             wait_for(lambda: throttles_left(cluster).get(f"broker 2: {'follower.replication.throttled.rate'}")
@@ -376,7 +378,7 @@ def test_a_cross_broker_plan_moves_under_a_replication_throttle_the_brokers_metr
             assert writer.unexpected() == [], [d for d in writer.details if "uthoriz" not in d]
         finally:
             job.stopping.set()
-            job.join(30)
+            job.join(60)
         back = read_back(cluster, "fill", [0, 1])
         assert writer.acked.items() <= back.items()
         assert not throttles_left(cluster)

@@ -109,7 +109,10 @@ def _follow(process: subprocess.Popen, clients: list[Client]) -> list[Client]:
     def read() -> None:
         for line in process.stdout:
             if line.startswith("{"):
-                d = json.loads(line)
+                try:
+                    d = json.loads(line)
+                except ValueError:  # the last line of a producer killed while it printed
+                    continue
                 client = by_id[d["id"]] if "id" in d else clients[0]
                 client.record(d["t_ms"], d["acked"], d.get("failed", 0), d.get("throttle_max_ms", 0.0))
     threading.Thread(target=read, daemon=True, name=f"read-{clients[0].client_id}").start()

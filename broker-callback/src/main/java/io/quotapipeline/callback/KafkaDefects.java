@@ -14,8 +14,9 @@ import org.slf4j.Logger;
  * brokers out of its node map while partitions still named them as replicas: a NullPointerException ("Encountered
  * metadata publishing fault") on every node whenever a broker holding replicas stops or restarts. Fixed on trunk
  * (apache/kafka#22723) and backported to the 4.2 and 4.3 branches (#22800, #22801) on 2026-07-10; the 4.0 and 4.1
- * branches have no backport. Known affected releases: every 4.0.x and 4.1.x, 4.2.0 (Strimzi kafka-quotas-plugin #71)
- * and 4.3.0 (released 2026-06-01). Later 4.2 and 4.3 patch releases are taken as fixed (docs/broker-side.md).
+ * branches have no backport. Checked on real brokers (bench/kafka_versions.py): 4.1.0, 4.2.1 and 4.3.1 log the
+ * fault, 4.2.2 and 4.4.0 do not; 4.2.0 and 4.3.0 are affected too (Strimzi kafka-quotas-plugin #71 for 4.2.0).
+ * Patch releases after 4.3.1 are taken as fixed, as 4.2.2 is (docs/broker-side.md).
  */
 final class KafkaDefects {
     private static final Pattern VERSION = Pattern.compile("(\\d+)\\.(\\d+)\\.(\\d+).*");
@@ -41,7 +42,7 @@ final class KafkaDefects {
         int major = Integer.parseInt(m.group(1));
         int minor = Integer.parseInt(m.group(2));
         int patch = Integer.parseInt(m.group(3));
-        boolean affected = major == 4 && (minor <= 1 || (minor == 2 || minor == 3) && patch == 0);
+        boolean affected = major == 4 && (minor <= 1 || (minor == 2 || minor == 3) && patch <= 1);
         if (!affected) {
             return null;
         }
@@ -49,8 +50,8 @@ final class KafkaDefects {
                 + "\"Encountered metadata publishing fault\" (a NullPointerException in MetadataCache.toCluster, from "
                 + "DynamicTopicClusterQuotaPublisher) whenever a broker holding replicas stops or restarts, and on "
                 + "large clusters a broker's metadata cache can stay empty (admin clients list no topics; Strimzi "
-                + "kafka-quotas-plugin #71). Fixed in the 4.2 and 4.3 patch releases after 4.2.0 and 4.3.0 and in "
-                + "4.4; upgrade, or where it bites use `quota-pipeline enforce` (client quotas, no callback) instead "
+                + "kafka-quotas-plugin #71). Fixed in 4.2.2 and 4.4 (and taken as fixed after 4.3.1); upgrade, or "
+                + "where it bites use `quota-pipeline enforce` (client quotas, no callback) instead "
                 + "of this callback (docs/broker-side.md)";
     }
 }

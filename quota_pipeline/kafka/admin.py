@@ -78,3 +78,30 @@ class AdminConnection:
                 client.close()
             except Exception:  # closing a broken client must not break the caller or hide its outcome
                 log.debug("closing the admin client failed", exc_info=True)
+
+
+COMMAND_TIMEOUT_MS = 30000  # a command's admin requests, unless the settings give request.timeout.ms
+
+
+class CommandAdmin(AdminConnection):
+    """A command's admin client, opened on first use: its timeout from the settings, and a cluster that cannot be
+    reached or refuses the client raised as the subclass's `error`, saying what to check."""
+
+    error: type[Exception] = RuntimeError
+
+    def __init__(self, admin: Mapping[str, str], client_factory: Callable[..., KafkaAdminClient] | None = None,
+                 timeout_ms: int | None = None):
+        super().__init__(admin, timeout_ms or int(admin.get("request.timeout.ms", COMMAND_TIMEOUT_MS)),
+                         client_factory)
+        self.bootstrap = admin.get("bootstrap.servers", "")
+
+    def _connect(self) -> KafkaAdminClient:
+        if self._client is None:
+            try:
+                self._client = self._bootstrap(self.timeout_ms)
+            except ClusterRefused as exc:
+                raise self.error(str(exc)) from None
+            except Errors.KafkaError as exc:
+                raise self.error(f"cannot reach {self.bootstrap} ({exc}); check kafka.admin.bootstrap.servers "
+                                 "(or --bootstrap-server), the network and the security settings") from None
+        return self._client

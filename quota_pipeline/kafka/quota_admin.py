@@ -3,19 +3,16 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any, Iterable
 
 import kafka.errors as Errors
-from kafka.admin import KafkaAdminClient
 from kafka.protocol.admin import AlterClientQuotasRequest, DescribeClientQuotasRequest
 
-from quota_pipeline.kafka.admin import AdminConnection
-from quota_pipeline.kafka.refusal import ClusterRefused
+from quota_pipeline.kafka.admin import CommandAdmin
 from quota_pipeline.kafka.client_quotas import Entity, Quotas
 
 log = logging.getLogger(__name__)
 
-DEFAULT_TIMEOUT_MS = 30000
 
 
 class QuotaAdminError(RuntimeError):
@@ -43,25 +40,10 @@ def _fmt(value: float) -> str:
     return str(int(value)) if float(value).is_integer() else repr(value)
 
 
-class QuotaAdmin(AdminConnection):
+class QuotaAdmin(CommandAdmin):
     """One admin client for quota calls: `describe()` every entity, `alter(changes)` in one request."""
 
-    def __init__(self, admin: Mapping[str, str], client_factory: Callable[..., KafkaAdminClient] | None = None,
-                 timeout_ms: int | None = None):
-        super().__init__(admin, timeout_ms or int(admin.get("request.timeout.ms", DEFAULT_TIMEOUT_MS)),
-                         client_factory)
-        self.bootstrap = admin.get("bootstrap.servers", "")
-
-    def _connect(self) -> KafkaAdminClient:
-        if self._client is None:
-            try:
-                self._client = self._bootstrap(self.timeout_ms)
-            except ClusterRefused as exc:
-                raise QuotaAdminError(str(exc)) from None
-            except Errors.KafkaError as exc:
-                raise QuotaAdminError(f"cannot reach {self.bootstrap} ({exc}); check kafka.admin.bootstrap.servers "
-                                      "(or --bootstrap-server), the network and the security settings") from None
-        return self._client
+    error = QuotaAdminError
 
     def _send(self, request: Any) -> Any:
         client = self._connect()

@@ -8,12 +8,10 @@ import kafka.errors as Errors
 from kafka import TopicPartition, TopicPartitionReplica
 from kafka.admin import AlterConfigOp, ConfigResource, ConfigResourceType, KafkaAdminClient
 
-from quota_pipeline.kafka.admin import AdminConnection
-from quota_pipeline.kafka.refusal import ClusterRefused
+from quota_pipeline.kafka.admin import CommandAdmin
 
 log = logging.getLogger(__name__)
 
-DEFAULT_TIMEOUT_MS = 30000
 BROKER, TOPIC = "broker", "topic"
 _TYPES = {BROKER: ConfigResourceType.BROKER, TOPIC: ConfigResourceType.TOPIC}
 
@@ -24,25 +22,10 @@ class RemedyAdminError(RuntimeError):
     """A call the cluster refused or could not answer; the message says what to do."""
 
 
-class RemedyAdmin(AdminConnection):
+class RemedyAdmin(CommandAdmin):
     """One admin client for a plan's readings and moves; every failure becomes a RemedyAdminError."""
 
-    def __init__(self, admin: Mapping[str, str], client_factory: Callable[..., KafkaAdminClient] | None = None,
-                 timeout_ms: int | None = None):
-        super().__init__(admin, timeout_ms or int(admin.get("request.timeout.ms", DEFAULT_TIMEOUT_MS)),
-                         client_factory)
-        self.bootstrap = admin.get("bootstrap.servers", "")
-
-    def _connect(self) -> KafkaAdminClient:
-        if self._client is None:
-            try:
-                self._client = self._bootstrap(self.timeout_ms)
-            except ClusterRefused as exc:
-                raise RemedyAdminError(str(exc)) from None
-            except Errors.KafkaError as exc:
-                raise RemedyAdminError(f"cannot reach {self.bootstrap} ({exc}); check kafka.admin.bootstrap.servers "
-                                       "(or --bootstrap-server), the network and the security settings") from None
-        return self._client
+    error = RemedyAdminError
 
     def _call(self, what: str, fn: Callable[[KafkaAdminClient], Any]) -> Any:
         client = self._connect()

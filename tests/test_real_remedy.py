@@ -244,6 +244,18 @@ def fill_until_stopped(cluster: RealKafka, job: Any, writer: Writer, partitions:
     raise AssertionError(f"no stop within 300 s: factor {job.factor()}, errors {set(writer.errors)}")
 
 
+def start_job(cluster: RealKafka, tmp_path: Path, job_kind: str) -> tuple[Path, Any]:
+    """The pipeline's configuration for `cluster` (written where remedy reads it) and the job deciding on it, started:
+    `loop` runs the job's processor and publisher in this process, `spark` runs `quota-pipeline run` itself."""
+    props = pipeline_properties(cluster, **{cfg.HARD_BYTES: str(HARD), cfg.CHECK_INTERVAL_ISO: INTERVAL,
+                                            cfg.VALIDITY: "PT1M", cfg.CLUSTER_NAME: CLUSTER,
+                                            cfg.CHECKPOINT_PATH: str(tmp_path / "checkpoint")})
+    config = write_properties(tmp_path / "remedy.properties", props)
+    job = JobLoop(cfg.parse(props)) if job_kind == "loop" else SparkJob(cluster, config, tmp_path)
+    job.start()
+    return config, job
+
+
 @pytest.mark.parametrize("job_kind", ["loop", "spark"])
 def test_an_intra_broker_plan_moves_the_filling_partitions_and_the_job_releases_the_stop(
         callback_jar, tmp_path, job_kind):  # noqa: F811
@@ -252,12 +264,7 @@ def test_an_intra_broker_plan_moves_the_filling_partitions_and_the_job_releases_
     with stopping_cluster(callback_jar, nodes=1, log_dirs=2) as cluster:
         disk, tmpfs = cluster.log_dirs[1]
         setup_topics(cluster, {0: [1], 1: [1], 2: [1]}, {1: disk}, tmpfs, decisions_on=[1])
-        props = pipeline_properties(cluster, **{cfg.HARD_BYTES: str(HARD), cfg.CHECK_INTERVAL_ISO: INTERVAL,
-                                                cfg.VALIDITY: "PT1M", cfg.CLUSTER_NAME: CLUSTER,
-                                                cfg.CHECKPOINT_PATH: str(tmp_path / "checkpoint")})
-        config = write_properties(tmp_path / "remedy.properties", props)
-        job = JobLoop(cfg.parse(props)) if job_kind == "loop" else SparkJob(cluster, config, tmp_path)
-        job.start()
+        config, job = start_job(cluster, tmp_path, job_kind)
         writer = Writer(cluster)
         try:
             wait_for(lambda: job.records, 300, "the job's first decision")
@@ -346,12 +353,7 @@ def test_a_cross_broker_plan_moves_under_a_replication_throttle_the_brokers_metr
     with stopping_cluster(callback_jar, nodes=2, log_dirs=1) as cluster:
         (tmpfs,), (disk,) = cluster.log_dirs[1], cluster.log_dirs[2]
         setup_topics(cluster, {0: [1], 1: [1]}, {2: disk}, tmpfs, decisions_on=[2])
-        props = pipeline_properties(cluster, **{cfg.HARD_BYTES: str(HARD), cfg.CHECK_INTERVAL_ISO: INTERVAL,
-                                                cfg.VALIDITY: "PT1M", cfg.CLUSTER_NAME: CLUSTER,
-                                                cfg.CHECKPOINT_PATH: str(tmp_path / "checkpoint")})
-        config = write_properties(tmp_path / "remedy.properties", props)
-        job = JobLoop(cfg.parse(props)) if job_kind == "loop" else SparkJob(cluster, config, tmp_path)
-        job.start()
+        config, job = start_job(cluster, tmp_path, job_kind)
         writer = Writer(cluster)
         try:
             wait_for(lambda: job.records, 300, "the job's first decision")

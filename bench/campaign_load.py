@@ -16,7 +16,7 @@ def start(bootstrap: str, topic: str, client_id: str, rate: float, record_bytes:
           seconds: float) -> Client:
     cmd = [sys.executable, "-m", "bench.campaign_load", bootstrap, topic, client_id, str(rate), str(record_bytes),
            str(batch_bytes), str(seconds)]
-    return follow(cmd, client_id, cwd=ROOT, start_new_session=True)
+    return follow(cmd, client_id, cwd=ROOT)
 
 
 def main(bootstrap: str, topic: str, client_id: str, rate: float, record_bytes: int, batch_bytes: int,

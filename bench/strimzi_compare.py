@@ -92,9 +92,9 @@ SMALL_RECORD, SMALL_RATE = 1_000, 8_000  # a small application: 1 kB records, 8 
 # 64 Python processes took the CPU the brokers and the job needed (the decision's latency doubled); a producer
 # instance per application keeps what the brokers see (a client id and connections each).
 SMALL_PER_PROCESS = 8
-# --job-priority: added to the job's niceness. The brokers, the job and the producers share 2 cores here; deployed, the
-# job runs on a host of its own (a Spark cluster or pod), which a negative value stands for.
-JOB_PRIORITY = [0]
+# --job-priority: added to the job's niceness and its sessions'. The brokers, the job and the producers share 2 cores
+# here; deployed, the job runs on a host of its own (a Spark cluster or pod), which the default stands for.
+JOB_PRIORITY = [-5]
 REFUSE_CLASS = "io.quotapipeline.callback.StopAuthorizer"
 # The largest request a client sends to one broker: librdkafka fills ~1 MB requests; the Java client sends one
 # batch.size (16 KiB) batch per partition, and the topic has one partition per broker.
@@ -800,9 +800,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--systems", default="strimzi,quota-pipeline,refuse",
                         help="comma-separated: strimzi (its plugin), quota-pipeline (this project's throttle at "
                         "each --mutes), refuse (this project's refusing stop at each --scopes)")
-    parser.add_argument("--job-priority", type=int, default=0,
-                        help="added to the job's niceness (default 0: the brokers' priority; negative, as root: ahead "
-                             "of the brokers, as a job on a host of its own is)")
+    parser.add_argument("--job-priority", type=int, default=JOB_PRIORITY[0],
+                        help="added to the job's niceness (default -5, as root: ahead of the brokers, as a job on a "
+                             "host of its own is; 0: the brokers' priority)")
     parser.add_argument("--json", type=Path, help="write the outcomes here")
     parser.add_argument("--chart", type=Path, help="write the chart (PNG) here")
     parser.add_argument("--from-json", type=Path, nargs="+", help="print the tables and draw the chart of earlier "

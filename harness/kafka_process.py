@@ -46,7 +46,7 @@ class TmpfsUnavailable(RuntimeError):
     """A tmpfs log dir cannot be mounted here (not root, or mount refused)."""
 
 
-def _die_with_parent() -> None:
+def die_with_parent() -> None:
     # Runs in the child before exec: if the test process dies without cleaning up (SIGKILL), the JVM goes too.
     # kafka-server-start.sh and kafka-run-class.sh `exec` java, so the setting reaches the JVM itself.
     ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
@@ -112,7 +112,7 @@ class NodeProcess:
             self.process = subprocess.Popen([str(self.home / "bin" / "kafka-server-start.sh"), str(self.config)],
                                             env=self.env(self.jvm_opts), stdout=out, stderr=subprocess.STDOUT,
                                             stdin=subprocess.DEVNULL, start_new_session=True,
-                                            preexec_fn=_die_with_parent)
+                                            preexec_fn=die_with_parent)
 
     def running(self) -> bool:
         return self.process is not None and self.process.poll() is None

@@ -20,6 +20,9 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from harness.kafka_process import die_with_parent
+from quota_pipeline.session import carry_priority
+
 RECORD_BYTES = 10_000
 ROOT = Path(__file__).resolve().parent.parent  # where `python3 -m harness.producers` finds the package
 JAVA_SOURCE = Path(__file__).with_name("ThrottleProducer.java")
@@ -28,13 +31,17 @@ LIBRDKAFKA_QUEUE_KBYTES = 16384
 JAVA_OPTS = ["-Xmx96m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1"]
 BURST_GAP_S = 0.5  # acknowledgements closer than this belong to one produce response (librdkafka)
 # The producers stand for applications on hosts of their own: at the brokers' and the job's priority, 8 Java producers
-# at full speed took the 2 cores the job needed to decide, and the stop reached the brokers 4.3 s after the fill
-# instead of about 1 s. A lower priority still lets them use every idle cycle.
+# at full speed took the 2 cores the job needed to decide. A lower priority still lets them use every idle cycle. It
+# is given to a session of their own: where the kernel shares CPU time between sessions first (autogroup), a
+# process's niceness ranks it only within its session.
 PRODUCER_NICE = 10
 
 
 def _lower_priority() -> None:
+    """In the child, before exec (Popen's start_new_session has made it a session leader)."""
     os.nice(PRODUCER_NICE)
+    carry_priority(os.getpid(), PRODUCER_NICE)
+    die_with_parent()
 
 
 @dataclass(frozen=True)
@@ -123,7 +130,7 @@ def follow(cmd: list[str], client_id: str, kind: str = "librdkafka", **popen) ->
     """A producer program of its own that prints this module's JSON lines (bench/campaign_load.py), started and
     followed; `popen` goes to subprocess.Popen."""
     process = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
-                               preexec_fn=_lower_priority, **popen)
+                               start_new_session=True, preexec_fn=_lower_priority, **popen)
     return _follow(process, [Client(client_id, kind, process)])[0]
 
 
@@ -140,7 +147,7 @@ def start_java(home: Path, classes: Path, bootstrap: str, topic: str, client_id:
     cmd = ["java", *JAVA_OPTS, "-cp", f"{home}/libs/*:{classes}", "ThrottleProducer", bootstrap, topic, client_id,
            str(record_bytes), str(seconds), str(rate), acks or "default"]
     process = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
-                               preexec_fn=_lower_priority)
+                               start_new_session=True, preexec_fn=_lower_priority)
     return _follow(process, [Client(client_id, "java", process)])[0]
 
 
@@ -160,7 +167,7 @@ def start_librdkafka_group(bootstrap: str, topic: str, client_ids: list[str], se
     cmd = [sys.executable, "-m", "harness.producers", bootstrap, topic, ",".join(client_ids), str(seconds), acks,
            str(record_bytes), str(rate)]
     process = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, cwd=ROOT,
-                               preexec_fn=_lower_priority)
+                               start_new_session=True, preexec_fn=_lower_priority)
     return _follow(process, [Client(c, "librdkafka", process) for c in client_ids])
 
 

@@ -75,4 +75,20 @@ def _launch_jvm_in_its_own_session(options: Mapping[str, str]) -> None:
     conf = SparkConf()
     for key, value in options.items():
         conf.set(key, value)
-    SparkContext._ensure_initialized(gateway=launch_gateway(conf, popen_kwargs={"start_new_session": True}))
+    gateway = launch_gateway(conf, popen_kwargs={"start_new_session": True})
+    carry_priority(gateway.proc.pid)
+    SparkContext._ensure_initialized(gateway=gateway)
+
+
+def carry_priority(pid: int, nice: int | None = None) -> None:
+    """Give the session that `pid` leads the niceness `nice` (default: this process's). Where the kernel groups CPU
+    time by session (autogroup, the default of most distributions), a process's niceness only ranks it within its
+    session, so a JVM started in a session of its own would otherwise run at the default priority however the job
+    was started (`nice -n -5 quota-pipeline run`, a service's Nice=). Best effort: nothing to do without autogroup."""
+    nice = os.getpriority(os.PRIO_PROCESS, 0) if nice is None else nice
+    if nice == 0:
+        return
+    try:
+        Path(f"/proc/{pid}/autogroup").write_text(str(nice))
+    except OSError:
+        pass

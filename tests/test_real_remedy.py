@@ -116,7 +116,7 @@ class SparkJob:
     def __init__(self, cluster: RealKafka, config: Path, work: Path) -> None:
         env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "JAVA_TOOL_OPTIONS": FAST_START_JVM}
         self.process = subprocess.Popen(
-            ["nice", "-n", "19", sys.executable, "-m", "quota_pipeline.cli", "run", str(config), "--no-metrics",
+            [sys.executable, "-m", "quota_pipeline.cli", "run", str(config), "--no-metrics",
              "--master", "local[2]"], stdout=(work / "job.out").open("wb"), stderr=(work / "job.err").open("wb"),
             cwd=work, env=env, start_new_session=True, stdin=subprocess.DEVNULL)
         self.records: list[dict[str, Any]] = []

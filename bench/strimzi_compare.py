@@ -24,7 +24,7 @@ producer settings, 10 kB records). After a warm-up, node 1's log dir is filled t
 
 Loads: --clients (librdkafka at full speed), --java-clients, --small-apps (librdkafka, 1 kB records, 8 kB/s each,
 acks=all: applications below any per-client stop limit). Every producer behaves as an application that loses no
-record: a refused record is kept and sent again (one every 0.5 s while refused, all once one is acknowledged).
+record: a refused record is kept and sent again (one every 0.25 s while refused, all once one is acknowledged).
 
 Systems (--systems): strimzi (its plugin), quota-pipeline (this project's quota throttle at each --mutes) and refuse
 (this project's refusing stop: the StopAuthorizer over Kafka's StandardAuthorizer beside the callback, at each

@@ -220,7 +220,7 @@ def stop_outcome(clients: list[Client], pre_rate: float, published: float, stopp
             "seen_after": stopped - published, "release_seen_after": released - release}
 
 
-PROBE_EVERY_S = 0.5  # while its writes are refused, an application tries one record this often
+PROBE_EVERY_S = 0.25  # while its writes are refused, an application tries one record this often
 
 
 class _Application:

@@ -7,6 +7,10 @@
 #
 # Spark options (--master, --conf, --driver-memory, ...) come first and are passed through;
 # the default master is local[*]. Needs `pip install -e .` (or the wheel) and Java 17.
+#
+# On a standalone or YARN master the executors' hosts need nothing of the project: the job's Python dependencies
+# go to them as a packed environment (built once under build/, shipped with --archives) and the package as a zip.
+# --ship-environment / --no-ship-environment decide it for any master (no: an image that has them, as on Kubernetes).
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 python="${PYSPARK_PYTHON:-$(command -v python3 || command -v python)}"
@@ -20,16 +24,31 @@ spark_home="$("$python" -c 'import os, pyspark; print(os.path.dirname(pyspark.__
   echo "error: pyspark is not installed for $python; run: $python -m pip install -e '$here'" >&2; exit 3; }
 
 spark_opts=()
+ship=auto
 while [ $# -gt 0 ] && [[ "$1" == --* ]]; do
   case "$1" in
     --clusters-dir|--no-metrics|--log-batches) break ;;  # the job's own options: the rest goes to `run`
+    --ship-environment) ship=yes; shift ;;
+    --no-ship-environment) ship=no; shift ;;
     --verbose|--supervise) spark_opts+=("$1"); shift ;;
     *) spark_opts+=("$1" "$2"); shift 2 ;;
   esac
 done
-has_master=false
-for o in "${spark_opts[@]+"${spark_opts[@]}"}"; do [ "$o" = "--master" ] && has_master=true; done
-$has_master || spark_opts+=(--master "local[*]")
+master=""
+for i in "${!spark_opts[@]}"; do [ "${spark_opts[$i]}" = "--master" ] && master="${spark_opts[$((i + 1))]}"; done
+[ -n "$master" ] || { master="local[*]"; spark_opts+=(--master "$master"); }
+if [ "$ship" = auto ]; then
+  case "$master" in spark://*|yarn*) ship=yes ;; *) ship=no ;; esac
+fi
+
+# Adds VALUE to a comma-separated spark-submit option (the operator's own, if given), else passes the option.
+add_to_option() {
+  local i
+  for i in "${!spark_opts[@]}"; do
+    if [ "${spark_opts[$i]}" = "$1" ]; then spark_opts[$((i + 1))]+=",$2"; return; fi
+  done
+  spark_opts+=("$1" "$2")
+}
 
 if [ "${1:-}" = "replay" ]; then shift; job="$here/jobs/replay.py"; else job="$here/jobs/throttle_stream.py"; fi
 [ $# -gt 0 ] || { echo "usage: $0 [spark-submit options] CONFIG... | replay --config C --input P --output O" >&2; exit 2; }
@@ -62,15 +81,24 @@ PY
 # executors (quota_pipeline/commands/submit_packages.py): added to --packages (the operator's own, if any).
 if [ "$job" = "$here/jobs/throttle_stream.py" ]; then
   s3a="$(PYTHONPATH="$here${PYTHONPATH:+:$PYTHONPATH}" "$python" -m quota_pipeline.commands.submit_packages "$@" 2>/dev/null || true)"
-  if [ -n "$s3a" ]; then
-    merged=false
-    for i in "${!spark_opts[@]}"; do
-      if [ "${spark_opts[$i]}" = "--packages" ]; then spark_opts[$((i + 1))]+=",$s3a"; merged=true; fi
-    done
-    $merged || spark_opts+=(--packages "$s3a")
-  fi
+  [ -z "$s3a" ] || add_to_option --packages "$s3a"
 fi
 export PYSPARK_PYTHON="$python" PYSPARK_DRIVER_PYTHON="$python"
+if [ "$ship" = yes ]; then
+  archive="$(PYTHONPATH="$here${PYTHONPATH:+:$PYTHONPATH}" "$python" -m quota_pipeline.commands.submit_environment \
+    "$here/build")" || exit 3
+  add_to_option --archives "$archive#environment"
+  # Every Python worker, the executors' and the driver's own (the source's planning), runs PYSPARK_PYTHON from the
+  # JVM's working directory: there the executors unpack the archive, and here, for the driver's, a directory of its
+  # own holds an `environment` whose python is this one. The job changes back to this directory
+  # (QUOTA_PIPELINE_CWD), so paths given to it keep their meaning.
+  driver_dir="$here/build/driver-$(printf '%s' "$python" | sha256sum | cut -c1-16)"
+  mkdir -p "$driver_dir/environment/bin"
+  printf '#!/usr/bin/env bash\nexec %q "$@"\n' "$python" > "$driver_dir/environment/bin/python"
+  chmod +x "$driver_dir/environment/bin/python"
+  export QUOTA_PIPELINE_CWD="$PWD" PYSPARK_PYTHON=./environment/bin/python
+  cd "$driver_dir"
+fi
 # The driver's own Python workers (planning the kafka_volumes source, the stateful processor's set-up) inherit the
 # JVM's environment, not --py-files: without this they cannot import the package unless it is installed.
 export PYTHONPATH="$dist/quota_pipeline.zip${PYTHONPATH:+:$PYTHONPATH}"

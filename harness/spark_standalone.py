@@ -36,6 +36,8 @@ class StandaloneCluster:
     # Each worker's scratch space (SPARK_LOCAL_DIRS: shuffle files, RocksDB's working copies; TMPDIR) under its own
     # work dir, as on hosts of their own; by default /tmp, which the driver uses too.
     own_dirs: bool = False
+    # The workers' PYSPARK_PYTHON, as a host of their own would set it (None: whatever this environment has).
+    python: str | None = None
     master_port: int = field(default_factory=free_port)
     master_ui_port: int = field(default_factory=free_port)
     processes: list[subprocess.Popen] = field(default_factory=list)
@@ -49,9 +51,12 @@ class StandaloneCluster:
 
     def _env(self) -> dict[str, str]:
         # SPARK_LOCAL_IP keeps every listener (and what the master advertises) on loopback.
-        return {**os.environ, "SPARK_HOME": str(spark_home()), "SPARK_LOCAL_IP": "127.0.0.1",
-                "SPARK_DAEMON_MEMORY": self.daemon_memory, "SPARK_LOG_DIR": str(self.work / "logs"),
-                "SPARK_WORKER_MEMORY": self.memory, "SPARK_WORKER_CORES": str(self.cores)}
+        env = {**os.environ, "SPARK_HOME": str(spark_home()), "SPARK_LOCAL_IP": "127.0.0.1",
+               "SPARK_DAEMON_MEMORY": self.daemon_memory, "SPARK_LOG_DIR": str(self.work / "logs"),
+               "SPARK_WORKER_MEMORY": self.memory, "SPARK_WORKER_CORES": str(self.cores)}
+        if self.python:
+            env["PYSPARK_PYTHON"] = self.python
+        return env
 
     def _spawn(self, name: str, *args: str, env: dict[str, str] | None = None) -> subprocess.Popen:
         log = (self.work / f"{name}.log").open("ab")
@@ -114,6 +119,20 @@ class StandaloneCluster:
         """Every executor's stderr under the workers' work dirs."""
         for i in range(self.workers):
             yield from sorted(self.worker_dir(i).glob("app-*/*/stderr"))
+
+    def python_workers(self) -> list[tuple[Path, str]]:
+        """(working directory, the interpreter as started) of each Python process running in a worker's work dir:
+        the executors' Python workers."""
+        found = []
+        for proc in Path("/proc").iterdir():
+            try:
+                cwd = Path(os.readlink(proc / "cwd"))
+                argv0 = (proc / "cmdline").read_bytes().split(b"\0")[0].decode(errors="replace")
+            except (OSError, ValueError):
+                continue
+            if "python" in Path(argv0).name and cwd.is_relative_to(self.work):
+                found.append((cwd, argv0))
+        return found
 
     def pids(self) -> list[int]:
         return [p.pid for p in self.processes if p.poll() is None]

@@ -1,7 +1,7 @@
 """spark-submit entry point for the streaming job: `./spark-submit.sh CONFIG...`."""
 import sys
 
-from quota_pipeline.cli import main
+from quota_pipeline.cli import submitted
 
 if __name__ == "__main__":
-    sys.exit(main(["run", *sys.argv[1:]]))
+    sys.exit(submitted("run", sys.argv[1:]))

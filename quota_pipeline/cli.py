@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 
 # Each module exposes register(subparsers) and sets a `func(args) -> int` default.
@@ -65,6 +66,15 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
+
+
+def submitted(command: str, argv: list[str]) -> int:
+    """`command argv...` as spark-submit.sh runs it (jobs/): from the directory it was started in, which
+    QUOTA_PIPELINE_CWD names when Spark's JVM runs elsewhere, so the paths given keep their meaning."""
+    start = os.environ.pop("QUOTA_PIPELINE_CWD", None)
+    if start:
+        os.chdir(start)
+    return main([command, *argv])
 
 
 if __name__ == "__main__":

@@ -4,13 +4,15 @@ on s3a:// (Hadoop's S3A connector, fetched by Spark from Maven Central). The job
 group, driver and spark-submit alike) while a simulated cluster's disk is past the hard limit, and restarted from the
 object-store checkpoint: that cluster is never released, and its decision state carries over (throttled_since).
 
-It also holds what a standalone cluster must do on one host: both workers run an executor that fetches the package
-spark-submit.sh ships and runs tasks. Run alone with `python3 -m pytest -q -m standalone`.
+It also holds what a standalone cluster must do on hosts of their own: both workers run an executor that fetches the
+package and the packed environment spark-submit.sh ships and runs tasks, and the workers' own interpreter is a bare
+one, without any of the project's dependencies. Run alone with `python3 -m pytest -q -m standalone`.
 """
 from __future__ import annotations
 
 import datetime as dt
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -99,7 +101,11 @@ def test_killed_and_restarted_from_an_object_store_checkpoint_the_job_never_rele
     logs = [driver / "job-1.log", driver / "job-2.log"]
     # Started after S3Proxy's fixture set AWS_*: the workers, and so their executors, find the store where the driver
     # does, as hosts given the same environment would.
-    spark = StandaloneCluster(tmp_path / "spark", workers=2, cores=1, memory="1g", own_dirs=True)
+    bare = tmp_path / "bare"  # the workers' interpreter: no pyspark, numba, confluent-kafka, ... nor this project
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(bare)], check=True)
+    assert subprocess.run([str(bare / "bin" / "python"), "-c", "import numba"], capture_output=True).returncode
+    spark = StandaloneCluster(tmp_path / "spark", workers=2, cores=1, memory="1g", own_dirs=True,
+                              python=str(bare / "bin" / "python"))
     spark.start(wait=False)
     try:
         for sim in sims:
@@ -109,6 +115,9 @@ def test_killed_and_restarted_from_an_object_store_checkpoint_the_job_never_rele
         for name, sim in zip(("east", "west"), sims):
             write_config(driver / "clusters" / f"{name}.properties", sim, broker, checkpoint,
                          s3proxy.uri(f"{prefix}/journal"))
+        # The packed environment spark-submit.sh ships is built once (pip, then venv-pack), before the job's clock.
+        subprocess.run([sys.executable, "-m", "quota_pipeline.commands.submit_environment", str(ROOT / "build")],
+                       check=True, timeout=1200, stdout=subprocess.DEVNULL)
         job = submit(spark, driver, logs[0])
         spark.wait_for_workers(60)
         deadline = time.time() + ready_timeout(120)  # the first start also resolves the S3A connector (Ivy)
@@ -123,6 +132,7 @@ def test_killed_and_restarted_from_an_object_store_checkpoint_the_job_never_rele
                          and r["source"] == "OBSERVATION", 30)  # the other cluster, with room, is not throttled
         wait_until(lambda: len(batch_ids(s3proxy, f"{prefix}/checkpoint", "commits")) >= 2, ready_timeout(60),
                    "two micro-batches committed to the s3a:// checkpoint")
+        python_workers = spark.python_workers()
 
         os.killpg(job.pid, signal.SIGKILL)  # the driver and spark-submit, mid-stream; the master then ends its executors
         job.wait(10)
@@ -172,9 +182,16 @@ def test_killed_and_restarted_from_an_object_store_checkpoint_the_job_never_rele
     partitions = {k.split("/")[4] for k in stored if k.startswith("checkpoint/query/state/0/")}
     assert {"0", "1"} <= partitions, stored[:20]  # both state partitions' RocksDB files
     assert {k.split("/")[1] for k in stored if k.startswith("journal/")} == {"east", "west"}, stored[:20]
-    # Both workers ran an executor, which fetched the package spark-submit.sh ships, and tasks ran there.
+    # Both workers ran an executor, which fetched the package spark-submit.sh ships, and tasks ran there, in Python
+    # from the packed environment shipped with it: nothing the driver's interpreter has.
     assert len(list(spark.work.glob("worker-*/app-*/*/quota_pipeline.zip"))) >= 2
+    assert len(list(spark.work.glob("worker-*/app-*/*/environment/bin/python"))) >= 2
+    assert {cwd.parents[1].name for cwd, _ in python_workers} == {"worker-0", "worker-1"}, python_workers
+    assert {argv0 for _, argv0 in python_workers} == {"./environment/bin/python"}, python_workers
+    # About 0.5 GB unpacked in each executor, and in the driver's scratch directory (Spark unpacks --archives there too).
+    for unpacked in [*spark.work.glob("worker-*/app-*/*/environment"), *driver.glob("local/*/*/environment")]:
+        shutil.rmtree(unpacked)
     assert any("Running task" in text for text in executor_logs), [t[-500:] for t in executor_logs]
     local = [p for p in tmp_path.rglob("*") if p.name in ("commits", "offsets")
-             or (p.suffix == ".json" and p.parent.name[:2] == "20")]  # <journal>/<cluster>/<YYYY-MM-DD>/<tick>.json
+             or (p.suffix == ".json" and p.stem.isdigit() and p.parent.name[:2] == "20")]  # <YYYY-MM-DD>/<tick>.json
     assert not local, local[:5]

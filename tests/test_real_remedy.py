@@ -1,10 +1,7 @@
 """`quota-pipeline remedy --execute` on real Apache Kafka whose log dir really fills with topic data, with the refusing
 stop loaded on the brokers (StopAuthorizer).
 
-The job is `quota-pipeline run` itself (Spark local[2]) in the intra- and cross-broker cases, and also a small
-loop that polls with the real observer every INTERVAL, decides each snapshot with the streaming job's processor
-(core/kernel.py, state carried between polls) and publishes with the job's Publisher to the decision topic on the
-cluster itself: the job's decisions without Spark's start-up and batch latency on a loaded 2-core machine. A producer fills
+The job is `quota-pipeline run` itself (Spark local[2]), deciding on the cluster it stops. A producer fills
 the topic on node 1's 64 MiB tmpfs dir until the decision stops it (TOPIC_AUTHORIZATION_FAILED); `remedy` plans,
 `--execute` is interrupted and run again, the moves the plan names are made, the dir goes back above its limit and
 the job releases the stop by itself; every acknowledged record of the moved partitions is read back end to end and
@@ -31,14 +28,7 @@ from harness.kafka import SELF_PLAINTEXT, ClusterSpec, RealKafka, start_cluster,
 from harness.kafka_process import FAST_START_JVM, TmpfsUnavailable
 from harness.kafka_props import pipeline_properties, wait_for, write_properties
 from quota_pipeline.core import config as cfg
-from quota_pipeline.core.settings import Settings
-from quota_pipeline.kafka.observer import Observer
-from quota_pipeline.kafka.publisher import Publisher
-from quota_pipeline.streaming import source
-from quota_pipeline.streaming.processor import DecisionProcessor
-from tests.support.builders import MemoryHandle
 from tests.test_broker_callback_real import CALLBACK, callback_jar  # noqa: F401
-from test_stream_parts import _rows
 
 pytestmark = pytest.mark.realkafka
 
@@ -50,7 +40,7 @@ DECISIONS = "__quota_throttle_factors"
 INTERVAL = "PT2S"
 AUTHORIZER = "io.quotapipeline.callback.StopAuthorizer"
 RECORD = 64 * 1024
-FILL_RATE = 1.5 * MiB  # bytes/s: past the hard limit well before ENOSPC (the job decides every 2 s)
+FILL_RATE = 0.75 * MiB  # bytes/s: past the hard limit well before ENOSPC (the job decides every 2 s, later when loaded)
 DELETE_DELAY = 150  # s: Kafka deletes a moved replica's old copy file.delete.delay.ms (60 s) after the move
 
 
@@ -78,40 +68,9 @@ def stopping_cluster(jar: Path, nodes: int, log_dirs: int) -> Iterator[RealKafka
         cluster.stop()
 
 
-class JobLoop(threading.Thread):
-    """Observe, decide (the streaming job's processor) and publish (the job's Publisher) every interval."""
-
-    def __init__(self, conf: cfg.Config) -> None:
-        super().__init__(daemon=True)
-        self.conf = conf
-        self.records: list[dict[str, Any]] = []
-        self.stopping = threading.Event()
-        self.processor = DecisionProcessor({"real": Settings.of(conf)}, {"real": CLUSTER})
-        self.processor.init(MemoryHandle())
-
-    def run(self) -> None:
-        publisher = Publisher(self.conf.output_settings, self.conf.output_topic)
-        with Observer(self.conf) as observer:
-            tick = 0
-            while not self.stopping.is_set():
-                snap = observer.poll()
-                tick += 1
-                out = []
-                for frame in self.processor.handleInputRows(
-                        (snap.cluster_id,), iter([_rows(source.snapshot_rows("real", tick, snap))]), None):
-                    out += list(zip(frame["key"], frame["value"]))
-                publisher.publish(out)
-                self.records.extend(json.loads(v) for _, v in out)
-                self.stopping.wait(self.conf.check_interval.total_seconds())
-        publisher.close()
-
-    def factor(self) -> float | None:
-        return self.records[-1]["throttle_factor"] if self.records else None
-
-
 class SparkJob:
     """The streaming job itself (`quota-pipeline run`, Spark local[2]) in a process group of its own, and a follower
-    of the decision topic keeping its records for this cluster: the same interface as JobLoop."""
+    of the decision topic keeping its records for this cluster."""
 
     def __init__(self, cluster: RealKafka, config: Path, work: Path) -> None:
         env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "JAVA_TOOL_OPTIONS": FAST_START_JVM}
@@ -244,31 +203,27 @@ def fill_until_stopped(cluster: RealKafka, job: Any, writer: Writer, partitions:
     raise AssertionError(f"no stop within 300 s: factor {job.factor()}, errors {set(writer.errors)}")
 
 
-def start_job(cluster: RealKafka, tmp_path: Path, job_kind: str) -> tuple[Path, Any]:
-    """The pipeline's configuration for `cluster` (written where remedy reads it) and the job deciding on it, started:
-    `loop` runs the job's processor and publisher in this process, `spark` runs `quota-pipeline run` itself."""
+def start_job(cluster: RealKafka, tmp_path: Path) -> tuple[Path, "SparkJob"]:
+    """The pipeline's configuration for `cluster` (written where remedy reads it) and the job deciding on it, started."""
     props = pipeline_properties(cluster, **{cfg.HARD_BYTES: str(HARD), cfg.CHECK_INTERVAL_ISO: INTERVAL,
                                             cfg.VALIDITY: "PT1M", cfg.CLUSTER_NAME: CLUSTER,
                                             cfg.CHECKPOINT_PATH: str(tmp_path / "checkpoint")})
     config = write_properties(tmp_path / "remedy.properties", props)
-    job = JobLoop(cfg.parse(props)) if job_kind == "loop" else SparkJob(cluster, config, tmp_path)
+    job = SparkJob(cluster, config, tmp_path)
     job.start()
     return config, job
 
 
-@pytest.mark.parametrize("job_kind", ["loop", "spark"])
 def test_an_intra_broker_plan_moves_the_filling_partitions_and_the_job_releases_the_stop(
-        callback_jar, tmp_path, job_kind):  # noqa: F811
-    """`loop`: the job's processor and publisher in this process; `spark`: `quota-pipeline run` itself (slower to
-    decide on a loaded machine, so the topic fills at half the rate)."""
+        callback_jar, tmp_path):  # noqa: F811
     with stopping_cluster(callback_jar, nodes=1, log_dirs=2) as cluster:
         disk, tmpfs = cluster.log_dirs[1]
         setup_topics(cluster, {0: [1], 1: [1], 2: [1]}, {1: disk}, tmpfs, decisions_on=[1])
-        config, job = start_job(cluster, tmp_path, job_kind)
+        config, job = start_job(cluster, tmp_path)
         writer = Writer(cluster)
         try:
             wait_for(lambda: job.records, 300, "the job's first decision")
-            fill_until_stopped(cluster, job, writer, [0, 1, 2], FILL_RATE if job_kind == "loop" else FILL_RATE / 2)
+            fill_until_stopped(cluster, job, writer, [0, 1, 2], FILL_RATE)
             # The topics on the full dir: `fill`, and __consumer_offsets when a consumer group made it (the follower).
             assert job.records[-1]["stop"]["scope"] == "topics" and "fill" in job.records[-1]["stop"]["topics"]
 
@@ -345,19 +300,18 @@ def jmx_ports(monkeypatch) -> dict[int, int]:
     return ports
 
 
-@pytest.mark.parametrize("job_kind", ["loop", "spark"])
 def test_a_cross_broker_plan_moves_under_a_replication_throttle_the_brokers_metrics_show(
-        callback_jar, tmp_path, jmx_ports, job_kind):  # noqa: F811
+        callback_jar, tmp_path, jmx_ports):  # noqa: F811
     """Node 1's only log dir is the tmpfs: the partitions go to node 2, throttled at THROTTLE."""
     throttle = 1 * MiB
     with stopping_cluster(callback_jar, nodes=2, log_dirs=1) as cluster:
         (tmpfs,), (disk,) = cluster.log_dirs[1], cluster.log_dirs[2]
         setup_topics(cluster, {0: [1], 1: [1]}, {2: disk}, tmpfs, decisions_on=[2])
-        config, job = start_job(cluster, tmp_path, job_kind)
+        config, job = start_job(cluster, tmp_path)
         writer = Writer(cluster)
         try:
             wait_for(lambda: job.records, 300, "the job's first decision")
-            fill_until_stopped(cluster, job, writer, [0, 1], FILL_RATE if job_kind == "loop" else FILL_RATE / 2)
+            fill_until_stopped(cluster, job, writer, [0, 1], FILL_RATE)
             print(time.strftime('%H:%M:%S'), "stopped")
             run = remedy(config, "--execute", "--margin", "4MiB", "--throttle", f"{throttle}", "--interval", "0.5")
             wait_for(lambda: throttles_left(cluster).get(f"broker 2: {'follower.replication.throttled.rate'}")

@@ -46,8 +46,8 @@ def pinned_requirements(project: str = PROJECT, extras: tuple[str, ...] = EXTRAS
         except metadata.PackageNotFoundError:
             if name == project:
                 raise PackError(f"{project} is not installed for {sys.executable}; "
-                                        f"run: {sys.executable} -m pip install -e .") from None
-            continue  # an optional extra's package that is not installed here
+                                f"run: {sys.executable} -m pip install -e .") from None
+            continue  # an extra's package that is not installed here: not shipped
         key = canonicalize_name(dist.metadata["Name"])
         if key != canonicalize_name(project):
             if key in wanted:
@@ -61,18 +61,8 @@ def pinned_requirements(project: str = PROJECT, extras: tuple[str, ...] = EXTRAS
             in_extra = [e for e in chosen if req.marker and req.marker.evaluate({"extra": e})]
             if req.marker and not in_extra and not req.marker.evaluate({"extra": ""}):
                 continue
-            if in_extra and not _installed(req.name):
-                continue
             todo.append((req.name, set(req.extras)))
     return sorted(f"{name}=={version}" for name, version in wanted.items())
-
-
-def _installed(name: str) -> bool:
-    try:
-        metadata.distribution(name)
-        return True
-    except metadata.PackageNotFoundError:
-        return False
 
 
 def archive_path(build: Path, requirements: list[str]) -> Path:
@@ -91,7 +81,7 @@ def build_archive(build: Path) -> Path:
         import venv_pack
     except ImportError:
         raise PackError(f"venv-pack is not installed for {sys.executable}; "
-                                f"run: {sys.executable} -m pip install venv-pack") from None
+                        f"run: {sys.executable} -m pip install venv-pack") from None
     build.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(dir=build, prefix=".environment-"))
     try:
@@ -103,8 +93,8 @@ def build_archive(build: Path) -> Path:
                               "install", "--quiet", "--disable-pip-version-check", *requirements], stdout=sys.stderr)
         if pip.returncode:
             raise PackError(f"pip could not install the job's dependencies into {work / 'venv'} (above); "
-                                    "point pip at a package index or wheelhouse you can reach (PIP_INDEX_URL, "
-                                    "PIP_FIND_LINKS) and run again")
+                            "point pip at a package index or wheelhouse you can reach (PIP_INDEX_URL, "
+                            "PIP_FIND_LINKS) and run again")
         # The packages' own test suites are never imported by the job (pandas' alone is tens of MB); a fast
         # compression, since every executor of every start unpacks the archive.
         venv_pack.pack(prefix=str(work / "venv"), output=str(work / "environment.tar.gz"), verbose=False,

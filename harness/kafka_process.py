@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator, Mapping
 
 from harness.kafka_config import NodeLayout
+from quota_pipeline.session import carry_priority
 
 _PR_SET_PDEATHSIG = 1
 # Without the C2 compiler and G1 a JVM starts much faster on 2 cores (format 2.5 s vs 3.7 s, a 1-node cluster
@@ -50,6 +51,13 @@ def die_with_parent() -> None:
     # Runs in the child before exec: if the test process dies without cleaning up (SIGKILL), the JVM goes too.
     # kafka-server-start.sh and kafka-run-class.sh `exec` java, so the setting reaches the JVM itself.
     ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+
+
+def renice_session(delta: int) -> None:
+    """In a child started in a session of its own, before exec: add `delta` to its niceness and give its session the
+    result, where the kernel shares CPU time between sessions first (autogroup)."""
+    os.nice(delta)
+    carry_priority(os.getpid())
 
 
 def tail(path: Path, lines: int = 40) -> str:

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import bisect
 import json
-import os
 import subprocess
 import sys
 import threading
@@ -20,8 +19,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from harness.kafka_process import die_with_parent
-from quota_pipeline.session import carry_priority
+from harness.kafka_process import die_with_parent, renice_session
 
 RECORD_BYTES = 10_000
 ROOT = Path(__file__).resolve().parent.parent  # where `python3 -m harness.producers` finds the package
@@ -39,8 +37,7 @@ PRODUCER_NICE = 10
 
 def _lower_priority() -> None:
     """In the child, before exec (Popen's start_new_session has made it a session leader)."""
-    os.nice(PRODUCER_NICE)
-    carry_priority(os.getpid(), PRODUCER_NICE)
+    renice_session(PRODUCER_NICE)
     die_with_parent()
 
 

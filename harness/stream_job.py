@@ -12,7 +12,7 @@ from pathlib import Path
 
 from confluent_kafka import Consumer, TopicPartition
 
-from quota_pipeline.session import carry_priority
+from harness.kafka_process import renice_session
 
 
 class TopicWatcher:
@@ -69,13 +69,7 @@ def start_job(conf_path: Path, log: Path, metrics: bool = False, log_batches: bo
     return subprocess.Popen([sys.executable, "-m", "quota_pipeline.cli", "run", str(conf_path), *options,
                              "--master", "local[2]"], stdout=log.open("ab"), stderr=subprocess.STDOUT, env=env,
                             cwd=conf_path.parent, start_new_session=True,
-                            preexec_fn=(lambda: _raise_priority(priority)) if priority else None)
-
-
-def _raise_priority(priority: int) -> None:
-    """In the job's process before exec: its niceness and its session's (the job carries it to Spark's JVM)."""
-    os.nice(priority)
-    carry_priority(os.getpid())
+                            preexec_fn=(lambda: renice_session(priority)) if priority else None)
 
 
 def stop_job(job: subprocess.Popen | None, grace: float = 30.0) -> None:

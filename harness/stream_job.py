@@ -9,6 +9,7 @@ import sys
 import threading
 import time
 from pathlib import Path
+from typing import Mapping
 
 from confluent_kafka import Consumer, TopicPartition
 
@@ -60,11 +61,11 @@ class TopicWatcher:
 
 
 def start_job(conf_path: Path, log: Path, metrics: bool = False, log_batches: bool = False,
-              priority: int = 0) -> subprocess.Popen:
+              priority: int = 0, env: Mapping[str, str] | None = None) -> subprocess.Popen:
     """`quota-pipeline run CONF` in its own session; with `metrics`, serving the config's metrics port; with
     `log_batches`, a line per micro-batch of where its time went; `priority` added to the job's niceness (negative:
-    ahead of the brokers, as a job on a host of its own is; root only)."""
-    env = {**os.environ, "PYSPARK_PYTHON": sys.executable}
+    ahead of the brokers, as a job on a host of its own is; root only); `env` added to its environment."""
+    env = {**os.environ, "PYSPARK_PYTHON": sys.executable, **(env or {})}
     options = [*([] if metrics else ["--no-metrics"]), *(["--log-batches"] if log_batches else [])]
     return subprocess.Popen([sys.executable, "-m", "quota_pipeline.cli", "run", str(conf_path), *options,
                              "--master", "local[2]"], stdout=log.open("ab"), stderr=subprocess.STDOUT, env=env,

@@ -13,7 +13,6 @@ import os
 import signal
 import subprocess
 import sys
-import threading
 import time
 from contextlib import contextmanager
 from pathlib import Path
@@ -27,6 +26,7 @@ from harness import kafka_config as rc
 from harness.kafka import SELF_PLAINTEXT, ClusterSpec, RealKafka, start_cluster, with_admin
 from harness.kafka_process import FAST_START_JVM, TmpfsUnavailable
 from harness.kafka_props import pipeline_properties, wait_for, write_properties
+from harness.stream_job import TopicWatcher, start_job as start_pipeline
 from quota_pipeline.core import config as cfg
 from tests.test_broker_callback_real import CALLBACK, callback_jar  # noqa: F401
 
@@ -69,38 +69,26 @@ def stopping_cluster(jar: Path, nodes: int, log_dirs: int) -> Iterator[RealKafka
 
 
 class SparkJob:
-    """The streaming job itself (`quota-pipeline run`, Spark local[2]) in a process group of its own, and a follower
-    of the decision topic keeping its records for this cluster."""
+    """The streaming job itself (`quota-pipeline run`, Spark local[2]) in a session of its own, and a watcher of the
+    decision topic; `records` are this cluster's decisions so far."""
 
     def __init__(self, cluster: RealKafka, config: Path, work: Path) -> None:
-        env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "JAVA_TOOL_OPTIONS": FAST_START_JVM}
-        self.process = subprocess.Popen(
-            [sys.executable, "-m", "quota_pipeline.cli", "run", str(config), "--no-metrics",
-             "--master", "local[2]"], stdout=(work / "job.out").open("wb"), stderr=(work / "job.err").open("wb"),
-            cwd=work, env=env, start_new_session=True, stdin=subprocess.DEVNULL)
-        self.records: list[dict[str, Any]] = []
-        self.stopping = threading.Event()
-        self.consumer = Consumer({**cluster.client_config(), "group.id": "remedy-follow", "enable.auto.commit": False})
-        self.consumer.assign([TopicPartition(DECISIONS, 0, 0)])
-        self.thread = threading.Thread(target=self._follow, daemon=True)
+        self.process = start_pipeline(config, work / "job.log", env={"JAVA_TOOL_OPTIONS": FAST_START_JVM})
+        self.watcher = TopicWatcher(cluster.bootstrap(), DECISIONS)
 
-    def start(self) -> None:
-        self.thread.start()
-
-    def _follow(self) -> None:
-        while not self.stopping.is_set():
-            msg = self.consumer.poll(0.2)
-            if msg is not None and not msg.error() and msg.key() == CLUSTER.encode() and msg.value():
-                self.records.append(json.loads(msg.value()))
+    @property
+    def records(self) -> list[dict[str, Any]]:
+        return [r for _, r in self.watcher.records if r["cluster_id"] == CLUSTER]
 
     def factor(self) -> float | None:
-        return self.records[-1]["throttle_factor"] if self.records else None
+        records = self.records
+        return records[-1]["throttle_factor"] if records else None
 
-    def join(self, timeout: float) -> None:
+    def stop(self, timeout: float) -> None:
+        """SIGTERM to the job's process group (it stops after its running micro-batch), then the watcher."""
         os.killpg(self.process.pid, signal.SIGTERM)
         self.process.wait(timeout)
-        self.thread.join(timeout)
-        self.consumer.close()
+        self.watcher.close()
 
 
 class Writer:
@@ -184,8 +172,7 @@ def setup_topics(cluster: RealKafka, fill_where: dict[int, list[int]], keep_dir:
              30, "fill's replicas on node 1 are on the tmpfs")
 
 
-def fill_until_stopped(cluster: RealKafka, job: Any, writer: Writer, partitions: list[int],
-                       rate: float = FILL_RATE) -> None:
+def fill_until_stopped(cluster: RealKafka, job: SparkJob, writer: Writer, partitions: list[int]) -> None:
     """Write to `fill` until the job stops it and the brokers refuse the writes."""
     payload = iter(range(10 ** 9))
     started = time.monotonic()
@@ -194,7 +181,7 @@ def fill_until_stopped(cluster: RealKafka, job: Any, writer: Writer, partitions:
         for p in partitions:
             writer.send("fill", p, f"{next(payload):08d}".encode() + os.urandom(RECORD - 8))
         sent = len(partitions) * RECORD
-        time.sleep(sent / rate)
+        time.sleep(sent / FILL_RATE)
         if job.factor() == 0.0:
             writer.flush()
             if "TOPIC_AUTHORIZATION_FAILED" in writer.errors:
@@ -203,15 +190,13 @@ def fill_until_stopped(cluster: RealKafka, job: Any, writer: Writer, partitions:
     raise AssertionError(f"no stop within 300 s: factor {job.factor()}, errors {set(writer.errors)}")
 
 
-def start_job(cluster: RealKafka, tmp_path: Path) -> tuple[Path, "SparkJob"]:
+def start_job(cluster: RealKafka, tmp_path: Path) -> tuple[Path, SparkJob]:
     """The pipeline's configuration for `cluster` (written where remedy reads it) and the job deciding on it, started."""
     props = pipeline_properties(cluster, **{cfg.HARD_BYTES: str(HARD), cfg.CHECK_INTERVAL_ISO: INTERVAL,
                                             cfg.VALIDITY: "PT1M", cfg.CLUSTER_NAME: CLUSTER,
                                             cfg.CHECKPOINT_PATH: str(tmp_path / "checkpoint")})
     config = write_properties(tmp_path / "remedy.properties", props)
-    job = SparkJob(cluster, config, tmp_path)
-    job.start()
-    return config, job
+    return config, SparkJob(cluster, config, tmp_path)
 
 
 def test_an_intra_broker_plan_moves_the_filling_partitions_and_the_job_releases_the_stop(
@@ -223,7 +208,7 @@ def test_an_intra_broker_plan_moves_the_filling_partitions_and_the_job_releases_
         writer = Writer(cluster)
         try:
             wait_for(lambda: job.records, 300, "the job's first decision")
-            fill_until_stopped(cluster, job, writer, [0, 1, 2], FILL_RATE)
+            fill_until_stopped(cluster, job, writer, [0, 1, 2])
             # The topics on the full dir: `fill`, and __consumer_offsets when a consumer group made it (the follower).
             assert job.records[-1]["stop"]["scope"] == "topics" and "fill" in job.records[-1]["stop"]["topics"]
 
@@ -254,8 +239,7 @@ def test_an_intra_broker_plan_moves_the_filling_partitions_and_the_job_releases_
             assert writes_go_through(writer, [0, 1, 2])
             assert writer.unexpected() == [], set(writer.errors)
         finally:
-            job.stopping.set()
-            job.join(60)
+            job.stop(60)
         back = read_back(cluster, "fill", [0, 1, 2])
         assert {k: v for k, v in writer.acked.items()}.items() <= back.items()
         assert not throttles_left(cluster)
@@ -311,7 +295,7 @@ def test_a_cross_broker_plan_moves_under_a_replication_throttle_the_brokers_metr
         writer = Writer(cluster)
         try:
             wait_for(lambda: job.records, 300, "the job's first decision")
-            fill_until_stopped(cluster, job, writer, [0, 1], FILL_RATE)
+            fill_until_stopped(cluster, job, writer, [0, 1])
             print(time.strftime('%H:%M:%S'), "stopped")
             run = remedy(config, "--execute", "--margin", "4MiB", "--throttle", f"{throttle}", "--interval", "0.5")
             wait_for(lambda: throttles_left(cluster).get(f"broker 2: {'follower.replication.throttled.rate'}")
@@ -333,8 +317,7 @@ def test_a_cross_broker_plan_moves_under_a_replication_throttle_the_brokers_metr
             assert writes_go_through(writer, [0, 1])
             assert writer.unexpected() == [], [d for d in writer.details if "uthoriz" not in d]
         finally:
-            job.stopping.set()
-            job.join(60)
+            job.stop(60)
         back = read_back(cluster, "fill", [0, 1])
         assert writer.acked.items() <= back.items()
         assert not throttles_left(cluster)

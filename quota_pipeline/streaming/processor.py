@@ -28,6 +28,7 @@ from quota_pipeline.core.config import Limit, Limits
 from quota_pipeline.core.decision import DecisionState
 from quota_pipeline.core.record import SCHEMA_VERSION, ThrottleDecision
 from quota_pipeline.core.cluster_pass import PARTITION, TOPICS, ClusterPass
+from quota_pipeline.streaming import packed
 from quota_pipeline.streaming.source import REMOVED  # also the status of the row reporting a dropped state
 from quota_pipeline.core.settings import Settings
 from quota_pipeline.core.model import (
@@ -158,32 +159,50 @@ def from_decision_state(columns: ClusterPass, state: DecisionState) -> ClusterPa
     return columns
 
 
-def flattened(frame: pd.DataFrame) -> pa.Table:
-    """The source's rows (a status row and one row per volume per tick) as the cluster pass reads them: the
-    config's name stands for the file, the row for the line."""
+def flattened(frame: pd.DataFrame, volumes: list[pa.Table]) -> tuple[pa.Table, np.ndarray]:
+    """The source's rows (one per snapshot; `volumes`: each row's unpacked volumes) as the cluster pass reads them,
+    a status row then one row per volume for each snapshot, and the frame's row each came from. The config's name
+    stands for the file, the row for the line."""
     n = len(frame)
-    observed = pd.to_datetime(frame["observed_at"], utc=True)
-    files = pa.array(frame["config_name"].astype(str).tolist(), pa.string())
-    return pa.table({
+    observed = pd.to_datetime(frame["observed_at"], utc=True).astype("int64").to_numpy() // 1000
+    status = pa.table({
         "cluster_id": _strings(frame["cluster_id"]),
         "observed_at": pa.nulls(n, pa.string()),
-        "observed_us": pa.array(observed.astype("int64").to_numpy() // 1000, pa.int64()),
+        "observed_us": pa.array(observed, pa.int64()),
         "status": _strings(frame["status"]),
         "brokers": _list_array(frame["brokers"], pa.list_(pa.int64()), _ints),
         "fenced_brokers": _list_array(frame["fenced_brokers"], pa.list_(pa.int64()), _ints),
-        "broker_id": pa.array(frame["broker_id"].astype("Int64"), pa.int64()),
-        "log_dir": _strings(frame["log_dir"]),
-        "total_bytes": pa.array(frame["total_bytes"].astype("Int64"), pa.int64()),
-        "available_bytes": pa.array(frame["available_bytes"].astype("Int64"), pa.int64()),
-        "error": _strings(frame["error"]),
-        "top_partitions": _list_array(frame["top_partitions"], pa.list_(PARTITION), lambda v: [
-            _partition(p).to_json() for p in _list(v)] or None, empty_is_null=True),
-        # Null: not known; an empty list: a dir holding no partition.
-        "topics": _list_array(frame["topics"], TOPICS, lambda v: None if _missing(v) else [str(x) for x in v]),
-        "_file": pc.dictionary_encode(files),
-        "_offset": pa.array(np.zeros(n, np.int64)),
-        "_line": pa.array(np.arange(1, n + 1, dtype=np.int64)),
+        **{name: pa.nulls(n, packed.VOLUMES.field(name).type) for name in packed.VOLUMES.names},
+        "_file": pa.array(frame["config_name"].astype(str).tolist(), pa.string()),
     })
+    counts = np.array([v.num_rows for v in volumes], np.int64)
+    of_volume = np.repeat(np.arange(n), counts)
+    shared = status.select(["cluster_id", "observed_at", "observed_us", "status", "_file"]).take(of_volume)
+    m = len(of_volume)
+    rows = pa.Table.from_batches(
+        [b for v in volumes for b in v.to_batches()], packed.VOLUMES) if m else packed.VOLUMES.empty_table()
+    volume_rows = pa.table({
+        **{name: shared.column(name) for name in ("cluster_id", "observed_at", "observed_us", "status")},
+        "brokers": pa.nulls(m, pa.list_(pa.int64())), "fenced_brokers": pa.nulls(m, pa.list_(pa.int64())),
+        **{name: rows.column(name) for name in packed.VOLUMES.names},
+        "_file": shared.column("_file"),
+    })
+    # Each snapshot's status row first, then its volumes, in the frame's order.
+    first_volume = n + np.concatenate([[0], np.cumsum(counts)[:-1]]) if n else np.zeros(0, np.int64)
+    order = np.concatenate([np.concatenate([[i], first_volume[i] + np.arange(c)]) for i, c in enumerate(counts)]
+                           ) if n else np.zeros(0, np.int64)
+    table = pa.concat_tables([status, volume_rows]).take(order.astype(np.int64))
+    source_row = np.concatenate([np.arange(n), of_volume])[order] if n else np.zeros(0, np.int64)
+    total = table.num_rows
+    table = table.set_column(table.schema.get_field_index("_file"), "_file",
+                             pc.dictionary_encode(table.column("_file").combine_chunks()))
+    table = table.append_column("_offset", pa.array(np.zeros(total, np.int64))).append_column(
+        "_line", pa.array(np.arange(1, total + 1, dtype=np.int64)))
+    return table, source_row
+
+
+def _unpacked(frame: pd.DataFrame) -> list[pa.Table]:
+    return [packed.unpack(None if _missing(v) else bytes(v)) for v in frame["volumes"]]
 
 
 def _list_array(column: pd.Series, type_: pa.DataType, per_row: Callable[[Any], Any],
@@ -238,40 +257,38 @@ class DecisionProcessor(StatefulProcessor):
         stored = self.state.get() if self.state.exists() else None
         columns = load_state(key[0], stored[0] if stored else None)
         out = []
-        ticks = frame[frame["broker_id"].isna()].sort_values(["observed_at", "config_name"])
-        table = flattened(frame)
+        frame = frame.reset_index(drop=True)
+        volumes = _unpacked(frame)
+        table, source_row = flattened(frame, volumes)
+        ticks = frame.sort_values(["observed_at", "config_name"])
         # Runs of snapshots of one configured cluster, in time order (almost always one run: one config per id).
         runs = (ticks["config_name"] != ticks["config_name"].shift()).cumsum()
         for _, run in ticks.groupby(runs, sort=True):
             config_name = str(run["config_name"].iloc[0])
             settings = self.settings[config_name]
             columns.params = [kernel.Params.of(settings)]
-            mine = pa.array(frame["tick"].isin(set(run["tick"])).to_numpy() & (frame["config_name"] == config_name)
-                            .to_numpy())
-            batch = columns.decide(table.filter(mine))
+            mine = np.zeros(len(frame), bool)
+            mine[run.index.to_numpy()] = True
+            batch = columns.decide(table.filter(pa.array(mine[source_row])))
             if batch is None:
                 continue
-            out.extend(self._rows(batch, columns.last, run, frame, settings, config_name))
+            out.extend(self._rows(batch, columns.last, run, volumes, settings, config_name))
         self.state.update((save_state(columns, out[-1]["config_name"] if out else None),))
         if out:
             yield pd.DataFrame(out)
 
-    def _rows(self, batch: pa.RecordBatch, o: Any, run: pd.DataFrame, frame: pd.DataFrame, settings: Settings,
+    def _rows(self, batch: pa.RecordBatch, o: Any, run: pd.DataFrame, volumes: list[pa.Table], settings: Settings,
               config_name: str) -> Iterator[dict]:
         """The job's output rows for the records of one run of snapshots, in time order."""
         records = batch.to_pylist()
         now = self.clock.now()
         limit = settings.limits.to_json()
         output_key = self.output_keys.get(config_name)
-        volumes = frame[frame["broker_id"].notna() & (frame["config_name"] == config_name)]
-        by_tick = {t: g for t, g in volumes.groupby("tick")}
-        for i, (r, tick) in enumerate(zip(records, run["tick"])):
+        for i, (r, tick, row) in enumerate(zip(records, run["tick"], run.index)):
             value = record_json(r, now, limit, output_key)
-            vols = by_tick.get(tick)
-            listed = [] if vols is None else [
-                [int(b), str(ld), None if pd.isna(t) else int(t), None if pd.isna(a) else int(a)]
-                for b, ld, t, a in zip(vols["broker_id"], vols["log_dir"], vols["total_bytes"],
-                                       vols["available_bytes"])]
+            vols = volumes[row].select(["broker_id", "log_dir", "total_bytes", "available_bytes"]).to_pydict()
+            listed = [list(v) for v in zip(vols["broker_id"], vols["log_dir"], vols["total_bytes"],
+                                           vols["available_bytes"])]
             yield {
                 "key": value["cluster_id"], "cluster_id": r["cluster_id"], "config_name": config_name,
                 "tick": int(tick),

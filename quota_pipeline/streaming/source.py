@@ -11,8 +11,9 @@ its rows are returned. Only a re-run reads the journal: the micro-batch Spark pl
 (its end offsets are the last entry of the checkpoint's offsets log when the source is created, before the
 query plans anything) returns the journaled snapshot of its ticks instead of polling again, exactly-once from
 the source's side. Every other batch is new: it polls, and journals the poll under a token of its own
-(journal/ownership.py), never taking a tick file it did not write as its observation. Rows: one status row per
-snapshot (broker_id null, so a failed poll still reaches the state machine) and one row per volume.
+(journal/ownership.py), never taking a tick file it did not write as its observation. Rows: one per snapshot, its
+volumes packed in one binary value (streaming/packed.py; none for a failed poll, which still reaches the state
+machine).
 """
 from __future__ import annotations
 
@@ -31,16 +32,14 @@ from quota_pipeline.core.clock import SYSTEM, Clock
 from quota_pipeline.core.model import UTC, Status, VolumeSnapshot
 from quota_pipeline.journal import ownership
 from quota_pipeline.journal.store import Claimed, Journal
-from quota_pipeline.streaming import checkpoint_files
+from quota_pipeline.streaming import checkpoint_files, packed
 
 log = logging.getLogger("quota_pipeline")
 
 REMOVED = "REMOVED"  # the status of a row that says a cluster left the fleet (never a poll's status)
 ROW_SCHEMA = (
     "config_name string, tick long, cluster_id string, observed_at timestamp, status string, message string, "
-    "brokers array<int>, fenced_brokers array<int>, broker_id int, log_dir string, total_bytes long, "
-    "available_bytes long, used_bytes long, available_ratio double, error string, "
-    "top_partitions array<struct<topic:string,partition:int,size_bytes:long>>, topics array<string>"
+    "brokers array<int>, fenced_brokers array<int>, volumes binary"
 )
 
 
@@ -112,14 +111,10 @@ class PollPartition(InputPartition):
 
 
 def snapshot_rows(config_name: str, tick: int, snap: VolumeSnapshot) -> Iterator[tuple]:
+    """The snapshot's one row (an iterator, as the source yields rows)."""
     observed = snap.observed_at.astimezone(UTC).replace(tzinfo=None)  # Spark reads naive as session TZ (UTC)
     yield (config_name, tick, snap.cluster_id, observed, snap.status.value, snap.message, list(snap.brokers),
-           list(snap.fenced_brokers), None, None, None, None, None, None, None, None, None)
-    for v in snap.volumes:
-        yield (config_name, tick, snap.cluster_id, observed, snap.status.value, None, None, None, v.broker_id,
-               v.log_dir, v.total_bytes, v.available_bytes, v.used_bytes, v.available_ratio, v.error,
-               [(p.topic, p.partition, p.size_bytes) for p in v.top_partitions],
-               None if v.topics is None else list(v.topics))
+           list(snap.fenced_brokers), packed.pack(snap.volumes) if snap.volumes else None)
 
 
 _observers: dict[str, object] = {}  # per worker process: admin connections survive across ticks
@@ -249,8 +244,7 @@ class KafkaVolumesReader(DataSourceStreamReader):
             yield from snapshot_rows(tick.config_name, tick.tick, snap)
         now = dt.datetime.now(UTC).replace(tzinfo=None)
         for r in partition.removals:
-            yield (r.config_name, r.tick, r.cluster_id, now, REMOVED, "its config left the fleet", None, None,
-                   None, None, None, None, None, None, None, None, None)
+            yield (r.config_name, r.tick, r.cluster_id, now, REMOVED, "its config left the fleet", None, None, None)
 
     def commit(self, end: dict) -> None:
         pass  # the journal is the durable record; nothing to acknowledge upstream

@@ -20,7 +20,7 @@ from quota_pipeline.core.decision import DecisionState, step
 from quota_pipeline.core.model import STOP_TOPICS_BUDGET, PartitionSize, Stop, stop_json_bytes
 from quota_pipeline.core.record import ThrottleDecision, build_record, stop_from_json
 from quota_pipeline.streaming import source
-from quota_pipeline.streaming.processor import DecisionProcessor, encode_state
+from quota_pipeline.streaming.processor import DecisionProcessor, encode_state, state_columns
 from test_cluster_pass import replayed, write_flat
 
 DECIDED = dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc)
@@ -167,7 +167,7 @@ def test_a_topic_list_over_the_budget_stops_the_cluster(tmp_path):
 def _carry_on_from(handle: MemoryHandle, old: str) -> None:
     """The state in `handle` rewritten as a version before topics saved it (`old`: "json" or "columns")."""
     saved = json.loads(handle.states["cluster"].value[0])
-    z = np.load(io.BytesIO(base64.b64decode(saved["columns"])))
+    z = np.load(io.BytesIO(state_columns(saved)))
     fields = {f: z[f] for f in z.files}
     with pa.ipc.open_stream(pa.py_buffer(z["partitions"].tobytes())) as r:
         table = r.read_all()
@@ -178,7 +178,8 @@ def _carry_on_from(handle: MemoryHandle, old: str) -> None:
     fields["partitions"] = np.frombuffer(sink.getvalue().to_pybytes(), np.uint8)
     out = io.BytesIO()
     np.savez(out, **fields)
-    saved["columns"] = base64.b64encode(out.getvalue()).decode("ascii")
+    saved["columns"] = base64.b64encode(out.getvalue()).decode("ascii")  # uncompressed, as then
+    saved.pop("compressed")
     handle.states["cluster"].update((json.dumps(saved),))
 
 

@@ -17,7 +17,7 @@ from quota_pipeline.streaming import source
 from quota_pipeline.core.decision import DecisionState, step
 from quota_pipeline.streaming.metrics import Metrics
 from quota_pipeline.core.model import PartitionSize, Status, VolumeSnapshot
-from quota_pipeline.streaming.processor import decode_state, encode_state
+from quota_pipeline.streaming.processor import decode_state, encode_state, state_columns
 from quota_pipeline.journal.store import Journal
 
 
@@ -419,11 +419,12 @@ def _restarted_with_older_state(snaps: list, at: int, before, after, dropped: tu
             got.extend(json.loads(v) for v in out["value"])
         if i == 0:
             saved = json.loads(handle.states["cluster"].value[0])
-            z = np.load(io.BytesIO(base64.b64decode(saved["columns"])))
+            z = np.load(io.BytesIO(state_columns(saved)))
             assert set(dropped) <= set(z.files)
             old = io.BytesIO()
             np.savez(old, **{f: z[f] for f in z.files if f not in dropped})
-            saved["columns"] = base64.b64encode(old.getvalue()).decode("ascii")
+            saved["columns"] = base64.b64encode(old.getvalue()).decode("ascii")  # uncompressed, as then
+            saved.pop("compressed")
             handle.states["cluster"].update((json.dumps(saved),))
     for record in got:
         record.pop("decided_at")

@@ -3,9 +3,7 @@ reference (core/cache.py + core/decision.py + core/record.py), by replay's compi
 processor, which must publish the same stop."""
 from __future__ import annotations
 
-import base64
 import datetime as dt
-import io
 import json
 from dataclasses import replace
 from types import SimpleNamespace
@@ -20,7 +18,8 @@ from quota_pipeline.core.decision import DecisionState, step
 from quota_pipeline.core.model import STOP_TOPICS_BUDGET, PartitionSize, Stop, stop_json_bytes
 from quota_pipeline.core.record import ThrottleDecision, build_record, stop_from_json
 from quota_pipeline.streaming import source
-from quota_pipeline.streaming.processor import DecisionProcessor, encode_state, state_columns
+from quota_pipeline.streaming.processor import DecisionProcessor, encode_state
+from tests.support.older_state import as_npz
 from test_cluster_pass import replayed, write_flat
 
 DECIDED = dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc)
@@ -166,21 +165,7 @@ def test_a_topic_list_over_the_budget_stops_the_cluster(tmp_path):
 
 def _carry_on_from(handle: MemoryHandle, old: str) -> None:
     """The state in `handle` rewritten as a version before topics saved it (`old`: "json" or "columns")."""
-    saved = json.loads(handle.states["cluster"].value[0])
-    z = np.load(io.BytesIO(state_columns(saved)))
-    fields = {f: z[f] for f in z.files}
-    with pa.ipc.open_stream(pa.py_buffer(z["partitions"].tobytes())) as r:
-        table = r.read_all()
-    assert "topics" in table.column_names
-    sink = pa.BufferOutputStream()
-    with pa.ipc.new_stream(sink, table.select(["p"]).schema) as w:
-        w.write_table(table.select(["p"]))
-    fields["partitions"] = np.frombuffer(sink.getvalue().to_pybytes(), np.uint8)
-    out = io.BytesIO()
-    np.savez(out, **fields)
-    saved["columns"] = base64.b64encode(out.getvalue()).decode("ascii")  # uncompressed, as then
-    saved.pop("compressed")
-    handle.states["cluster"].update((json.dumps(saved),))
+    handle.states["cluster"].update((as_npz(handle.states["cluster"].value[0], topics=False),))
 
 
 @pytest.mark.parametrize("old", ["columns", "json"])

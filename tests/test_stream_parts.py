@@ -17,7 +17,8 @@ from quota_pipeline.streaming import source
 from quota_pipeline.core.decision import DecisionState, step
 from quota_pipeline.streaming.metrics import Metrics
 from quota_pipeline.core.model import PartitionSize, Status, VolumeSnapshot
-from quota_pipeline.streaming.processor import decode_state, encode_state, state_columns
+from quota_pipeline.streaming.processor import decode_state, encode_state
+from tests.support.older_state import as_npz
 from quota_pipeline.journal.store import Journal
 
 
@@ -404,11 +405,6 @@ def _reference_records(snaps: list, settings_at) -> list[dict]:
 def _restarted_with_older_state(snaps: list, at: int, before, after, dropped: tuple[str, ...]) -> list[dict]:
     """The processor's records for `snaps`, restarted at snapshot `at` from its state with the state columns
     `dropped` taken out (as an earlier version saved it), decided_at left out."""
-    import base64
-    import io
-
-    import numpy as np
-
     from quota_pipeline.streaming.processor import DecisionProcessor
     handle, got = MemoryHandle(), []
     for i, part, s in ((0, snaps[:at], before), (at, snaps[at:], after)):
@@ -418,14 +414,7 @@ def _restarted_with_older_state(snaps: list, at: int, before, after, dropped: tu
         for out in processor.handleInputRows(("c1",), iter([frame]), None):
             got.extend(json.loads(v) for v in out["value"])
         if i == 0:
-            saved = json.loads(handle.states["cluster"].value[0])
-            z = np.load(io.BytesIO(state_columns(saved)))
-            assert set(dropped) <= set(z.files)
-            old = io.BytesIO()
-            np.savez(old, **{f: z[f] for f in z.files if f not in dropped})
-            saved["columns"] = base64.b64encode(old.getvalue()).decode("ascii")  # uncompressed, as then
-            saved.pop("compressed")
-            handle.states["cluster"].update((json.dumps(saved),))
+            handle.states["cluster"].update((as_npz(handle.states["cluster"].value[0], dropped),))
     for record in got:
         record.pop("decided_at")
     return got

@@ -140,6 +140,12 @@ def times(table: pa.Table) -> np.ndarray:
     return t
 
 
+def _one_row(values: pa.Array | pa.ChunkedArray) -> pa.ListArray:
+    """`values` as the one list value of a one-row column."""
+    values = values.combine_chunks() if isinstance(values, pa.ChunkedArray) else values
+    return pa.ListArray.from_arrays(pa.array([0, len(values)], pa.int32()), values)
+
+
 class ClusterPass:
     """Decisions of one cluster (None: the rows without a cluster id), table by table, under the base settings and
     any sweep settings."""
@@ -323,19 +329,43 @@ class ClusterPass:
 
     # ---- the carried state as bytes (the streaming job keeps it in Spark's state store) ------------------------
     def to_bytes(self) -> bytes:
-        """The base setting's state, its log dirs and brokers, and the cached readings' top partitions and topics."""
+        """The base setting's state, its log dirs and brokers, and the cached readings' top partitions and topics: one
+        Arrow IPC row, each array a list value (2-D arrays row-major with their width; the kernel's constants)."""
         st = self.states[0] if self.states else kernel.State.empty(0, 0)
+        arrays = {f: getattr(st, f) for f in STATE_FIELDS}
+        arrays.update(key_broker=np.asarray(self.keys[0], np.int64), brokers=np.asarray(self.brokers, np.int64))
+        columns = {name: _one_row(pa.array(a.reshape(-1))) for name, a in arrays.items()}
+        columns.update(key_name=_one_row(pa.array(list(self.keys[1]), pa.string())),
+                       p=_one_row(self.partitions), topics=_one_row(self.topics))
+        batch = pa.record_batch(list(columns.values()), names=list(columns))
         sink = pa.BufferOutputStream()
-        with pa.ipc.new_stream(sink, pa.schema([("p", pa.list_(PARTITION)), ("topics", TOPICS)])) as w:
-            w.write_batch(pa.record_batch([self.partitions, self.topics], names=["p", "topics"]))
-        buf = io.BytesIO()
-        np.savez(buf, **{f: getattr(st, f) for f in STATE_FIELDS}, key_broker=np.asarray(self.keys[0], np.int64),
-                 key_name=np.array(list(self.keys[1]), dtype=str), brokers=np.asarray(self.brokers, np.int64),
-                 partitions=np.frombuffer(sink.getvalue().to_pybytes(), np.uint8))
-        return buf.getvalue()
+        with pa.ipc.new_stream(sink, batch.schema) as w:
+            w.write_batch(batch)
+        return sink.getvalue().to_pybytes()
 
     def restore(self, data: bytes) -> "ClusterPass":
-        """The state to_bytes wrote, carried on from here."""
+        """The state to_bytes wrote (or, from a checkpoint before the Arrow form, the npz it wrote), carried on from
+        here."""
+        if data[:2] == b"PK":
+            return self._restore_npz(data)
+        with pa.ipc.open_stream(pa.py_buffer(data)) as r:
+            row = r.read_all()
+        fields = {name: row.column(name).combine_chunks().flatten() for name in row.column_names}
+        # Copies: the kernel updates its state in place, and an Arrow buffer's view is read-only.
+        flat = {name: np.array(fields[name].to_numpy(zero_copy_only=False))
+                for name in (*STATE_FIELDS, "key_broker", "brokers")}
+        keys = len(flat["key_broker"])
+        for name, width in (("hist_t", kernel.FILL_READINGS), ("hist_a", kernel.FILL_READINGS),
+                            ("env_t", kernel.ETA_BUCKETS), ("env_a", kernel.ETA_BUCKETS), ("env_m", kernel.ETA_BUCKETS)):
+            flat[name] = flat[name].reshape(keys, width)
+        self.states = [kernel.State(**{f: flat[f] for f in STATE_FIELDS})]
+        self.keys = (flat["key_broker"], fields["key_name"].to_numpy(zero_copy_only=False).astype(object))
+        self.brokers = flat["brokers"]
+        self.used = np.full(keys, np.nan)  # replay's filled_bytes only: not kept in the state
+        self.partitions, self.topics = fields["p"], fields["topics"]
+        return self
+
+    def _restore_npz(self, data: bytes) -> "ClusterPass":
         z = np.load(io.BytesIO(data), allow_pickle=False)
         # A checkpoint from before the predictive step lacks its fields: State starts them empty (and one from
         # before the buckets' tops, env_m, with tops unknown: they never pass for a clean-up).

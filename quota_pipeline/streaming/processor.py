@@ -42,6 +42,7 @@ OUTPUT_SCHEMA = (
     "throttle_factor double, decision_source string, status string, violations int, active_brokers int, "
     "active_log_dirs int, cached_volumes int, evicted int, volumes string"
 )
+OUTPUT_COLUMNS = tuple(f.split()[0] for f in OUTPUT_SCHEMA.split(", "))
 STATE_SCHEMA = StructType([StructField("json", StringType())])
 # A ClusterPass needs settings to be made; each run of snapshots sets its own (DecisionProcessor.handleInputRows).
 _ANY_SETTINGS = Settings(Limits(Limit("bytes", 0)), dt.timedelta(0))
@@ -230,7 +231,7 @@ def _list_array(column: pd.Series, type_: pa.DataType, per_row: Callable[[Any], 
 
 
 def _strings(column: pd.Series) -> pa.Array:
-    return pa.array(column.astype(object).where(column.notna(), None).tolist(), pa.string())
+    return pa.array(column.to_numpy(dtype=object), pa.string(), from_pandas=True)
 
 
 def _ints(value: Any) -> list[int] | None:
@@ -263,50 +264,51 @@ class DecisionProcessor(StatefulProcessor):
             frame = frame[~removals]
             if frame.empty:
                 return
-        stored = self.state.get() if self.state.exists() else None
+        stored = self.state.get()  # None when there is none (one round trip to the JVM, not two)
         columns = load_state(key[0], stored[0] if stored else None)
-        out = []
+        out: dict[str, list] = {name: [] for name in OUTPUT_COLUMNS}
         frame = frame.reset_index(drop=True)
         volumes = _unpacked(frame)
         table, source_row = flattened(frame, volumes)
-        ticks = frame.sort_values(["observed_at", "config_name"])
+        names = frame["config_name"].astype(str).to_numpy()
         # Runs of snapshots of one configured cluster, in time order (almost always one run: one config per id).
-        runs = (ticks["config_name"] != ticks["config_name"].shift()).cumsum()
-        for _, run in ticks.groupby(runs, sort=True):
-            config_name = str(run["config_name"].iloc[0])
+        order = np.lexsort((names, frame["observed_at"].to_numpy()))
+        bounds = np.flatnonzero(names[order][1:] != names[order][:-1]) + 1
+        for run in np.split(order, bounds):
+            config_name = str(names[run[0]])
             settings = self.settings[config_name]
             columns.params = [kernel.Params.of(settings)]
             mine = np.zeros(len(frame), bool)
-            mine[run.index.to_numpy()] = True
+            mine[run] = True
             batch = columns.decide(table.filter(pa.array(mine[source_row])))
             if batch is None:
                 continue
-            out.extend(self._rows(batch, columns.last, run, volumes, settings, config_name))
-        self.state.update((save_state(columns, out[-1]["config_name"] if out else None),))
-        if out:
+            self._rows(out, batch, columns.last, frame["tick"].to_numpy()[run], [volumes[i] for i in run], settings,
+                       config_name)
+        self.state.update((save_state(columns, out["config_name"][-1] if out["key"] else None),))
+        if out["key"]:
             yield pd.DataFrame(out)
 
-    def _rows(self, batch: pa.RecordBatch, o: Any, run: pd.DataFrame, volumes: list[pa.Table], settings: Settings,
-              config_name: str) -> Iterator[dict]:
-        """The job's output rows for the records of one run of snapshots, in time order."""
+    def _rows(self, out: dict[str, list], batch: pa.RecordBatch, o: Any, ticks: np.ndarray, volumes: list[pa.Table],
+              settings: Settings, config_name: str) -> None:
+        """The job's output rows for the records of one run of snapshots, in time order, appended to `out`."""
         records = batch.to_pylist()
         now = self.clock.now()
         limit = settings.limits.to_json()
         output_key = self.output_keys.get(config_name)
-        for i, (r, tick, row) in enumerate(zip(records, run["tick"], run.index)):
+        for i, (r, tick, vols) in enumerate(zip(records, ticks, volumes)):
             value = record_json(r, now, limit, output_key)
-            vols = volumes[row].select(["broker_id", "log_dir", "total_bytes", "available_bytes"]).to_pydict()
-            listed = [list(v) for v in zip(vols["broker_id"], vols["log_dir"], vols["total_bytes"],
-                                           vols["available_bytes"])]
-            yield {
-                "key": value["cluster_id"], "cluster_id": r["cluster_id"], "config_name": config_name,
-                "tick": int(tick),
-                "observed_at": r["observed_at"].replace(tzinfo=None), "value": json.dumps(value),
-                "throttle_factor": r["throttle_factor"], "decision_source": r["source"], "status": r["status"],
-                "violations": r["violations"], "active_brokers": r["active_brokers"],
-                "active_log_dirs": r["active_log_dirs"], "cached_volumes": int(o.cached[i]),
-                "evicted": int(o.evicted[i]), "volumes": json.dumps(listed),
-            }
+            v = vols.select(["broker_id", "log_dir", "total_bytes", "available_bytes"]).to_pydict()
+            listed = [list(x) for x in zip(v["broker_id"], v["log_dir"], v["total_bytes"], v["available_bytes"])]
+            for name, item in (
+                    ("key", value["cluster_id"]), ("cluster_id", r["cluster_id"]), ("config_name", config_name),
+                    ("tick", int(tick)), ("observed_at", r["observed_at"].replace(tzinfo=None)),
+                    ("value", json.dumps(value)), ("throttle_factor", r["throttle_factor"]),
+                    ("decision_source", r["source"]), ("status", r["status"]), ("violations", r["violations"]),
+                    ("active_brokers", r["active_brokers"]), ("active_log_dirs", r["active_log_dirs"]),
+                    ("cached_volumes", int(o.cached[i])), ("evicted", int(o.evicted[i])),
+                    ("volumes", json.dumps(listed))):
+                out[name].append(item)
 
     def _remove(self, key: Any, markers: pd.DataFrame, others: pd.DataFrame) -> Iterator[pd.DataFrame]:
         """Drop the state of a cluster whose config left the fleet, unless a configured cluster still decides
@@ -317,7 +319,7 @@ class DecisionProcessor(StatefulProcessor):
         if last_writer in self.settings or any(name in self.settings for name in markers["config_name"]):
             return
         self.state.clear()
-        row = dict.fromkeys((f.split()[0] for f in OUTPUT_SCHEMA.split(", ")), None)
+        row = dict.fromkeys(OUTPUT_COLUMNS, None)
         row.update(key=key[0], cluster_id=key[0], config_name=str(markers["config_name"].iloc[0]), status=REMOVED)
         yield pd.DataFrame([row], dtype=object)
 

@@ -106,6 +106,44 @@ def _kind(pid: int) -> str:
     return "driver python"
 
 
+def _cpu_seconds(pid: int) -> float:
+    """User + system CPU time of one process so far."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, IndexError, ValueError):
+        return 0.0
+
+
+@dataclass
+class Cpu:
+    """CPU seconds per part of the machine's work over the measured window: the job (driver, JVM, Python workers) and
+    the simulated clusters, which share the job's two cores here and would not in a deployment."""
+
+    parts: dict[str, list[int]]
+    start: dict[str, float] = field(default_factory=dict)
+    used: dict[str, float] = field(default_factory=dict)
+    began: float = 0.0
+    seconds: float = 0.0
+
+    def _now(self) -> dict[str, float]:
+        tree = _children()
+        return {name: sum(_cpu_seconds(p) for root in roots for p in _descendants(root, tree))
+                for name, roots in self.parts.items()}
+
+    def begin(self) -> None:
+        self.start, self.began = self._now(), time.monotonic()
+
+    def end(self) -> None:
+        if self.start:
+            self.used = {k: v - self.start.get(k, 0.0) for k, v in self._now().items()}
+            self.seconds = time.monotonic() - self.began
+
+    def per_interval(self, interval: float) -> dict[str, float]:
+        """CPU seconds per check interval (two cores give 2 x interval)."""
+        return {k: round(v * interval / self.seconds, 2) for k, v in sorted(self.used.items())} if self.seconds else {}
+
+
 @dataclass
 class Memory:
     """Peak RSS (MB) per kind of process, summed over the processes of that kind at each sample."""
@@ -166,7 +204,7 @@ def stop_job(job: subprocess.Popen) -> None:
 
 
 def follow(args: argparse.Namespace, broker: LocalBroker, job: subprocess.Popen, log: Path, memory: Memory,
-           executor_parents: list[int]) -> tuple[list[tuple[float, float, str, float]], list[float]]:
+           executor_parents: list[int], cpu: Cpu) -> tuple[list[tuple[float, float, str, float]], list[float]]:
     """(topic timestamp, arrival, cluster, observed_at) of every record after the warm-up, and load samples."""
     deadline = time.time() + args.start_timeout
     while b"output topic" not in log.read_bytes():
@@ -196,8 +234,11 @@ def follow(args: argparse.Namespace, broker: LocalBroker, job: subprocess.Popen,
             record = json.loads(msg.value())
             observed = parse_time(record["observed_at"]).timestamp()
             if observed >= first + args.warmup:
+                if not records:
+                    cpu.begin()
                 records.append((msg.timestamp()[1] / 1000, arrived, record["cluster_id"], observed))
     finally:
+        cpu.end()
         consumer.close()
     return records, loads
 
@@ -213,7 +254,8 @@ def batches(log: Path, since_batch: int) -> list[dict]:
     return out
 
 
-def summarize(args: argparse.Namespace, records: list, loads: list[float], memory: Memory, log: Path) -> dict:
+def summarize(args: argparse.Namespace, records: list, loads: list[float], memory: Memory, log: Path,
+              cpu: Cpu | None = None) -> dict:
     latency = [ts - observed for ts, _, _, observed in records]
     arrival = [arrived - observed for _, arrived, _, observed in records]
     by_cluster: dict[str, list[float]] = defaultdict(list)
@@ -243,6 +285,7 @@ def summarize(args: argparse.Namespace, records: list, loads: list[float], memor
         "publish_ms_p50": percentile([b["publish_ms"] for b in measured], 50),
         "batches_measured": len(measured),
         "rss_peak_mb": {k: round(v) for k, v in sorted(memory.peak.items())},
+        "cpu_seconds_per_interval": cpu.per_interval(args.interval) if cpu else {},
         "load_average": {"min": min(loads, default=0), "mean": statistics.mean(loads) if loads else 0,
                          "max": max(loads, default=0)},
     }
@@ -277,6 +320,7 @@ def main() -> int:
     broker = spark = job = None
     log = work / "job.log"
     memory = Memory()
+    cpu = None
     try:
         bootstraps = parent.recv()
         broker = LocalBroker(log_path=work / "tansu.log").start()
@@ -291,7 +335,8 @@ def main() -> int:
         job = start_job(args, work / "clusters", log, master_url)
         if spark:
             spark.wait_for_workers(120)
-        records, loads = follow(args, broker, job, log, memory, spark.pids()[1:] if spark else [])
+        cpu = Cpu({"job": [job.pid, *(spark.pids()[1:] if spark else [])], "simulated clusters": [sims.pid]})
+        records, loads = follow(args, broker, job, log, memory, spark.pids()[1:] if spark else [], cpu)
     finally:
         if job:
             stop_job(job)
@@ -303,7 +348,7 @@ def main() -> int:
         sims.join(30)
         if sims.is_alive():
             sims.kill()
-    summary = summarize(args, records, loads, memory, log)
+    summary = summarize(args, records, loads, memory, log, cpu)
     summary["load_average_before"] = [round(x, 2) for x in load_before]
     summary["job_log"] = str(log)
     print(json.dumps(summary, indent=1))

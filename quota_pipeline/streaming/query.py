@@ -14,6 +14,7 @@ import logging
 import os
 import threading
 import time
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -96,6 +97,7 @@ class StreamJob:
         self._last_summary = self.clock.monotonic()
         self._batch_times: dict[int, str] = {}  # batch id -> what _batch measured, logged with Spark's progress
         self._restarts = Restarts(self.first.run_give_up_after, self.clock)
+        self._recorder = ThreadPoolExecutor(1, thread_name_prefix="metrics")  # one thread: batches in order
 
     # -- the query --------------------------------------------------------------------------------
     def _spark(self):
@@ -160,7 +162,8 @@ class StreamJob:
                 rows, completed_stages(frame.sparkSession, before), collected - started,
                 self.clock.monotonic() - collected)
         self._restarts.published()
-        self.metrics.record(rows)
+        # Off the micro-batch: a gauge per log dir is about 1 s per batch at 100,000 of them, and the trigger waits.
+        self._recorder.submit(self.metrics.record, rows).add_done_callback(_log_failure)
         self._log(rows)
         if self.on_decisions:
             self.on_decisions(rows)
@@ -219,6 +222,7 @@ class StreamJob:
             return 0
         finally:
             maintenance.stop()
+            self._recorder.submit(lambda: None).result(timeout=60)  # the last batches' metrics are in
 
     def _log_fleet_change(self) -> None:
         change = fleet_change(checkpoint_files.query_dir(self.first.checkpoint_path), list(self.settings))
@@ -353,6 +357,11 @@ def describe_batch(rows: list[Any], stages: list[StageTime], collect_s: float, p
                       f"in tasks)" for s in stages)
     return (f"{len(rows)} decisions, observed_at spread {spread * 1000:.0f} ms; {parts or 'no stage'}; "
             f"collect {collect_s * 1000:.0f} ms, publish {publish_s * 1000:.0f} ms")
+
+
+def _log_failure(done: Future) -> None:
+    if done.exception() is not None:
+        log.warning("metrics not updated: %s", _first_line(done.exception()))
 
 
 def _first_line(error: object) -> str:

@@ -1,0 +1,189 @@
+"""Benchmark: the job killed -9 while a log dir is past the hard limit, restarted from its checkpoint: how long until
+it decides again, and whether the decision it published before the kill was still valid then.
+
+    python3 -m bench.restart --restarts 3
+    python3 -m bench.restart --restarts 3 --clusters 10 --brokers 5 --log-dirs 100
+
+Simulated clusters (bench/fleet_scale.py's) with every log dir past the hard limit, the decision topic on a local
+Tansu broker, the job as `quota-pipeline run --master local[2]`. Each round waits for a decision at factor 0 from
+the running job, kills its whole process tree with SIGKILL (the driver, Spark's JVM in its own session, the Python
+workers), starts it again at once and measures, from the new process's start: the Spark session up (the job's
+"output topic" line), the first micro-batch's line, and the first record on the topic (its timestamp, set when the
+job publishes it). A restart must decide within the validity of the decision published before the kill
+(quota.pipeline.throttle.factor.validity.duration, PT1M here): a broker would otherwise fall back. The load average
+is printed: the machine is shared.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing
+import os
+import re
+import signal
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from confluent_kafka import Consumer, TopicPartition
+
+from bench.fleet_scale import TOPIC, _children, _descendants, serve_simulators, start_job, write_configs
+from quota_pipeline.core import config as cfg
+from quota_pipeline.core.model import parse_time
+from quota_pipeline.demo.local_broker import LocalBroker
+
+
+def kill_tree(pid: int) -> None:
+    """SIGKILL to `pid` and every process below it, sessions of their own included (Spark's JVM)."""
+    for p in reversed(_descendants(pid, _children())):
+        try:
+            os.kill(p, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
+def wait_for_line(log: Path, text: bytes, deadline: float) -> bool:
+    """Whether `text` appears in `log` before the deadline (polled every 50 ms)."""
+    while time.time() < deadline:
+        if log.exists() and text in log.read_bytes():
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def logged_at(log: Path, pattern: str) -> float | None:
+    """The time of the first line of `log` matching `pattern`, from its timestamp (the job logs local time)."""
+    m = re.search(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d),(\d{3}) .*" + pattern, log.read_text(errors="replace"),
+                  re.MULTILINE)
+    if m is None:
+        return None
+    return time.mktime(time.strptime(m.group(1), "%Y-%m-%d %H:%M:%S")) + int(m.group(2)) / 1000
+
+
+class Topic:
+    """The decision topic from the start, record by record."""
+
+    def __init__(self, bootstrap: str) -> None:
+        self.consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench-restart",
+                                  "enable.auto.commit": False})
+        self.consumer.assign([TopicPartition(TOPIC, 0, 0)])
+
+    def next_after(self, t: float, deadline: float, factor: float | None = None) -> dict | None:
+        """The first record published after wall time `t` (with `factor`, if given), with its timestamp."""
+        while time.time() < deadline:
+            msg = self.consumer.poll(0.05)
+            if msg is None or msg.error():
+                continue
+            at = msg.timestamp()[1] / 1000
+            record = json.loads(msg.value())
+            if at > t and (factor is None or record["throttle_factor"] == factor):
+                return {**record, "published": at}
+        return None
+
+    def close(self) -> None:
+        self.consumer.close()
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--restarts", type=int, default=3)
+    ap.add_argument("--clusters", type=int, default=1)
+    ap.add_argument("--brokers", type=int, default=3, help="brokers per cluster")
+    ap.add_argument("--log-dirs", type=int, default=2, help="log dirs per broker")
+    ap.add_argument("--interval", type=int, default=10, help="check interval in seconds")
+    ap.add_argument("--master", default="local[2]")
+    ap.add_argument("--start-timeout", type=float, default=300, help="seconds to the first decision of a start")
+    ap.add_argument("--json", help="also write the summary here")
+    args = ap.parse_args()
+    if args.restarts < 1 or args.clusters < 1:
+        print("error: --restarts and --clusters at least 1", file=sys.stderr)
+        return 2
+    # Every simulated dir is half full: a hard limit of 60 % available puts all of them past it (factor 0).
+    args.property = [f"{cfg.HARD_RATIO}=0.6"]
+    args.package_path = None
+    work = Path(tempfile.mkdtemp(prefix="bench-restart-"))
+    load_before = os.getloadavg()
+    parent, child = multiprocessing.Pipe()
+    sims = multiprocessing.Process(target=serve_simulators, args=(args.clusters, args.brokers, args.log_dirs, child),
+                                   daemon=True)
+    sims.start()
+    broker = job = topic = None
+    rounds, loads = [], []
+    try:
+        bootstraps = parent.recv()
+        broker = LocalBroker(log_path=work / "tansu.log").start()
+        write_configs(work / "clusters", bootstraps, args, broker, work)
+        log = work / "job-0.log"
+        job = start_job(args, work / "clusters", log, None)
+        started = time.time()
+        if not wait_for_line(log, b"output topic", started + args.start_timeout):
+            raise SystemExit(f"the job did not start; see {log}")
+        topic = Topic(broker.bootstrap_servers)
+        first = topic.next_after(0, started + args.start_timeout, factor=0.0)
+        if first is None:
+            raise SystemExit(f"no decision at factor 0 within {args.start_timeout:.0f} s; see {log}")
+        print(f"first start: a decision at factor 0 {first['published'] - started:.1f} s after the job's start",
+              flush=True)
+        for n in range(1, args.restarts + 1):
+            last = topic.next_after(time.time() + args.interval / 2, time.time() + 3 * args.interval, factor=0.0)
+            if last is None:
+                raise SystemExit(f"the running job published nothing at factor 0 for {3 * args.interval} s; see {log}")
+            loads.append(os.getloadavg()[0])
+            kill_tree(job.pid)
+            job.wait(10)
+            killed = time.time()
+            log = work / f"job-{n}.log"
+            job = start_job(args, work / "clusters", log, None)
+            restarted = time.time()
+            again = topic.next_after(restarted, restarted + args.start_timeout)
+            if again is None:
+                raise SystemExit(f"restart {n}: no decision within {args.start_timeout:.0f} s; see {log}")
+            fresh = again
+            while fresh is not None and parse_time(fresh["observed_at"]).timestamp() < restarted:
+                fresh = topic.next_after(fresh["published"], restarted + args.start_timeout)  # a re-run batch's
+            wait_for_line(log, b"INFO batch", time.time() + 5)
+            session, batch = logged_at(log, "output topic"), logged_at(log, "INFO batch")
+            valid_until = parse_time(last["valid_until"]).timestamp()
+            rounds.append({
+                "restart": n, "first_decision_s": round(again["published"] - restarted, 2),
+                "session_up_s": round(session - restarted, 2) if session else None,
+                "first_new_observation_s": round(fresh["published"] - restarted, 2) if fresh else None,
+                "factor_after": again["throttle_factor"],
+                "valid_left_s": round(valid_until - again["published"], 1),
+                "observed_to_published_s": round(again["published"] - parse_time(again["observed_at"]).timestamp(), 2),
+                "kill_to_restart_s": round(restarted - killed, 2),
+                "first_batch_logged_s": round(batch - restarted, 2) if batch else None,
+            })
+            print(json.dumps(rounds[-1]), flush=True)
+    finally:
+        if topic:
+            topic.close()
+        if job:
+            kill_tree(job.pid)
+        if broker:
+            broker.stop()
+        parent.send("stop")
+        sims.join(30)
+        if sims.is_alive():
+            sims.kill()
+    firsts = [r["first_decision_s"] for r in rounds]
+    summary = {
+        "clusters": args.clusters, "volumes": args.clusters * args.brokers * args.log_dirs, "master": args.master,
+        "restarts": rounds,
+        "first_decision_s": {"median": statistics.median(firsts), "max": max(firsts)},
+        "every_decision_after_a_restart_at_factor_0": all(r["factor_after"] == 0.0 for r in rounds),
+        "validity_outlasted_every_restart": all(r["valid_left_s"] > 0 for r in rounds),
+        "load_average_at_kills": loads, "load_average_before": [round(x, 2) for x in load_before],
+        "job_logs": str(work / "job-*.log"),
+    }
+    print(json.dumps(summary, indent=1))
+    if args.json:
+        Path(args.json).write_text(json.dumps(summary, indent=1) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -82,7 +82,7 @@ def measure(target: str, work: Path, props: Mapping[str, str], topic_bootstrap: 
     log = work / f"{target}-job.log"
     load_start = load1()
     watcher = TopicWatcher(topic_bootstrap, topic)
-    job = start_job(conf, log)
+    job = start_job(conf, log, log_batches=True)  # where each micro-batch's time went
     try:
         first = _wait(lambda: watcher.records[0][0] if watcher.records else None, job, START_TIMEOUT,
                       f"{target}: no decision within {START_TIMEOUT:.0f} s of the start; see {log}")

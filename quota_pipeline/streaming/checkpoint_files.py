@@ -7,6 +7,11 @@ import os
 from quota_pipeline.streaming.s3a import is_s3a, object_uri
 
 
+def is_local(path: str) -> bool:
+    """Whether the checkpoint is on this host's file system (a plain path or file:), not an object store or HDFS."""
+    return "://" not in path or path.startswith("file:")
+
+
 def join(directory: str, *names: str) -> str:
     """A path under the checkpoint: os.path.join would be right for a URI too, but says what it means here."""
     return "/".join([directory.rstrip("/"), *names]) if is_s3a(directory) else os.path.join(directory, *names)

@@ -35,7 +35,7 @@ from quota_pipeline.kafka.publisher import Publisher, ensure_topic
 from quota_pipeline.journal.background import Maintenance, log_report
 from quota_pipeline.journal.maintenance import ClusterJournal, period_problem
 from quota_pipeline.streaming.source import KafkaVolumesSource, clusters_option, config_name
-from quota_pipeline.streaming.stages import StageTime, completed_stages, last_stage_id
+from quota_pipeline.streaming.stages import StageTime, completed_stages
 
 log = logging.getLogger("quota_pipeline")
 
@@ -96,6 +96,7 @@ class StreamJob:
         self._counts: dict[str, int] = {}
         self._last_summary = self.clock.monotonic()
         self._batch_times: dict[int, str] = {}  # batch id -> what _batch measured, logged with Spark's progress
+        self._last_stage = -1  # the newest Spark stage a logged micro-batch ran
         self._restarts = Restarts(self.first.run_give_up_after, self.clock)
         self._recorder = ThreadPoolExecutor(1, thread_name_prefix="metrics")  # one thread: batches in order
 
@@ -152,7 +153,6 @@ class StreamJob:
 
     def _batch(self, frame: Any, batch_id: int) -> None:
         started = self.clock.monotonic()
-        before = last_stage_id(frame.sparkSession) if self.log_batches else -1
         rows = frame.collect()
         collected = self.clock.monotonic()
         for r in rows:
@@ -166,9 +166,10 @@ class StreamJob:
         self.metrics.awaiting(r.key for r in rows)
         self._publisher.publish((r.key, r.value) for r in rows)
         if self.log_batches:
-            self._batch_times[batch_id] = describe_batch(
-                rows, completed_stages(frame.sparkSession, before), collected - started,
-                self.clock.monotonic() - collected)
+            stages = completed_stages(frame.sparkSession, self._last_stage)
+            self._last_stage = stages[-1].stage_id if stages else self._last_stage
+            self._batch_times[batch_id] = describe_batch(rows, stages, collected - started,
+                                                         self.clock.monotonic() - collected)
         self._restarts.published()
         # Off the micro-batch: a gauge per log dir is about 1 s per batch at 100,000 of them, and the trigger waits.
         self._recorder.submit(self.metrics.record, rows).add_done_callback(_log_failure)

@@ -18,22 +18,20 @@ def _store(spark: Any) -> Any:
 
 
 def completed_stages(spark: Any, after: int = -1) -> list[StageTime]:
-    """Stages with an id above `after` that ran to completion, by id (skipped stages never ran: left out)."""
-    sc = spark.sparkContext
-    jvm = sc._jvm
-    stages = _store(spark).stageList(None, False, False, sc._gateway.new_array(jvm.double, 0),
-                                     jvm.java.util.ArrayList())
+    """Stages with an id above `after` that ran to completion, by id (skipped stages never ran: left out). Reads
+    the stages one by one from `after` up to the newest: listing every stage the driver retains (up to 1,000, a
+    few Java calls each) took longer than a micro-batch at a 1 s interval."""
+    from py4j.protocol import Py4JJavaError
+
+    store = _store(spark)
     out = []
-    for i in range(stages.length()):
-        s = stages.apply(i)
-        if s.stageId() <= after or s.submissionTime().isEmpty() or s.completionTime().isEmpty():
-            continue
-        seconds = (s.completionTime().get().getTime() - s.submissionTime().get().getTime()) / 1000
-        out.append(StageTime(s.stageId(), s.numTasks(), seconds, s.executorRunTime() / 1000))
-    return sorted(out, key=lambda t: t.stage_id)
-
-
-def last_stage_id(spark: Any) -> int:
-    """The highest stage id the driver knows of so far (-1 before any)."""
-    stages = completed_stages(spark)
-    return stages[-1].stage_id if stages else -1
+    stage_id = after + 1
+    while True:
+        try:
+            s = store.lastStageAttempt(stage_id)
+        except Py4JJavaError:  # no such stage yet: the newest was the one before
+            return out
+        if not s.submissionTime().isEmpty() and not s.completionTime().isEmpty():
+            seconds = (s.completionTime().get().getTime() - s.submissionTime().get().getTime()) / 1000
+            out.append(StageTime(s.stageId(), s.numTasks(), seconds, s.executorRunTime() / 1000))
+        stage_id += 1

@@ -3,8 +3,8 @@
     python3 -m bench.decide_profile --brokers 5 --log-dirs 100 --batches 20
     python3 -m bench.decide_profile --brokers 5 --log-dirs 100 --batches 20 --profile   # cProfile's top functions
 
-One cluster's snapshot rows, as the source emits them (`streaming/source.snapshot_rows`: a status row and one row
-per log dir, each with three top partitions, as the simulator reports them), go through `DecisionProcessor` batch
+One cluster's snapshot rows, as the source emits them (`streaming/source.snapshot_rows`: one row per snapshot, its
+log dirs packed, each with three top partitions), go through `DecisionProcessor` batch
 after batch, its state carried in a dict as the state store would. Each batch's time is split into the parts of
 `handleInputRows`: the rows flattened into the cluster pass's Arrow table, the state loaded, the compiled decision,
 the output rows built, the state saved. Spark's own share of the decide stage (the shuffle, Arrow to pandas, the

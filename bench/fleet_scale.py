@@ -25,8 +25,10 @@ import sys
 import tempfile
 import time
 from collections import defaultdict
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Iterator
 
 from confluent_kafka import Consumer, TopicPartition
 
@@ -41,6 +43,28 @@ TOPIC = "__quota_throttle_factors"
 BATCH_LINE = re.compile(r"batch (\d+): (\d+) decisions, observed_at spread (\d+) ms; (.*); collect (\d+) ms, "
                         r"publish (\d+) ms; trigger (\d+) ms")
 STAGE = re.compile(r"stage \d+ (\d+) ms \((\d+) tasks")
+
+
+@contextmanager
+def simulated_clusters(n: int, brokers: int, log_dirs: int) -> Iterator[tuple[list[str], int]]:
+    """n simulated clusters in a child process: their bootstrap servers and the process's pid."""
+    parent, child = multiprocessing.Pipe()
+    sims = multiprocessing.Process(target=serve_simulators, args=(n, brokers, log_dirs, child), daemon=True)
+    sims.start()
+    try:
+        yield parent.recv(), sims.pid
+    finally:
+        parent.send("stop")
+        sims.join(30)
+        if sims.is_alive():
+            sims.kill()
+
+
+def emit(summary: dict, json_path: str | None) -> None:
+    """The summary on stdout, and in `json_path` if given."""
+    print(json.dumps(summary, indent=1))
+    if json_path:
+        Path(json_path).write_text(json.dumps(summary, indent=1) + "\n")
 
 
 def serve_simulators(n: int, brokers: int, log_dirs: int, conn) -> None:
@@ -313,47 +337,37 @@ def main() -> int:
 
     work = Path(tempfile.mkdtemp(prefix="bench-fleet-"))
     load_before = os.getloadavg()
-    parent, child = multiprocessing.Pipe()
-    sims = multiprocessing.Process(target=serve_simulators, args=(args.clusters, args.brokers, args.log_dirs, child),
-                                   daemon=True)
-    sims.start()
     broker = spark = job = None
     log = work / "job.log"
     memory = Memory()
     cpu = None
-    try:
-        bootstraps = parent.recv()
-        broker = LocalBroker(log_path=work / "tansu.log").start()
-        write_configs(work / "clusters", bootstraps, args, broker, work)
-        master_url = None
-        if args.standalone:
-            from harness.spark_standalone import StandaloneCluster
+    with simulated_clusters(args.clusters, args.brokers, args.log_dirs) as (bootstraps, sims_pid):
+        try:
+            broker = LocalBroker(log_path=work / "tansu.log").start()
+            write_configs(work / "clusters", bootstraps, args, broker, work)
+            master_url = None
+            if args.standalone:
+                from harness.spark_standalone import StandaloneCluster
 
-            spark = StandaloneCluster(work / "spark", workers=args.standalone, memory=args.worker_memory)
-            spark.start(wait=False)
-            master_url = spark.master_url
-        job = start_job(args, work / "clusters", log, master_url)
-        if spark:
-            spark.wait_for_workers(120)
-        cpu = Cpu({"job": [job.pid, *(spark.pids()[1:] if spark else [])], "simulated clusters": [sims.pid]})
-        records, loads = follow(args, broker, job, log, memory, spark.pids()[1:] if spark else [], cpu)
-    finally:
-        if job:
-            stop_job(job)
-        if spark:
-            spark.stop()
-        if broker:
-            broker.stop()
-        parent.send("stop")
-        sims.join(30)
-        if sims.is_alive():
-            sims.kill()
+                spark = StandaloneCluster(work / "spark", workers=args.standalone, memory=args.worker_memory)
+                spark.start(wait=False)
+                master_url = spark.master_url
+            job = start_job(args, work / "clusters", log, master_url)
+            if spark:
+                spark.wait_for_workers(120)
+            cpu = Cpu({"job": [job.pid, *(spark.pids()[1:] if spark else [])], "simulated clusters": [sims_pid]})
+            records, loads = follow(args, broker, job, log, memory, spark.pids()[1:] if spark else [], cpu)
+        finally:
+            if job:
+                stop_job(job)
+            if spark:
+                spark.stop()
+            if broker:
+                broker.stop()
     summary = summarize(args, records, loads, memory, log, cpu)
     summary["load_average_before"] = [round(x, 2) for x in load_before]
     summary["job_log"] = str(log)
-    print(json.dumps(summary, indent=1))
-    if args.json:
-        Path(args.json).write_text(json.dumps(summary, indent=1) + "\n")
+    emit(summary, args.json)
     return 0
 
 

@@ -7,8 +7,8 @@ it decides again, and whether the decision it published before the kill was stil
 Simulated clusters (bench/fleet_scale.py's) with every log dir past the hard limit, the decision topic on a local
 Tansu broker, the job as `quota-pipeline run --master local[2]`. Each round waits for a decision at factor 0 from
 the running job, kills its whole process tree with SIGKILL (the driver, Spark's JVM in its own session, the Python
-workers), starts it again at once and measures, from the new process's start: the Spark session up (the job's
-"output topic" line), the first micro-batch's line, and the first record on the topic (its timestamp, set when the
+workers), starts it again at once and measures, from the new process's start: the driver up (the job's
+"output topic" line, before Spark starts), the first micro-batch's line, and the first record on the topic (its timestamp, set when the
 job publishes it). A restart must decide within the validity of the decision published before the kill
 (quota.pipeline.throttle.factor.validity.duration, PT1M here): a broker would otherwise fall back. The load average
 is printed: the machine is shared.
@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import multiprocessing
 import os
 import re
 import signal
@@ -29,7 +28,7 @@ from pathlib import Path
 
 from confluent_kafka import Consumer, TopicPartition
 
-from bench.fleet_scale import TOPIC, _children, _descendants, serve_simulators, start_job, write_configs
+from bench.fleet_scale import TOPIC, _children, _descendants, emit, simulated_clusters, start_job, write_configs
 from quota_pipeline.core import config as cfg
 from quota_pipeline.core.model import parse_time
 from quota_pipeline.demo.local_broker import LocalBroker
@@ -106,69 +105,63 @@ def main() -> int:
     args.package_path = None
     work = Path(tempfile.mkdtemp(prefix="bench-restart-"))
     load_before = os.getloadavg()
-    parent, child = multiprocessing.Pipe()
-    sims = multiprocessing.Process(target=serve_simulators, args=(args.clusters, args.brokers, args.log_dirs, child),
-                                   daemon=True)
-    sims.start()
     broker = job = topic = None
     rounds, loads = [], []
-    try:
-        bootstraps = parent.recv()
-        broker = LocalBroker(log_path=work / "tansu.log").start()
-        write_configs(work / "clusters", bootstraps, args, broker, work)
-        log = work / "job-0.log"
-        job = start_job(args, work / "clusters", log, None)
-        started = time.time()
-        if not wait_for_line(log, b"output topic", started + args.start_timeout):
-            raise SystemExit(f"the job did not start; see {log}")
-        topic = Topic(broker.bootstrap_servers)
-        first = topic.next_after(0, started + args.start_timeout, factor=0.0)
-        if first is None:
-            raise SystemExit(f"no decision at factor 0 within {args.start_timeout:.0f} s; see {log}")
-        print(f"first start: a decision at factor 0 {first['published'] - started:.1f} s after the job's start",
-              flush=True)
-        for n in range(1, args.restarts + 1):
-            last = topic.next_after(time.time() + args.interval / 2, time.time() + 3 * args.interval, factor=0.0)
-            if last is None:
-                raise SystemExit(f"the running job published nothing at factor 0 for {3 * args.interval} s; see {log}")
-            loads.append(os.getloadavg()[0])
-            kill_tree(job.pid)
-            job.wait(10)
-            killed = time.time()
-            log = work / f"job-{n}.log"
+    with simulated_clusters(args.clusters, args.brokers, args.log_dirs) as (bootstraps, _):
+        try:
+            broker = LocalBroker(log_path=work / "tansu.log").start()
+            write_configs(work / "clusters", bootstraps, args, broker, work)
+            log = work / "job-0.log"
             job = start_job(args, work / "clusters", log, None)
-            restarted = time.time()
-            again = topic.next_after(restarted, restarted + args.start_timeout)
-            if again is None:
-                raise SystemExit(f"restart {n}: no decision within {args.start_timeout:.0f} s; see {log}")
-            fresh = again
-            while fresh is not None and parse_time(fresh["observed_at"]).timestamp() < restarted:
-                fresh = topic.next_after(fresh["published"], restarted + args.start_timeout)  # a re-run batch's
-            wait_for_line(log, b"INFO batch", time.time() + 5)
-            session, batch = logged_at(log, "output topic"), logged_at(log, "INFO batch")
-            valid_until = parse_time(last["valid_until"]).timestamp()
-            rounds.append({
-                "restart": n, "first_decision_s": round(again["published"] - restarted, 2),
-                "session_up_s": round(session - restarted, 2) if session else None,
-                "first_new_observation_s": round(fresh["published"] - restarted, 2) if fresh else None,
-                "factor_after": again["throttle_factor"],
-                "valid_left_s": round(valid_until - again["published"], 1),
-                "observed_to_published_s": round(again["published"] - parse_time(again["observed_at"]).timestamp(), 2),
-                "kill_to_restart_s": round(restarted - killed, 2),
-                "first_batch_logged_s": round(batch - restarted, 2) if batch else None,
-            })
-            print(json.dumps(rounds[-1]), flush=True)
-    finally:
-        if topic:
-            topic.close()
-        if job:
-            kill_tree(job.pid)
-        if broker:
-            broker.stop()
-        parent.send("stop")
-        sims.join(30)
-        if sims.is_alive():
-            sims.kill()
+            started = time.time()
+            if not wait_for_line(log, b"output topic", started + args.start_timeout):
+                raise SystemExit(f"the job did not start; see {log}")
+            topic = Topic(broker.bootstrap_servers)
+            first = topic.next_after(0, started + args.start_timeout, factor=0.0)
+            if first is None:
+                raise SystemExit(f"no decision at factor 0 within {args.start_timeout:.0f} s; see {log}")
+            print(f"first start: a decision at factor 0 {first['published'] - started:.1f} s after the job's start",
+                  flush=True)
+            for n in range(1, args.restarts + 1):
+                last = topic.next_after(time.time() + args.interval / 2, time.time() + 3 * args.interval, factor=0.0)
+                if last is None:
+                    raise SystemExit(f"the running job published nothing at factor 0 for {3 * args.interval} s; "
+                                     f"see {log}")
+                loads.append(os.getloadavg()[0])
+                kill_tree(job.pid)
+                job.wait(10)
+                killed = time.time()
+                log = work / f"job-{n}.log"
+                job = start_job(args, work / "clusters", log, None)
+                restarted = time.time()
+                again = topic.next_after(restarted, restarted + args.start_timeout)
+                if again is None:
+                    raise SystemExit(f"restart {n}: no decision within {args.start_timeout:.0f} s; see {log}")
+                fresh = again
+                while fresh is not None and parse_time(fresh["observed_at"]).timestamp() < restarted:
+                    fresh = topic.next_after(fresh["published"], restarted + args.start_timeout)  # a re-run batch's
+                wait_for_line(log, b"INFO batch", time.time() + 5)
+                session, batch = logged_at(log, "output topic"), logged_at(log, "INFO batch")
+                valid_until = parse_time(last["valid_until"]).timestamp()
+                rounds.append({
+                    "restart": n, "first_decision_s": round(again["published"] - restarted, 2),
+                    "driver_up_s": round(session - restarted, 2) if session else None,  # then Spark starts
+                    "first_new_observation_s": round(fresh["published"] - restarted, 2) if fresh else None,
+                    "factor_after": again["throttle_factor"],
+                    "valid_left_s": round(valid_until - again["published"], 1),
+                    "observed_to_published_s": round(
+                        again["published"] - parse_time(again["observed_at"]).timestamp(), 2),
+                    "kill_to_restart_s": round(restarted - killed, 2),
+                    "first_batch_logged_s": round(batch - restarted, 2) if batch else None,
+                })
+                print(json.dumps(rounds[-1]), flush=True)
+        finally:
+            if topic:
+                topic.close()
+            if job:
+                kill_tree(job.pid)
+            if broker:
+                broker.stop()
     firsts = [r["first_decision_s"] for r in rounds]
     summary = {
         "clusters": args.clusters, "volumes": args.clusters * args.brokers * args.log_dirs, "master": args.master,
@@ -179,9 +172,7 @@ def main() -> int:
         "load_average_at_kills": loads, "load_average_before": [round(x, 2) for x in load_before],
         "job_logs": str(work / "job-*.log"),
     }
-    print(json.dumps(summary, indent=1))
-    if args.json:
-        Path(args.json).write_text(json.dumps(summary, indent=1) + "\n")
+    emit(summary, args.json)
     return 0
 
 

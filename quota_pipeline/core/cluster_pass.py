@@ -355,8 +355,9 @@ class ClusterPass:
         flat = {name: np.array(fields[name].to_numpy(zero_copy_only=False))
                 for name in (*STATE_FIELDS, "key_broker", "brokers")}
         keys = len(flat["key_broker"])
-        for name, width in (("hist_t", kernel.FILL_READINGS), ("hist_a", kernel.FILL_READINGS),
-                            ("env_t", kernel.ETA_BUCKETS), ("env_a", kernel.ETA_BUCKETS), ("env_m", kernel.ETA_BUCKETS)):
+        widths = {"hist_t": kernel.FILL_READINGS, "hist_a": kernel.FILL_READINGS, "env_t": kernel.ETA_BUCKETS,
+                  "env_a": kernel.ETA_BUCKETS, "env_m": kernel.ETA_BUCKETS}
+        for name, width in widths.items():
             flat[name] = flat[name].reshape(keys, width)
         self.states = [kernel.State(**{f: flat[f] for f in STATE_FIELDS})]
         self.keys = (flat["key_broker"], fields["key_name"].to_numpy(zero_copy_only=False).astype(object))

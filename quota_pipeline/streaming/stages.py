@@ -21,17 +21,13 @@ def completed_stages(spark: Any, after: int = -1) -> list[StageTime]:
     """Stages with an id above `after` that ran to completion, by id (skipped stages never ran: left out). Reads
     the stages one by one from `after` up to the newest: listing every stage the driver retains (up to 1,000, a
     few Java calls each) took longer than a micro-batch at a 1 s interval."""
-    from py4j.protocol import Py4JJavaError
-
-    store = _store(spark)
+    store, tracker = _store(spark), spark.sparkContext.statusTracker()
     out = []
     stage_id = after + 1
-    while True:
-        try:
-            s = store.lastStageAttempt(stage_id)
-        except Py4JJavaError:  # no such stage yet: the newest was the one before
-            return out
+    while tracker.getStageInfo(stage_id) is not None:  # None: no such stage yet, the newest was the one before
+        s = store.lastStageAttempt(stage_id)
         if not s.submissionTime().isEmpty() and not s.completionTime().isEmpty():
             seconds = (s.completionTime().get().getTime() - s.submissionTime().get().getTime()) / 1000
             out.append(StageTime(s.stageId(), s.numTasks(), seconds, s.executorRunTime() / 1000))
         stage_id += 1
+    return out

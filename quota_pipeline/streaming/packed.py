@@ -11,15 +11,13 @@ from typing import Iterable
 
 import pyarrow as pa
 
-from quota_pipeline.core.cluster_pass import PARTITION, TOPICS
+from quota_pipeline.core.cluster_pass import TYPES
 from quota_pipeline.core.model import Volume
 
-VOLUMES = pa.schema([
-    ("broker_id", pa.int64()), ("log_dir", pa.string()), ("total_bytes", pa.int64()),
-    ("available_bytes", pa.int64()), ("error", pa.string()),
-    ("top_partitions", pa.list_(PARTITION)),  # null when the dir reported none
-    ("topics", TOPICS),  # null: not known; an empty list: a dir holding no partition
-])
+# The cluster pass's volume columns, as it reads them. top_partitions: null when the dir reported none; topics: null
+# when not known, an empty list for a dir holding no partition.
+VOLUMES = pa.schema([(name, TYPES[name]) for name in (
+    "broker_id", "log_dir", "total_bytes", "available_bytes", "error", "top_partitions", "topics")])
 _EMPTY = VOLUMES.empty_table()
 
 

@@ -87,19 +87,9 @@ def decode_state(text: str | None) -> DecisionState:
     return DecisionState(CacheState(entries, frozenset(raw["registered"]), history, buckets), decision)
 
 
-def _partition(p: Any) -> PartitionSize:
-    """A top_partitions element: a dict from Arrow, a tuple from plain rows."""
-    topic, partition, size = (p["topic"], p["partition"], p["size_bytes"]) if isinstance(p, dict) else p
-    return PartitionSize(str(topic), int(partition), int(size))
-
-
 def _missing(value: Any) -> bool:
     """None, or the NaN pandas puts in an object column where a row has no list."""
     return value is None or (isinstance(value, float) and pd.isna(value))
-
-
-def _list(value: Any) -> list:
-    return [] if _missing(value) else list(value)
 
 
 def save_state(columns: ClusterPass, config_name: str | None) -> str:
@@ -189,20 +179,19 @@ def flattened(frame: pd.DataFrame, volumes: list[pa.Table]) -> tuple[pa.Table, n
     of_volume = np.repeat(np.arange(n), counts)
     shared = status.select(["cluster_id", "observed_at", "observed_us", "status", "_file"]).take(of_volume)
     m = len(of_volume)
-    rows = pa.Table.from_batches(
-        [b for v in volumes for b in v.to_batches()], packed.VOLUMES) if m else packed.VOLUMES.empty_table()
+    rows = pa.Table.from_batches([b for v in volumes for b in v.to_batches()], packed.VOLUMES)
     volume_rows = pa.table({
         **{name: shared.column(name) for name in ("cluster_id", "observed_at", "observed_us", "status")},
         "brokers": pa.nulls(m, pa.list_(pa.int64())), "fenced_brokers": pa.nulls(m, pa.list_(pa.int64())),
         **{name: rows.column(name) for name in packed.VOLUMES.names},
         "_file": shared.column("_file"),
     })
-    # Each snapshot's status row first, then its volumes, in the frame's order.
-    first_volume = n + np.concatenate([[0], np.cumsum(counts)[:-1]]) if n else np.zeros(0, np.int64)
-    order = np.concatenate([np.concatenate([[i], first_volume[i] + np.arange(c)]) for i, c in enumerate(counts)]
-                           ) if n else np.zeros(0, np.int64)
-    table = pa.concat_tables([status, volume_rows]).take(order.astype(np.int64))
-    source_row = np.concatenate([np.arange(n), of_volume])[order] if n else np.zeros(0, np.int64)
+    # Each snapshot's status row first, then its volumes, in the frame's order: the status rows come first in the
+    # concatenation, so a stable sort by snapshot keeps each before its volumes and the volumes in their order.
+    of_row = np.concatenate([np.arange(n), of_volume])
+    order = np.argsort(of_row, kind="stable")
+    table = pa.concat_tables([status, volume_rows]).take(order)
+    source_row = of_row[order]
     total = table.num_rows
     table = table.set_column(table.schema.get_field_index("_file"), "_file",
                              pc.dictionary_encode(table.column("_file").combine_chunks()))
@@ -215,19 +204,15 @@ def _unpacked(frame: pd.DataFrame) -> list[pa.Table]:
     return [packed.unpack(None if _missing(v) else bytes(v)) for v in frame["volumes"]]
 
 
-def _list_array(column: pd.Series, type_: pa.DataType, per_row: Callable[[Any], Any],
-                empty_is_null: bool = False) -> pa.Array:
+def _list_array(column: pd.Series, type_: pa.DataType, per_row: Callable[[Any], Any]) -> pa.Array:
     """A column of lists as Arrow converts it, in one call: Spark hands nested values to pandas as lists, arrays and
     dicts, and flattening them row by row in Python took 6.9 of the stateful step's 22 ms per batch for a
     500-log-dir cluster (4.6 ms this way; bench/decide_profile.py). Values Arrow cannot take (the tuples of plain
     rows) go through `per_row`."""
     try:
-        array = pa.array(column.to_numpy(dtype=object), type=type_, from_pandas=True)
+        return pa.array(column.to_numpy(dtype=object), type=type_, from_pandas=True)
     except (pa.ArrowInvalid, pa.ArrowTypeError):
         return pa.array([per_row(v) for v in column], type_)
-    if empty_is_null:
-        array = pc.if_else(pc.equal(pc.list_value_length(array), 0), pa.scalar(None, type_), array)
-    return array
 
 
 def _strings(column: pd.Series) -> pa.Array:

@@ -1,7 +1,7 @@
 """Changing the fleet: a cluster's config added to --clusters-dir and another removed, the job restarted.
 
 Every other cluster keeps its state across the restart from the same checkpoint (a throttle in force stays in
-force, even while its polls fail; also from a checkpoint made before state shards), the new cluster is polled from the first micro-batch, and the removed
+force, even while its polls fail), the new cluster is polled from the first micro-batch, and the removed
 cluster's state is dropped with a log line naming it.
 """
 from __future__ import annotations
@@ -26,19 +26,12 @@ TOPIC = "__quota_throttle_factors"
 ROOT = Path(__file__).resolve().parent.parent
 
 
-# The job as it ran before shards: a checkpoint with one state group per cluster and no layout file beside it.
-BEFORE_SHARDS = ("import sys; from quota_pipeline.streaming import shards; "
-                 "shards.layout = lambda *_: shards.Layout(None); from quota_pipeline.cli import main; "
-                 "sys.exit(main(sys.argv[1:]))")
-
-
-def start_job(fleet: Path, log: Path, before_shards: bool = False) -> subprocess.Popen:
+def start_job(fleet: Path, log: Path) -> subprocess.Popen:
     """`quota-pipeline run --clusters-dir FLEET` as an operator starts it (the package from this checkout)."""
     env = {**os.environ, "PYSPARK_PYTHON": sys.executable,
            "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
-    command = ["-c", BEFORE_SHARDS] if before_shards else ["-m", "quota_pipeline.cli"]
-    return subprocess.Popen([sys.executable, *command, "run", "--clusters-dir", str(fleet), "--no-metrics",
-                             "--master", "local[2]"], stdout=log.open("ab"), stderr=subprocess.STDOUT,
+    return subprocess.Popen([sys.executable, "-m", "quota_pipeline.cli", "run", "--clusters-dir", str(fleet),
+                             "--no-metrics", "--master", "local[2]"], stdout=log.open("ab"), stderr=subprocess.STDOUT,
                             env=env, cwd=log.parent, start_new_session=True)
 
 
@@ -57,8 +50,7 @@ def wait_for_log(log: Path, text: str, timeout: float) -> None:
         time.sleep(0.3)
 
 
-@pytest.mark.parametrize("made", ["with shards", "before shards"])
-def test_adding_and_removing_a_cluster_keeps_every_other_clusters_state(tmp_path, made):
+def test_adding_and_removing_a_cluster_keeps_every_other_clusters_state(tmp_path):
     sims = {n: Simulator({"cluster_id": n, "brokers": 2, "log_dirs": 1,
                           "defaults": {"total_bytes": TOTAL, "used_ratio": 0.5}}, port=0) for n in ("stays", "goes", "comes")}
     fleet = tmp_path / "clusters"
@@ -72,7 +64,7 @@ def test_adding_and_removing_a_cluster_keeps_every_other_clusters_state(tmp_path
         broker = LocalBroker(log_path=tmp_path / "tansu.log").start()
         for name in ("stays", "goes"):
             write_config(fleet, name, sims[name], broker, tmp_path)
-        job = start_job(fleet, log, before_shards=made == "before shards")
+        job = start_job(fleet, log)
         wait_for_log(log, "output topic", 60)
         watcher = TopicWatcher(broker.bootstrap_servers, TOPIC)
         # Generous: the first micro-batch starts the JVM's Python workers, slow on a busy machine (about 20 s idle).
@@ -113,6 +105,4 @@ def test_adding_and_removing_a_cluster_keeps_every_other_clusters_state(tmp_path
     text = log.read_text()
     assert "goes: no longer in the fleet" in text and "comes: new in the fleet" in text
     assert "goes: dropped the decision state of cluster goes" in text
-    # The restart continued the checkpoint as it was made: shards kept, or one state group per cluster.
-    assert ("one state group per cluster" in text) == (made == "before shards")
 

@@ -45,9 +45,9 @@ def compiled(tmp_path, snaps, s, chunk_rows: int = 2) -> list[dict | None]:
     return [None if r["stop"] is None else stop_from_json(r["stop"]).to_json() for r in got]
 
 
-def processed(snaps, s, per_batch: int = 1, handle: MemoryHandle | None = None, sharded: bool = True) -> list[dict]:
+def processed(snaps, s, per_batch: int = 1, handle: MemoryHandle | None = None) -> list[dict]:
     handle = handle or MemoryHandle()
-    processor = DecisionProcessor({"a": s}, {"a": "out"}, sharded=sharded)
+    processor = DecisionProcessor({"a": s}, {"a": "out"})
     processor.init(handle)
     got = []
     for i in range(0, len(snaps), per_batch):
@@ -174,7 +174,7 @@ def test_a_checkpoint_from_before_topics_stops_the_cluster_until_the_dir_is_read
     snaps = [ok(0, topics(1, 5 * GB, ["a"])), failed(10), ok(20, topics(1, 5 * GB, ["a"]))]
     handle = MemoryHandle()
     if old == "columns":
-        first = processed(snaps[:1], s, handle=handle, sharded=False)  # states this old: one group per cluster
+        first = processed(snaps[:1], s, handle=handle)
         _carry_on_from(handle, old)
     else:
         state = DecisionState()
@@ -184,7 +184,7 @@ def test_a_checkpoint_from_before_topics_stops_the_cluster_until_the_dir_is_read
         raw["entries"] = [e[:9] for e in raw["entries"]]   # the entry as written before topics
         handle.getValueState("cluster", None).update((json.dumps(raw),))
         first = reference(snaps[:1], s)
-    later = processed(snaps[1:], s, handle=handle, sharded=False)
+    later = processed(snaps[1:], s, handle=handle)
     assert [r["stop"] for r in first + later] == [{"scope": "topics", "topics": ["a"]}, CLUSTER,
                                                   {"scope": "topics", "topics": ["a"]}]
 

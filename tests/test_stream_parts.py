@@ -232,15 +232,13 @@ def _rows(rows) -> pd.DataFrame:
     return pd.DataFrame(list(rows), columns=[f.split()[0] for f in source.ROW_SCHEMA.split(", ")])
 
 
-@pytest.mark.parametrize("sharded", [True, False])
-def test_a_removed_clusters_state_is_dropped_by_its_removal_row_and_no_one_elses(tmp_path, sharded):
+def test_a_removed_clusters_state_is_dropped_by_its_removal_row_and_no_one_elses(tmp_path):
     from quota_pipeline.streaming.processor import REMOVED, DecisionProcessor
 
     handle = MemoryHandle()
-    first = DecisionProcessor({"a": settings()}, {"a": "a"}, sharded=sharded)
+    first = DecisionProcessor({"a": settings()}, {"a": "a"})
     first.init(handle)
-    key = (7,) if sharded else ("id-a",)  # a shard's key, or the cluster's
-    out = list(first.handleInputRows(key, iter([_rows(source.snapshot_rows(
+    out = list(first.handleInputRows(("id-a",), iter([_rows(source.snapshot_rows(
         "a", 1, ok(0, vol(1, 5 * GB), cluster="id-a")))]), None))
     assert out[0]["throttle_factor"].tolist() == [0.0]
 
@@ -254,14 +252,14 @@ def test_a_removed_clusters_state_is_dropped_by_its_removal_row_and_no_one_elses
     assert removal["status"].tolist() == [REMOVED]
 
     # Still configured (a restart that kept "a"): the row changes nothing.
-    assert list(first.handleInputRows(key, iter([removal]), None)) == []
-    assert first.states.get("id-a") is not None
+    assert list(first.handleInputRows(("id-a",), iter([removal]), None)) == []
+    assert handle.states["cluster"].exists()
     # Restarted without "a": the state is dropped and reported, without a value to publish.
-    restarted = DecisionProcessor({"b": settings()}, {"b": "b"}, sharded=sharded)
+    restarted = DecisionProcessor({"b": settings()}, {"b": "b"})
     restarted.init(handle)
-    [dropped] = list(restarted.handleInputRows(key, iter([removal]), None))
+    [dropped] = list(restarted.handleInputRows(("id-a",), iter([removal]), None))
     assert dropped[["key", "config_name", "status"]].values.tolist() == [["id-a", "a", REMOVED]]
-    assert dropped["value"].isna().all() and restarted.states.get("id-a") is None
+    assert dropped["value"].isna().all() and not handle.states["cluster"].exists()
 
 
 @hsettings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck))
@@ -288,8 +286,7 @@ def test_the_job_decides_as_the_streaming_form_batch_by_batch_and_from_an_earlie
         step(earlier, snap, s)
     if handover:
         handle.getValueState("cluster", None).update((encode_state(earlier, "a"),))
-    # A state of the JSON form lives in a checkpoint made before shards: one state group per cluster.
-    processor = DecisionProcessor({"a": s}, {"a": "out"}, sharded=not handover)
+    processor = DecisionProcessor({"a": s}, {"a": "out"})
     processor.init(handle)
     got = []
     rest = snaps[handover:]
@@ -411,7 +408,7 @@ def _restarted_with_older_state(snaps: list, at: int, before, after, dropped: tu
     from quota_pipeline.streaming.processor import DecisionProcessor
     handle, got = MemoryHandle(), []
     for i, part, s in ((0, snaps[:at], before), (at, snaps[at:], after)):
-        processor = DecisionProcessor({"a": s}, {"a": "out"}, sharded=False)  # older states: a group per cluster
+        processor = DecisionProcessor({"a": s}, {"a": "out"})
         processor.init(handle)
         frame = _rows(r for tick, snap in enumerate(part, start=i) for r in source.snapshot_rows("a", tick, snap))
         for out in processor.handleInputRows(("c1",), iter([frame]), None):

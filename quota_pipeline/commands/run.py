@@ -104,10 +104,4 @@ def run(args: argparse.Namespace) -> int:
 
     for c in configs:
         log.info("observing %s every %ss (%s)", c.bootstrap_servers, c.check_interval.total_seconds(), c.path)
-    from quota_pipeline.streaming.shards import LayoutError
-
-    try:
-        return job.run()
-    except LayoutError as exc:
-        print(exc, file=sys.stderr)
-        return 2
+    return job.run()

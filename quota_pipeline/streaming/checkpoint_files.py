@@ -40,22 +40,6 @@ def read_text(directory: str, name: str) -> str | None:
         return None
 
 
-def write_text(directory: str, name: str, text: str) -> None:
-    """Write the file whole (made with its directory when missing; on a local disk through a rename)."""
-    if is_s3a(directory):
-        from quota_pipeline.journal.objstore import store_for
-
-        store_for(object_uri(directory)).put(name, text.encode("utf-8"))
-        return
-    os.makedirs(directory, exist_ok=True)
-    part = os.path.join(directory, f".{name}.part")
-    with open(part, "w", encoding="utf-8") as f:
-        f.write(text)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(part, os.path.join(directory, name))
-
-
 QUERY_DIR = "query"  # the streaming query's own checkpoint (offsets, commits, state) under the configured path
 
 

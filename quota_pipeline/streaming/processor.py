@@ -1,8 +1,8 @@
-"""The stateful step of the streaming job: transformWithStateInPandas keyed by shard, deciding each cluster in it.
+"""The stateful step of the streaming job: transformWithStateInPandas keyed by cluster, running core.decision.step.
 
-The whole per-cluster state (volume cache, registered brokers, current decision) is one value in the state store
-(in its shard's map, streaming/shards.py), so it lives in the checkpoint: a restarted job continues where it
-stopped, and a throttle in force stays in force across a restart. When a cluster's config was removed from the fleet,
+The whole per-cluster state (volume cache, registered brokers, current decision) is one value in
+the state store, so it lives in the checkpoint: a restarted job continues where it stopped, and a
+throttle in force stays in force across a restart. When a cluster's config was removed from the fleet,
 the source sends one REMOVED row for it in the first micro-batch after the restart: its state is then
 dropped and one REMOVED row (no value, never published) tells the driver, which logs it. (No timers:
 a checkpoint's time mode cannot change, and existing checkpoints were made without one.)
@@ -44,7 +44,6 @@ OUTPUT_SCHEMA = (
 )
 OUTPUT_COLUMNS = tuple(f.split()[0] for f in OUTPUT_SCHEMA.split(", "))
 STATE_SCHEMA = StructType([StructField("json", StringType())])
-KEY_SCHEMA = StructType([StructField("cluster_id", StringType())])  # a shard's map state
 # A ClusterPass needs settings to be made; each run of snapshots sets its own (DecisionProcessor.handleInputRows).
 _ANY_SETTINGS = Settings(Limits(Limit("bytes", 0)), dt.timedelta(0))
 
@@ -230,72 +229,29 @@ def record_json(r: dict, decided_at: dt.datetime, limit: dict, output_key: str |
                                        "cluster_id": output_key or r["cluster_id"], "limit": limit}).to_json()
 
 
-class GroupState:
-    """The states of a group of one cluster (a checkpoint made before shards): the group's value state."""
-
-    def __init__(self, handle: StatefulProcessorHandle) -> None:
-        self.value = handle.getValueState("cluster", STATE_SCHEMA)
-
-    def get(self, cluster_id: str) -> str | None:
-        got = self.value.get()  # None when there is none (one round trip to the JVM, not two)
-        return got[0] if got else None
-
-    def put(self, cluster_id: str, text: str) -> None:
-        self.value.update((text,))
-
-    def drop(self, cluster_id: str) -> None:
-        self.value.clear()
-
-
-class ShardStates:
-    """The states of a shard's clusters (streaming/shards.py): a map state keyed by cluster id."""
-
-    def __init__(self, handle: StatefulProcessorHandle) -> None:
-        self.map = handle.getMapState("clusters", KEY_SCHEMA, STATE_SCHEMA)
-
-    def get(self, cluster_id: str) -> str | None:
-        got = self.map.getValue((cluster_id,))
-        return got[0] if got else None
-
-    def put(self, cluster_id: str, text: str) -> None:
-        self.map.updateValue((cluster_id,), (text,))
-
-    def drop(self, cluster_id: str) -> None:
-        self.map.removeKey((cluster_id,))
-
-
 class DecisionProcessor(StatefulProcessor):
-    """Keyed by shard (or, on a checkpoint made before shards, by cluster_id); `settings` and `output_keys` are per
-    configured cluster (config_name)."""
+    """Keyed by cluster_id; `settings` and `output_keys` are per configured cluster (config_name)."""
 
     def __init__(self, settings: dict[str, Settings], output_keys: dict[str, str | None],
-                 clock: Clock = SYSTEM, sharded: bool = True) -> None:
+                 clock: Clock = SYSTEM) -> None:
         self.settings = settings
         self.output_keys = output_keys
         self.clock = clock
-        self.sharded = sharded
 
     def init(self, handle: StatefulProcessorHandle) -> None:
-        self.states = ShardStates(handle) if self.sharded else GroupState(handle)
+        self.state = handle.getValueState("cluster", STATE_SCHEMA)
 
     def handleInputRows(self, key: Any, rows: Iterator[pd.DataFrame], timerValues: Any) -> Iterator[pd.DataFrame]:
         frame = pd.concat(list(rows), ignore_index=True)
-        out: dict[str, list] = {name: [] for name in OUTPUT_COLUMNS}
-        ids = frame["cluster_id"].astype(str).to_numpy()
-        for cluster_id in sorted(set(ids)):
-            yield from self._cluster(cluster_id, frame[ids == cluster_id], out)
-        if out["key"]:
-            yield pd.DataFrame(out)
-
-    def _cluster(self, cluster_id: str, frame: pd.DataFrame, out: dict[str, list]) -> Iterator[pd.DataFrame]:
-        """Decide one cluster's snapshots of the batch, its records appended to `out` (a removal's row yielded)."""
         removals = frame["status"] == REMOVED
         if removals.any():
-            yield from self._remove(cluster_id, frame[removals], frame[~removals])
+            yield from self._remove(key, frame[removals], frame[~removals])
             frame = frame[~removals]
             if frame.empty:
                 return
-        columns = load_state(cluster_id, self.states.get(cluster_id))
+        stored = self.state.get()  # None when there is none (one round trip to the JVM, not two)
+        columns = load_state(key[0], stored[0] if stored else None)
+        out: dict[str, list] = {name: [] for name in OUTPUT_COLUMNS}
         frame = frame.reset_index(drop=True)
         volumes = _unpacked(frame)
         table, source_row = flattened(frame, volumes)
@@ -303,7 +259,6 @@ class DecisionProcessor(StatefulProcessor):
         # Runs of snapshots of one configured cluster, in time order (almost always one run: one config per id).
         order = np.lexsort((names, frame["observed_at"].to_numpy()))
         bounds = np.flatnonzero(names[order][1:] != names[order][:-1]) + 1
-        last_config = None
         for run in np.split(order, bounds):
             config_name = str(names[run[0]])
             settings = self.settings[config_name]
@@ -315,8 +270,9 @@ class DecisionProcessor(StatefulProcessor):
                 continue
             self._rows(out, batch, columns.last, frame["tick"].to_numpy()[run], [volumes[i] for i in run], settings,
                        config_name)
-            last_config = config_name
-        self.states.put(cluster_id, save_state(columns, last_config))
+        self.state.update((save_state(columns, out["config_name"][-1] if out["key"] else None),))
+        if out["key"]:
+            yield pd.DataFrame(out)
 
     def _rows(self, out: dict[str, list], batch: pa.RecordBatch, o: Any, ticks: np.ndarray, volumes: list[pa.Table],
               settings: Settings, config_name: str) -> None:
@@ -339,19 +295,17 @@ class DecisionProcessor(StatefulProcessor):
                     ("volumes", json.dumps(listed))):
                 out[name].append(item)
 
-    def _remove(self, cluster_id: str, markers: pd.DataFrame, others: pd.DataFrame) -> Iterator[pd.DataFrame]:
+    def _remove(self, key: Any, markers: pd.DataFrame, others: pd.DataFrame) -> Iterator[pd.DataFrame]:
         """Drop the state of a cluster whose config left the fleet, unless a configured cluster still decides
         with it: one observing the same cluster id, in this batch or as the state's last writer."""
-        stored = self.states.get(cluster_id)
-        if stored is None or not others.empty:
+        if not self.state.exists() or not others.empty:
             return
-        last_writer = json.loads(stored).get("config")
+        last_writer = json.loads(self.state.get()[0]).get("config")
         if last_writer in self.settings or any(name in self.settings for name in markers["config_name"]):
             return
-        self.states.drop(cluster_id)
+        self.state.clear()
         row = dict.fromkeys(OUTPUT_COLUMNS, None)
-        row.update(key=cluster_id, cluster_id=cluster_id, config_name=str(markers["config_name"].iloc[0]),
-                   status=REMOVED)
+        row.update(key=key[0], cluster_id=key[0], config_name=str(markers["config_name"].iloc[0]), status=REMOVED)
         yield pd.DataFrame([row], dtype=object)
 
     def close(self) -> None:

@@ -27,7 +27,7 @@ from quota_pipeline.core.record import predictive_of
 from quota_pipeline.dashboard.text import predictive as predictive_text
 from quota_pipeline.core.settings import Settings
 from quota_pipeline.streaming.metrics import Metrics
-from quota_pipeline.streaming import checkpoint_files, s3a, shards
+from quota_pipeline.streaming import checkpoint_files, s3a
 from quota_pipeline.streaming.fleet import fleet_change
 from quota_pipeline.streaming.restarts import GAVE_UP, GaveUp, Restarts
 from quota_pipeline.streaming.processor import OUTPUT_SCHEMA, REMOVED, DecisionProcessor
@@ -105,18 +105,13 @@ class StreamJob:
         from quota_pipeline.session import get_session
 
         cores = os.cpu_count() or 2
-        # A new checkpoint's state groups: one shard per state partition (the count is the checkpoint's from then on).
-        self._layout = shards.layout(self.first.checkpoint_path, max(1, min(cores, len(self.configs))))
-        if self._layout.shards is None:
-            log.info("the checkpoint keeps one state group per cluster (made before shards): a new checkpoint "
-                     "decides a large fleet faster")
         # Under spark-submit (a gateway is already up) its --master decides; a default here would override it.
         submitted = bool(os.environ.get("PYSPARK_GATEWAY_PORT"))
         master = self.master or (None if submitted else f"local[{cores},4]")
         conf = {
             # State partitions are fixed at the checkpoint's creation; one per core is plenty for
             # hundreds of clusters and keeps the per-batch task count (and latency) low.
-            "spark.sql.shuffle.partitions": str(self._layout.shards or max(1, min(cores, len(self.configs)))),
+            "spark.sql.shuffle.partitions": str(max(1, min(cores, len(self.configs)))),
             "spark.sql.streaming.pollingDelay": "100ms",
             "spark.ui.showConsoleProgress": "false",  # a progress bar per micro-batch drowns the log
             # The state store writes a small changelog per micro-batch instead of uploading a RocksDB snapshot.
@@ -145,12 +140,8 @@ class StreamJob:
         rows = (spark.readStream.format("kafka_volumes").option("clusters", clusters_option(self.configs))
                 .option("poll_tasks", str(spark.sparkContext.defaultParallelism))
                 .option("checkpoint", checkpoint_files.query_dir(self.first.checkpoint_path)).load())
-        layout = self._layout
-        if layout.shards is not None:
-            rows = rows.withColumn("shard", shards.column(layout.shards))
-        decisions = rows.groupBy(layout.grouping).transformWithStateInPandas(
-            statefulProcessor=DecisionProcessor(self.settings, self.output_keys, self.clock,
-                                                sharded=layout.shards is not None),
+        decisions = rows.groupBy("cluster_id").transformWithStateInPandas(
+            statefulProcessor=DecisionProcessor(self.settings, self.output_keys, self.clock),
             outputStructType=OUTPUT_SCHEMA, outputMode="Append", timeMode="None")
         self._publisher = self._publisher or Publisher(
             self.first.output_settings, self.first.output_topic, on_acknowledged=self.metrics.acknowledged,

@@ -66,30 +66,11 @@ class MemoryValue:
         self.value = None
 
 
-class MemoryMap:
-    """A map state in memory, as the state store would hold it."""
-
-    def __init__(self) -> None:
-        self.values: dict[tuple, tuple] = {}
-
-    def getValue(self, key):
-        return self.values.get(key)
-
-    def updateValue(self, key, value) -> None:
-        self.values[key] = value
-
-    def removeKey(self, key) -> None:
-        self.values.pop(key, None)
-
-
 class MemoryHandle:
-    """A StatefulProcessorHandle whose states live in `states`: the stateful step run outside Spark."""
+    """A StatefulProcessorHandle whose value states live in `states`: the stateful step run outside Spark."""
 
     def __init__(self) -> None:
-        self.states: dict[str, MemoryValue | MemoryMap] = {}
+        self.states: dict[str, MemoryValue] = {}
 
     def getValueState(self, name, schema):
         return self.states.setdefault(name, MemoryValue())
-
-    def getMapState(self, name, key_schema, value_schema):
-        return self.states.setdefault(name, MemoryMap())

@@ -15,6 +15,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from quota_pipeline.core import cache, kernel
+from quota_pipeline.core.columns import COLUMNS, PARTITION, TOPICS, TYPES  # noqa: F401 - read by replay and the job
 from quota_pipeline.core.model import (STOP_CLUSTER, STOP_TOPICS, STOP_TOPICS_BUDGET, RecordError, epoch_micros,
                                        parse_time, stop_json_bytes)
 from quota_pipeline.core.settings import Settings
@@ -22,7 +23,6 @@ from quota_pipeline.core import snapshot_rules as rules
 
 STATE_FIELDS = ("has", "pinned", "observed", "total", "available", "offline", "fill", "row", "hist_t", "hist_a",
                 "hist_n", "registered", "decision", "eta", "env_t", "env_a", "env_n", "env_m")
-PARTITION = pa.struct([("topic", pa.string()), ("partition", pa.int32()), ("size_bytes", pa.int64())])
 CLOSEST = pa.struct([
     ("broker_id", pa.int64()), ("log_dir", pa.string()), ("available_bytes", pa.int64()),
     ("total_bytes", pa.int64()), ("available_ratio", pa.float64()), ("headroom_bytes", pa.float64()),
@@ -33,7 +33,6 @@ WORST = pa.struct([("broker_id", pa.int64()), ("log_dir", pa.string()), ("availa
                    ("available_ratio", pa.float64())])
 PREDICTIVE = pa.struct([("broker_id", pa.int64()), ("log_dir", pa.string()), ("eta_seconds", pa.float64()),
                         ("horizon_seconds", pa.float64())])
-TOPICS = pa.list_(pa.string())
 STOP = pa.struct([("scope", pa.string()), ("topics", TOPICS)])
 UTC_US = pa.timestamp("us", tz="UTC")
 # What a task returns per snapshot; job.py adds the constant columns (schema version, decided_at, limits).
@@ -44,12 +43,6 @@ RECORD = pa.schema([
     ("worst_volume", WORST), ("min_available_ratio", pa.float64()), ("throttled_since", UTC_US),
     ("closest_volumes", pa.list_(CLOSEST)), ("predictive", PREDICTIVE), ("stop", STOP),
 ])
-COLUMNS = ("cluster_id", "observed_at", "observed_us", "status", "brokers", "fenced_brokers", "broker_id", "log_dir",
-           "total_bytes", "available_bytes", "error", "top_partitions", "topics")
-TYPES = {"cluster_id": pa.string(), "observed_at": pa.string(), "observed_us": pa.int64(), "status": pa.string(),
-         "brokers": pa.list_(pa.int64()), "fenced_brokers": pa.list_(pa.int64()), "broker_id": pa.int64(),
-         "log_dir": pa.string(), "total_bytes": pa.int64(), "available_bytes": pa.int64(), "error": pa.string(),
-         "top_partitions": pa.list_(PARTITION), "topics": TOPICS}
 # Where each row came from (replay/cluster_files.py: staged JSONL's file and line, or the Parquet file's row).
 ORIGIN = ("_file", "_offset", "_line")
 

@@ -15,12 +15,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from quota_pipeline.core.columns import PARTITION
 from quota_pipeline.core.model import epoch_micros, parse_time
 from quota_pipeline.journal.layout import Sources
 
 SNAPSHOT_FIELDS = ("cluster_id", "observed_at", "status", "message", "brokers", "fenced_brokers")
 VOLUME_FIELDS = ("broker_id", "log_dir", "total_bytes", "available_bytes", "error", "top_partitions", "topics")
-PARTITION = pa.struct([("topic", pa.string()), ("partition", pa.int32()), ("size_bytes", pa.int64())])
 SCHEMA = pa.schema([
     ("cluster_id", pa.string()), ("observed_at", pa.string()), ("status", pa.string()), ("message", pa.string()),
     ("brokers", pa.list_(pa.int64())), ("fenced_brokers", pa.list_(pa.int64())),

@@ -7,18 +7,25 @@ step reads them straight into the cluster pass's Arrow columns.
 """
 from __future__ import annotations
 
+import functools
 from typing import Iterable
 
 import pyarrow as pa
 
-from quota_pipeline.core.cluster_pass import TYPES
+from quota_pipeline.core.columns import TYPES
 from quota_pipeline.core.model import Volume
 
 # The cluster pass's volume columns, as it reads them. top_partitions: null when the dir reported none; topics: null
 # when not known, an empty list for a dir holding no partition.
 VOLUMES = pa.schema([(name, TYPES[name]) for name in (
     "broker_id", "log_dir", "total_bytes", "available_bytes", "error", "top_partitions", "topics")])
-_EMPTY = VOLUMES.empty_table()
+
+
+@functools.cache
+def _empty() -> pa.Table:
+    """Made on first use: an empty table makes pyarrow import pandas, which the source's planning processes need
+    not pay for."""
+    return VOLUMES.empty_table()
 
 
 def pack(volumes: Iterable[Volume]) -> bytes:
@@ -43,7 +50,7 @@ def unpack(value: bytes | None) -> pa.Table:
     """The VOLUMES table of a packed value (no rows for None: a failed poll's or a removal's row). Anything else
     than this module's own stream is refused: the value crossed Spark, not the outside, but is read as data."""
     if value is None:
-        return _EMPTY
+        return _empty()
     table = pa.ipc.open_stream(pa.py_buffer(value)).read_all()
     if not table.schema.equals(VOLUMES):
         raise ValueError(f"a packed snapshot holds columns {table.schema.names}, not the source's {VOLUMES.names}")

@@ -1,8 +1,8 @@
 """Benchmark: the job killed -9 while a log dir is past the hard limit, restarted from its checkpoint: how long until
 it decides again, and whether the decision it published before the kill was still valid then.
 
-    python3 -m bench.restart --restarts 3
-    python3 -m bench.restart --restarts 3 --clusters 10 --brokers 5 --log-dirs 100
+    python3 -m bench.restart --restarts 3                     # 3 without the JVM class archive, then 3 with it
+    python3 -m bench.restart --restarts 3 --clusters 10 --brokers 5 --log-dirs 100 --archive prepared
 
 Simulated clusters (bench/fleet_scale.py's) with every log dir past the hard limit, the decision topic on a local
 Tansu broker, the job as `quota-pipeline run --master local[2]`. Each round waits for a decision at factor 0 from
@@ -10,8 +10,10 @@ the running job, kills its whole process tree with SIGKILL (the driver, Spark's 
 workers), starts it again at once and measures, from the new process's start: the driver up (the job's
 "output topic" line, before Spark starts), the first micro-batch's line, and the first record on the topic (its timestamp, set when the
 job publishes it). A restart must decide within the validity of the decision published before the kill
-(quota.pipeline.throttle.factor.validity.duration, PT1M here): a broker would otherwise fall back. The load average
-is printed: the machine is shared.
+(quota.pipeline.throttle.factor.validity.duration, PT1M here): a broker would otherwise fall back. With --archive
+both (the default) the rounds run first without the JVM class archive, then with the one `quota-pipeline prepare`
+wrote before the first start (into this run's own cache directory). The load average is printed: the machine is
+shared.
 """
 from __future__ import annotations
 
@@ -21,6 +23,7 @@ import os
 import re
 import signal
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -95,6 +98,9 @@ def main() -> int:
     ap.add_argument("--interval", type=int, default=10, help="check interval in seconds")
     ap.add_argument("--master", default="local[2]")
     ap.add_argument("--start-timeout", type=float, default=300, help="seconds to the first decision of a start")
+    ap.add_argument("--archive", choices=("none", "prepared", "both"), default="both",
+                    help="restart without the JVM class archive, with the one `quota-pipeline prepare` writes "
+                         "(into a cache of this run's own), or --restarts of each, one after the other")
     ap.add_argument("--json", help="also write the summary here")
     args = ap.parse_args()
     if args.restarts < 1 or args.clusters < 1:
@@ -107,6 +113,14 @@ def main() -> int:
     load_before = os.getloadavg()
     broker = job = topic = None
     rounds, loads = [], []
+    modes = ["none", "prepared"] if args.archive == "both" else [args.archive]
+    prepare_s = None
+    if "prepared" in modes:
+        os.environ["XDG_CACHE_HOME"] = str(work / "cache")
+        t = time.time()
+        subprocess.run([sys.executable, "-m", "quota_pipeline.cli", "prepare"], check=True)
+        prepare_s = round(time.time() - t, 1)
+    os.environ["XDG_CACHE_HOME"] = str(work / ("cache" if modes[0] == "prepared" else "no-cache"))
     with simulated_clusters(args.clusters, args.brokers, args.log_dirs) as (bootstraps, _):
         try:
             broker = LocalBroker(log_path=work / "tansu.log").start()
@@ -122,7 +136,9 @@ def main() -> int:
                 raise SystemExit(f"no decision at factor 0 within {args.start_timeout:.0f} s; see {log}")
             print(f"first start: a decision at factor 0 {first['published'] - started:.1f} s after the job's start",
                   flush=True)
-            for n in range(1, args.restarts + 1):
+            for n in range(1, args.restarts * len(modes) + 1):
+                mode = modes[(n - 1) // args.restarts]
+                os.environ["XDG_CACHE_HOME"] = str(work / ("cache" if mode == "prepared" else "no-cache"))
                 last = topic.next_after(time.time() + args.interval / 2, time.time() + 3 * args.interval, factor=0.0)
                 if last is None:
                     raise SystemExit(f"the running job published nothing at factor 0 for {3 * args.interval} s; "
@@ -144,7 +160,7 @@ def main() -> int:
                 session, batch = logged_at(log, "output topic"), logged_at(log, "INFO batch")
                 valid_until = parse_time(last["valid_until"]).timestamp()
                 rounds.append({
-                    "restart": n, "first_decision_s": round(again["published"] - restarted, 2),
+                    "restart": n, "archive": mode, "first_decision_s": round(again["published"] - restarted, 2),
                     "driver_up_s": round(session - restarted, 2) if session else None,  # then Spark starts
                     "first_new_observation_s": round(fresh["published"] - restarted, 2) if fresh else None,
                     "factor_after": again["throttle_factor"],
@@ -162,11 +178,11 @@ def main() -> int:
                 kill_tree(job.pid)
             if broker:
                 broker.stop()
-    firsts = [r["first_decision_s"] for r in rounds]
+    firsts = {mode: [r["first_decision_s"] for r in rounds if r["archive"] == mode] for mode in modes}
     summary = {
         "clusters": args.clusters, "volumes": args.clusters * args.brokers * args.log_dirs, "master": args.master,
-        "restarts": rounds,
-        "first_decision_s": {"median": statistics.median(firsts), "max": max(firsts)},
+        "restarts": rounds, "prepare_s": prepare_s,
+        "first_decision_s": {mode: {"median": statistics.median(f), "max": max(f)} for mode, f in firsts.items()},
         "every_decision_after_a_restart_at_factor_0": all(r["factor_after"] == 0.0 for r in rounds),
         "validity_outlasted_every_restart": all(r["valid_left_s"] > 0 for r in rounds),
         "load_average_at_kills": loads, "load_average_before": [round(x, 2) for x in load_before],

@@ -17,6 +17,7 @@ COMMANDS = (
     "acls",
     "enforce",
     "run",
+    "prepare",
     "demo",
     "dashboard",
     "tail",

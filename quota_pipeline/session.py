@@ -1,11 +1,12 @@
 """The SparkSession every command and test shares: local by default, quiet, UTC, RocksDB state."""
 from __future__ import annotations
 
+import hashlib
 import os
 import shutil
 import sys
 from pathlib import Path
-from typing import Mapping
+from typing import Any, Mapping
 
 from quota_pipeline import resources
 
@@ -37,9 +38,85 @@ def require_java() -> None:
         raise SystemExit(3)
 
 
+def _java() -> Path | None:
+    home = os.environ.get("JAVA_HOME")
+    found = Path(home) / "bin" / "java" if home else None
+    found = found if found and found.exists() else (Path(shutil.which("java")) if shutil.which("java") else None)
+    return found.resolve() if found else None
+
+
+def archive_path() -> Path | None:
+    """Where this host keeps the JVM class archive for this Java and this Spark (None without Java): an archive is
+    valid only for the JVM build and the class path that wrote it, so both name it."""
+    import pyspark
+
+    java = _java()
+    if java is None:
+        return None
+    jars = Path(pyspark.__file__).parent / "jars"
+    key = "\n".join([str(java), str(java.stat().st_mtime_ns), pyspark.__version__,
+                     *sorted(p.name for p in jars.glob("*.jar"))])
+    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "quota-pipeline"
+    return cache / f"spark-{pyspark.__version__}-{hashlib.sha256(key.encode()).hexdigest()[:16]}.jsa"
+
+
+def archive_in_use(path: Path | None) -> bool:
+    """Whether the archive is there whole: its size as `prepare` recorded it beside it. A truncated archive would
+    crash the JVM that maps it (SIGBUS), so anything else is not used."""
+    try:
+        return path is not None and int(path.with_suffix(".size").read_text()) == path.stat().st_size
+    except (OSError, ValueError):
+        return False
+
+
+def _java_options(options: Mapping[str, str], archive: Path | None, record: bool) -> dict[str, str]:
+    """The driver's JVM options with class-data sharing: the archive mapped at start (the classes Spark loads come
+    from it, parsed and verified already), or, for `prepare`, the JVM recording what it loads so it can write one."""
+    extra = ([f"-XX:SharedArchiveFile={archive}"] if archive_in_use(archive) and not record else []) + (
+        ["-XX:+RecordDynamicDumpInfo"] if record else [])
+    if not extra:
+        return dict(options)
+    # The archive's own notes (classes it skips, a JVM it does not match) are not the operator's concern.
+    extra.append("-Xlog:cds*=off")
+    key = "spark.driver.extraJavaOptions"
+    return {**options, key: " ".join(filter(None, [options.get(key, ""), *extra]))}
+
+
+def write_archive(spark: Any, path: Path) -> int:
+    """The running JVM's loaded classes written as `path` (through a part file, then its size beside it); returns
+    its size. The JVM stops for the time of the dump: for `prepare`, never for the job."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    part = path.with_name(f".{path.name}.{os.getpid()}.part")
+    gateway, jvm = spark.sparkContext._gateway, spark.sparkContext._jvm
+    klass = jvm.java.lang.Class.forName
+    strings = gateway.new_array(jvm.java.lang.String, 2)
+    strings[0], strings[1] = "dynamic_dump", str(part)
+    params = gateway.new_array(jvm.java.lang.Object, 1)
+    params[0] = strings
+    signature = gateway.new_array(jvm.java.lang.String, 1)
+    signature[0] = "[Ljava.lang.String;"
+    # MBeanServer.invoke through the interface's Method: py4j cannot call it on the server's own (unexported) class.
+    types = gateway.new_array(jvm.java.lang.Class, 4)
+    for i, name in enumerate(("javax.management.ObjectName", "java.lang.String", "[Ljava.lang.Object;",
+                              "[Ljava.lang.String;")):
+        types[i] = klass(name)
+    call = gateway.new_array(jvm.java.lang.Object, 4)
+    call[0] = jvm.javax.management.ObjectName("com.sun.management:type=DiagnosticCommand")
+    call[1], call[2], call[3] = "vmCds", params, signature
+    server = jvm.java.lang.management.ManagementFactory.getPlatformMBeanServer()
+    klass("javax.management.MBeanServer").getMethod("invoke", types).invoke(server, call)
+    if not part.exists() or part.stat().st_size == 0:
+        raise RuntimeError(f"the JVM wrote no class archive to {part} (see its output above)")
+    size = part.stat().st_size
+    os.replace(part, path)
+    path.with_suffix(".size").write_text(f"{size}\n")
+    return size
+
+
 def get_session(app_name: str = "quota-pipeline", master: str | None = None,
-                conf: Mapping[str, str] | None = None):
-    """Build (or reuse) the SparkSession; under spark-submit the master comes from there."""
+                conf: Mapping[str, str] | None = None, record_classes: bool = False):
+    """Build (or reuse) the SparkSession; under spark-submit the master comes from there. A JVM started here maps
+    this host's class archive when `quota-pipeline prepare` wrote one (`record_classes`: prepare's own JVM)."""
     require_java()
     # Workers must run this interpreter, or they fail to connect back / miss our packages.
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
@@ -56,7 +133,7 @@ def get_session(app_name: str = "quota-pipeline", master: str | None = None,
     settings.update(conf or {})
     for key, value in settings.items():
         builder = builder.config(key, value)
-    _launch_jvm_in_its_own_session(builder._options)
+    _launch_jvm_in_its_own_session(_java_options(builder._options, archive_path(), record_classes))
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("WARN")
     return spark

@@ -101,7 +101,8 @@ class StreamJob:
         self._recorder = ThreadPoolExecutor(1, thread_name_prefix="metrics")  # one thread: batches in order
 
     # -- the query --------------------------------------------------------------------------------
-    def _spark(self):
+    def spark_session(self, record_classes: bool = False) -> Any:
+        """The job's SparkSession (`record_classes`: for `quota-pipeline prepare`, session.write_archive)."""
         from quota_pipeline.session import get_session
 
         cores = os.cpu_count() or 2
@@ -117,6 +118,10 @@ class StreamJob:
             # The state store writes a small changelog per micro-batch instead of uploading a RocksDB snapshot.
             "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled": "true",
         }
+        if master and master.startswith("local"):
+            # The job's Python workers fork from a daemon that imported their modules once (one process here: the
+            # package is installed where the daemon runs).
+            conf["spark.python.daemon.module"] = "quota_pipeline.streaming.daemon"
         if checkpoint_files.is_local(self.first.checkpoint_path):
             # Without Hadoop's native library its local file system forks `chmod` for every checkpoint file it
             # creates and, through FileContext, `readlink` for every rename: at a 1 s interval that was a third of
@@ -127,22 +132,26 @@ class StreamJob:
         package = s3a.connector_package() if on_s3a and not submitted else None
         if package:  # under spark-submit, spark-submit.sh passed it to --packages: the JVM is up by now
             conf["spark.jars.packages"] = package
-        spark = get_session("quota-pipeline-stream", master=master, conf=conf)
+        spark = get_session("quota-pipeline-stream", master=master, conf=conf, record_classes=record_classes)
         if on_s3a:
             log.info("checkpoint on %s: S3A to %s", self.first.checkpoint_path, s3a.describe(s3a.configure(spark)))
         return spark
 
-    def start(self) -> Any:
-        spark = self._spark()
+    def decisions(self, spark: Any) -> Any:
+        """The streaming DataFrame of decisions: the kafka_volumes source through the stateful step."""
         spark.dataSource.register(KafkaVolumesSource)
         # One polling task per executor core: the cores poll side by side, each task its clusters all at once.
         # The source reads the query's checkpoint to tell a re-run batch (may read the journal) from a new one.
         rows = (spark.readStream.format("kafka_volumes").option("clusters", clusters_option(self.configs))
                 .option("poll_tasks", str(spark.sparkContext.defaultParallelism))
                 .option("checkpoint", checkpoint_files.query_dir(self.first.checkpoint_path)).load())
-        decisions = rows.groupBy("cluster_id").transformWithStateInPandas(
+        return rows.groupBy("cluster_id").transformWithStateInPandas(
             statefulProcessor=DecisionProcessor(self.settings, self.output_keys, self.clock),
             outputStructType=OUTPUT_SCHEMA, outputMode="Append", timeMode="None")
+
+    def start(self) -> Any:
+        spark = self.spark_session()
+        decisions = self.decisions(spark)
         self._publisher = self._publisher or Publisher(
             self.first.output_settings, self.first.output_topic, on_acknowledged=self.metrics.acknowledged,
             clock=self.clock, signing_key=self.first.signing_keys[0] if self.first.signing_keys else None)

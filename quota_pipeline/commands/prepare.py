@@ -40,6 +40,8 @@ def run(args: argparse.Namespace) -> int:
         print(f"the class archive is there already: {path} (--force writes it again)")
         return 0
     configure_logging(quiet_level=logging.WARNING, timestamps=True)
+    print(f"running the job's query for {BATCHES} micro-batches over a simulated cluster, then writing the classes "
+          f"its JVM loaded to {path} (about a minute)", flush=True)
     started = time.monotonic()
     try:
         size = _record(path)
@@ -68,6 +70,7 @@ def _record(path: Path) -> int:
                              "prepare")
             job = StreamJob([conf])
             spark = job.spark_session(record_classes=True)
+            spark.sparkContext.setLogLevel("ERROR")  # a first batch "falling behind" its 1 s trigger is expected
             query = (job.decisions(spark).writeStream.format("noop")
                      .option("checkpointLocation", str(Path(work) / "checkpoint" / "query"))
                      .trigger(processingTime="1 second").start())

@@ -118,10 +118,6 @@ class StreamJob:
             # The state store writes a small changelog per micro-batch instead of uploading a RocksDB snapshot.
             "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled": "true",
         }
-        if master and master.startswith("local"):
-            # The job's Python workers fork from a daemon that imported their modules once (one process here: the
-            # package is installed where the daemon runs).
-            conf["spark.python.daemon.module"] = "quota_pipeline.streaming.daemon"
         if checkpoint_files.is_local(self.first.checkpoint_path):
             # Without Hadoop's native library its local file system forks `chmod` for every checkpoint file it
             # creates and, through FileContext, `readlink` for every rename: at a 1 s interval that was a third of

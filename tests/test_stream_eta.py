@@ -67,7 +67,7 @@ def story(spark, tmp_path, monkeypatch):
     job = StreamJob([_config(tmp_path, "filling", filling), _config(tmp_path, "steady", steady)],
                     on_decisions=rows.extend)
     job._publisher = _Collect()
-    monkeypatch.setattr(job, "_spark", lambda: spark)
+    monkeypatch.setattr(job, "spark_session", lambda: spark)
     runner = threading.Thread(target=job.run, kwargs={"max_restarts": 0}, daemon=True)
     runner.start()
     try:

@@ -61,7 +61,7 @@ def config(tmp_path, sim: Simulator) -> cfg.Config:
 def run_job(spark, monkeypatch, conf: cfg.Config, publisher: Collect, until, timeout: float = 240) -> None:
     job = StreamJob([conf])
     job._publisher = publisher
-    monkeypatch.setattr(job, "_spark", lambda: spark)
+    monkeypatch.setattr(job, "spark_session", lambda: spark)
     monkeypatch.setattr(job, "prepare_output", lambda: conf.output_topic)      # no output cluster to ensure
     monkeypatch.setattr("quota_pipeline.streaming.query.Publisher", lambda *a, **k: publisher)  # after a restart
     runner = threading.Thread(target=job.run, kwargs={"max_restarts": 3}, daemon=True)

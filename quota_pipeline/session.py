@@ -28,8 +28,7 @@ BASE_CONF: dict[str, str] = {
 
 
 def java_available() -> bool:
-    home = os.environ.get("JAVA_HOME")
-    return bool(shutil.which("java") or (home and (Path(home) / "bin" / "java").exists()))
+    return _java() is not None
 
 
 def require_java() -> None:
@@ -41,7 +40,9 @@ def require_java() -> None:
 def _java() -> Path | None:
     home = os.environ.get("JAVA_HOME")
     found = Path(home) / "bin" / "java" if home else None
-    found = found if found and found.exists() else (Path(shutil.which("java")) if shutil.which("java") else None)
+    if not (found and found.exists()):
+        on_path = shutil.which("java")
+        found = Path(on_path) if on_path else None
     return found.resolve() if found else None
 
 

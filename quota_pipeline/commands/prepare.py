@@ -19,10 +19,10 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="make Spark start sooner on this host: archive the JVM classes the job loads (once per install)",
         description="Run the streaming job's own query for a few micro-batches against a simulated cluster (no "
                     "network, nothing published), then write the classes its JVM loaded as a class-data sharing "
-                    "archive under $XDG_CACHE_HOME/quota-pipeline (about 150 MB). Every Spark JVM a command of this "
+                    "archive under $XDG_CACHE_HOME/quota-pipeline (about 120 MB). Every Spark JVM a command of this "
                     "package starts locally then maps it instead of loading, parsing and verifying those classes: "
-                    "Spark's session starts about 3 s sooner on 2 cores, and so does a restarted job's first decision. The archive belongs to this Java and "
-                    "this Spark: after upgrading either, run prepare again (the old one is no longer used). Run it "
+                    "Spark's session starts about 3 s sooner on 2 cores, and so does a restarted job's first "
+                    "decision. The archive belongs to this Java and this Spark: after upgrading either, run prepare again (the old one is no longer used). Run it "
                     "where the job runs (in a container image: at build time). Exit codes: 0 written or already "
                     "there; 1 it could not be written; 3 no Java.",
     )

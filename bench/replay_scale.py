@@ -1,6 +1,7 @@
 """Benchmark: `quota-pipeline replay` against DuckDB's exploded-range plan on the same flattened Parquet journal.
 
     python3 -m bench.replay_scale --rows 1000000                 # replay vs DuckDB, and the time per stage
+    python3 -m bench.replay_scale --rows 10000000 --spark        # ... and replay --engine spark in the same run
     python3 -m bench.replay_scale --rows 10000000 --sweep        # ... and a 5-value --sweep against one replay
     python3 -m bench.replay_scale --rows 100000000 --no-duckdb --no-stages   # replay alone: time and peak RSS
     python3 -m bench.replay_scale --rows 2000000 --layout sorted,exported   # the same rows in both layouts, one run
@@ -174,8 +175,9 @@ def run_replay(path: Path, work: Path, extra: list[str], package_path: str | Non
 
 
 def stages(path: Path, work: Path) -> dict[str, float]:
-    """Where replay's time goes, in this process: Spark's start-up, the driver's plan, the cluster pass alone (no
-    Spark: pyarrow read, rule checks, the compiled decision steps, the record batches), then replay.run whole."""
+    """Where replay's time goes, in this process: the driver's plan, the cluster pass alone (pyarrow read, rule
+    checks, the compiled decision steps, the record batches; the next chunk read and checked while one is decided),
+    replay.run without Spark (the pass, the records written), then Spark's start-up and replay.run on Spark."""
     from quota_pipeline.core.config import parse
     from quota_pipeline.core.settings import Settings
     from quota_pipeline.replay import job
@@ -191,6 +193,9 @@ def stages(path: Path, work: Path) -> dict[str, float]:
     passes = [ClusterFiles(task, settings) for task in tasks]
     snapshots = sum(b.num_rows for p in passes for b in p.batches())
     out[f"cluster pass alone, one process, no Spark ({snapshots:,} decisions)"] = time.monotonic() - t
+    t = time.monotonic()
+    job.run(None, settings, str(path), str(work / "records-local.parquet"))
+    out["replay.run without Spark: the pass + write Parquet"] = time.monotonic() - t
     t = time.monotonic()
     spark = get_session("bench-replay-stages", conf={"spark.driver.memory": "2g", "spark.ui.showConsoleProgress": "false"})
     out["Spark start-up (JVM, session)"] = time.monotonic() - t
@@ -211,6 +216,7 @@ def main() -> int:
                                           "package, from `git archive COMMIT quota_pipeline`), right after the "
                                           "current one: before and after in one run")
     ap.add_argument("--sweep", action="store_true", help=f"also time replay --sweep {SWEEP}")
+    ap.add_argument("--spark", action="store_true", help="also time replay --engine spark (the same tasks on Spark)")
     ap.add_argument("--layout", default="sorted",
                     help="how the journal's rows are written, comma-separated to measure several one after the other: "
                          "sorted (time order, dictionary-encoded; the default) or exported (failed polls' rows at the "
@@ -244,11 +250,17 @@ def measure(args: argparse.Namespace, out: Path, path: Path, rows: int) -> dict:
                       "1.00", "")
     elapsed, peak, log = run_replay(path, work, [])
     rate = rows / elapsed
-    table.add_row("quota-pipeline replay (subprocess, start-up included)", f"{elapsed:.1f}", f"{rate / 1e6:.3f}",
-                  f"{rate / duck_rate:.3f}" if duck_rate else "",
+    table.add_row("quota-pipeline replay (subprocess, start-up included; the default engine: this host's cores)",
+                  f"{elapsed:.1f}", f"{rate / 1e6:.3f}", f"{rate / duck_rate:.3f}" if duck_rate else "",
                   f"java {peak.java / 1024:.0f} + python {peak.python / 1024:.0f} (all: {peak.total / 1024:.0f})")
     results = {"file": path.name, "rows": rows, "replay_s": elapsed, "replay_rate": rate, "duckdb_rate": duck_rate,
                "java_hwm_kib": peak.java, "python_hwm_kib": peak.python, "all_hwm_kib": peak.total}
+    if args.spark:
+        k_elapsed, k_peak, _ = run_replay(path, work, ["--engine", "spark"])
+        table.add_row("replay --engine spark (the tasks on Spark, local[*])", f"{k_elapsed:.1f}",
+                      f"{rows / k_elapsed / 1e6:.3f}", f"{rows / k_elapsed / duck_rate:.3f}" if duck_rate else "",
+                      f"java {k_peak.java / 1024:.0f} + python {k_peak.python / 1024:.0f}")
+        results.update(spark_s=k_elapsed, spark_java_hwm_kib=k_peak.java, spark_python_hwm_kib=k_peak.python)
     if args.package_path:
         b_elapsed, b_peak, _ = run_replay(path, work, [], args.package_path)
         table.add_row(f"the same, package from {args.package_path}", f"{b_elapsed:.1f}", f"{rows / b_elapsed / 1e6:.3f}",

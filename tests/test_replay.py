@@ -159,3 +159,27 @@ def test_line_numbers_are_exact_when_a_file_is_read_in_many_splits(spark, tmp_pa
     valid, rejected = journal.read(spark, str(path), split_bytes=7000)  # ~40 splits, most mid-line
     assert [r["line"] for r in lines.rejections(rejected)] == [i for i in range(1, 200) if i % 17 == 0]
     assert valid.count() == 199 - 11
+
+
+def test_parquet_journal_replays_without_spark_as_on_spark(spark, tmp_path, capsys):
+    src = tmp_path / "in"
+    src.mkdir()
+    flatten(read_jsonl(EXAMPLES / "journal.jsonl")).to_parquet(src / "journal.parquet")  # two clusters
+    local, on_spark = tmp_path / "local.parquet", tmp_path / "spark.parquet"
+    assert main(["replay", "--config", CONF, "--input", str(src), "--output", str(local)]) == 0
+    assert "without Spark" in capsys.readouterr().err
+    assert main(["replay", "--config", CONF, "--input", str(src), "--output", str(on_spark), "--engine", "spark"]) == 0
+    assert "starting Spark" in capsys.readouterr().err
+    got, expected = (spark.read.parquet(str(p)).drop("decided_at") for p in (local, on_spark))
+    assert got.count() == 400
+    assert_df_equality(got, expected, ignore_row_order=True)
+
+
+def test_a_local_engine_asked_for_what_only_spark_does_is_refused(tmp_path, capsys):
+    out = tmp_path / "d.jsonl"
+    code = main(["replay", "--config", CONF, "--input", str(EXAMPLES / "journal.jsonl"), "--output", str(out),
+                 "--engine", "local"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and not out.exists()
+    assert err == ["error: --engine local cannot read JSONL journal files (Spark parses and checks them); "
+                   "use --engine spark (or auto)"]

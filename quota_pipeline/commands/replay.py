@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 from pathlib import Path
@@ -13,7 +14,7 @@ from quota_pipeline.core.display import text as shown, visible
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "replay",
-        help="replay a snapshot journal through the decision logic, in batch on Spark",
+        help="replay a snapshot journal through the decision logic, in batch (on Spark, or this host's cores)",
         description="Replay snapshot journals (JSONL, optionally .gz, or flattened Parquet; a file or a "
                     "directory of them; clusters may be interleaved) through the same decision logic as the "
                     "streaming job. Writes one decision record per input snapshot, sorted by cluster then "
@@ -47,7 +48,14 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "time with throttle episodes shaded, the log dir closest to the hard limit against the "
                         "limit lines, a per-broker heat map of the least available ratio, and the sweep "
                         "comparison with --sweep (needs matplotlib: pip install 'quota-pipeline[charts]')")
-    p.add_argument("--master", default=None, help="Spark master (default local[*])")
+    p.add_argument("--master", default=None, help="Spark master (default local[*]); a cluster's master (spark://, "
+                   "yarn, k8s://) runs the replay there")
+    p.add_argument("--engine", choices=("auto", "local", "spark"), default="auto",
+                   help="who runs the clusters' tasks: 'local', this host's processes (one per core) without starting "
+                        "Spark, for Parquet journals and a Parquet OUT; 'spark', Spark's tasks (needed for JSONL "
+                        "journals, a .jsonl OUT, --report, or another host's cores); 'auto' (default) picks local "
+                        "when it can and no --master other than local[...] is given. Both run the same tasks: the "
+                        "records are the same")
     p.add_argument("--driver-memory", default="2g",
                    help="memory of the local Spark driver's JVM (default 2g). The records never pass through it: "
                         "each cluster's task reads, decides and writes in Python, a million rows at a time, so "
@@ -64,14 +72,19 @@ def run(args: argparse.Namespace) -> int:
     try:
         staged = _staged(args)  # noqa: F841 - an s3:// journal's local copy, kept until the command ends
         sweep = _checked(args, conf)
+        engine = _engine(args)
     except _UsageError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     settings = Settings.of(conf)
     started = time.monotonic()
-    say(f"replay {args.input} -> {args.output} (starting Spark)")
-    spark = get_session("quota-pipeline-replay", master=args.master,
-                        conf={"spark.driver.memory": args.driver_memory})
+    spark = None
+    if engine == "spark":
+        say(f"replay {args.input} -> {args.output} (starting Spark)")
+        spark = get_session("quota-pipeline-replay", master=args.master,
+                            conf={"spark.driver.memory": args.driver_memory})
+    else:
+        say(f"replay {args.input} -> {args.output} (on this host's {os.cpu_count() or 1} core(s), without Spark)")
     result = replay.run(spark, settings, args.input, args.output, strict=args.strict,
                         cluster_name=conf.cluster_name, sweep=sweep, report=args.report is not None)
     if result.rejected:
@@ -91,6 +104,23 @@ def run(args: argparse.Namespace) -> int:
                                      encoding="utf-8")
         say(f"report written to {args.report}")
     return 0
+
+
+def _engine(args: argparse.Namespace) -> str:
+    """'local' or 'spark' for --engine (auto: local unless only Spark can run this replay or a remote master is
+    asked); a local engine asked for what only Spark does is a _UsageError."""
+    from quota_pipeline.replay.job import needs_spark
+
+    why = needs_spark(args.input, args.output, args.report is not None)
+    if args.engine == "local":
+        if why:
+            raise _UsageError(f"--engine local cannot {why}; use --engine spark (or auto)")
+        if args.master and not args.master.startswith("local"):
+            raise _UsageError(f"--engine local runs on this host, not on --master {args.master}; leave one out")
+        return "local"
+    if args.engine == "spark" or why or (args.master and not args.master.startswith("local")):
+        return "spark"
+    return "local"
 
 
 class _UsageError(Exception):

@@ -139,6 +139,113 @@ def _one_row(values: pa.Array | pa.ChunkedArray) -> pa.ListArray:
     return pa.ListArray.from_arrays(pa.array([0, len(values)], pa.int32()), values)
 
 
+@dataclass
+class Readings:
+    """A chunk's kept snapshots and their volume rows, in the kernel's terms where no carried state is needed."""
+
+    t: np.ndarray                 # per kept snapshot: its time (µs)
+    ok: np.ndarray                # ... whether its poll succeeded
+    status: pa.Array              # ... its status (its first row that has one)
+    brokers: pa.Array             # ... its brokers list (idem)
+    fenced: pa.Array              # ... its fenced brokers list (idem)
+    rows_at: np.ndarray           # its volume rows begin at rows_at[i] (one more entry: their end)
+    vrows: np.ndarray             # the volume rows' rows in the chunk's table
+    dirs: pa.DictionaryArray      # ... their log dirs
+    row_b: np.ndarray             # ... their broker ids
+    partitions: pa.Array          # ... their top partitions
+    total: np.ndarray             # ... their bytes (0 when offline)
+    available: np.ndarray
+    offline: np.ndarray           # ... a reading without bytes, or with an error: an offline report
+
+
+@dataclass
+class Prepared:
+    """A chunk's rows in (time, file, offset, line) order, grouped into snapshots and checked against the rules,
+    with the readings of the snapshots kept (None: none kept). It needs nothing a previous chunk carried, so replay
+    prepares the next chunk on another core while this one is decided."""
+
+    table: pa.Table
+    t: np.ndarray
+    starts: np.ndarray           # each snapshot's first row
+    code: np.ndarray             # per snapshot: the first rule it breaks (VALID: none)
+    valid: np.ndarray            # per snapshot: code == VALID
+    vs: np.ndarray               # the valid snapshots
+    repeat: np.ndarray           # per valid snapshot: the same time as the valid one before it (a duplicate)
+    first_of_run: np.ndarray     # per valid snapshot: the first valid one of its time (index into vs)
+    readings: Readings | None
+
+
+def prepare(table: pa.Table, t: np.ndarray) -> Prepared:
+    """A chunk's rows (this cluster's, with ORIGIN columns; `t`: their times) sorted, grouped, checked and, for the
+    snapshots kept, read into the kernel's columns."""
+    files = table.column("_file").combine_chunks()  # dictionary-encoded by _read: no string per row
+    names = files.dictionary.to_pylist()
+    rank = np.argsort(np.argsort(np.array(names, dtype=object)))  # file names in sorted order
+    file_rank = rank[files.indices.to_numpy(zero_copy_only=False)] if len(names) else np.zeros(0, np.int64)
+    offsets = table.column("_offset").to_numpy()
+    lines = table.column("_line").to_numpy()
+    if not _lex_sorted((t, file_rank, offsets, lines)):
+        order = np.lexsort((lines, offsets, file_rank, t))
+        table, t, file_rank = take_runs(table, order), t[order], file_rank[order]
+    n = table.num_rows
+    # Snapshots: one (time, file) each; rows of a snapshot are consecutive now.
+    new = np.ones(n, bool)
+    new[1:] = (t[1:] != t[:-1]) | (file_rank[1:] != file_rank[:-1])
+    starts = np.flatnonzero(new)
+    snap_of = np.cumsum(new) - 1
+    code = np.full(n, VALID, np.int64)
+    _snapshot_codes(table, starts, snap_of, code)
+    _volume_codes(table, starts, snap_of, code)
+    code = np.minimum.reduceat(code, starts)
+    # The same time from another file is a duplicate of the first valid one (by file, then line).
+    # Valid snapshots are in (time, file) order: a duplicate follows the first of its time directly.
+    valid = code == VALID
+    vs = np.flatnonzero(valid)
+    vt = t[starts[vs]]
+    repeat = np.zeros(len(vs), bool)
+    repeat[1:] = vt[1:] == vt[:-1]
+    first_of_run = np.maximum.accumulate(np.where(repeat, 0, np.arange(len(vs))))
+    first_of_time = np.ones(len(starts), bool)
+    first_of_time[vs[repeat]] = False
+    keep = valid & first_of_time
+    readings = _readings(table, t, starts, snap_of, keep) if keep.any() else None
+    return Prepared(table, t, starts, code, valid, vs, repeat, first_of_run, readings)
+
+
+def _readings(table: pa.Table, t: np.ndarray, starts: np.ndarray, snap_of: np.ndarray, keep: np.ndarray) -> Readings:
+    first_rows = starts[keep]
+    # A snapshot's status and broker lists are those of its first row that has them.
+    status = _first_non_null(table.column("status"), starts, keep)
+    ok = pc.equal(status, "SUCCESS").fill_null(False).to_numpy(zero_copy_only=False)
+    new_index = np.cumsum(keep) - 1
+    # Every volume row, a failed poll's too: a partial view's readings are observations of the brokers that
+    # answered (a failed poll that reached none has no volume row).
+    vrows = np.flatnonzero(keep[snap_of] & _np(table.column("broker_id").is_valid()))
+    rows_at = np.searchsorted(new_index[snap_of[vrows]], np.arange(len(first_rows) + 1)) if len(vrows) else \
+        np.zeros(len(first_rows) + 1, np.int64)
+    at = pa.array(vrows)
+    err = table.column("error").combine_chunks().take(at)
+    tot = table.column("total_bytes").combine_chunks().take(at)
+    av = table.column("available_bytes").combine_chunks().take(at)
+    return Readings(
+        t=t[first_rows].astype(np.int64), ok=ok, status=status,
+        brokers=_first_non_null(table.column("brokers"), starts, keep),
+        fenced=_first_non_null(table.column("fenced_brokers"), starts, keep), rows_at=rows_at.astype(np.int64),
+        vrows=vrows, dirs=pc.dictionary_encode(table.column("log_dir").combine_chunks().take(at)),
+        row_b=table.column("broker_id").combine_chunks().take(at).to_numpy(zero_copy_only=False).astype(np.int64),
+        partitions=table.column("top_partitions").combine_chunks().take(at),
+        total=tot.fill_null(0).to_numpy(zero_copy_only=False).astype(np.int64),
+        available=av.fill_null(0).to_numpy(zero_copy_only=False).astype(np.int64),
+        offline=_np(err.is_valid()) | _np(tot.is_null()) | _np(av.is_null()))
+
+
+def _first_non_null(column: pa.ChunkedArray, starts: np.ndarray, keep: np.ndarray) -> pa.Array:
+    col = column.combine_chunks()
+    first = _first_where(_np(col.is_valid()), starts)[keep]
+    first = np.where(first >= len(col), starts[keep], first)  # none has it: the first row (a null)
+    return col.take(pa.array(first))
+
+
 class ClusterPass:
     """Decisions of one cluster (None: the rows without a cluster id), table by table, under the base settings and
     any sweep settings."""
@@ -163,57 +270,25 @@ class ClusterPass:
         return pc.equal(c, self.cluster_id).fill_null(False).to_numpy(zero_copy_only=False)
 
     # ---- the pass ---------------------------------------------------------------------------------------------
-    def decide(self, table: pa.Table, t: np.ndarray | None = None) -> pa.RecordBatch | None:
+    def decide(self, table: pa.Table | Prepared, t: np.ndarray | None = None) -> pa.RecordBatch | None:
         """The records of the flattened rows in `table` (this cluster's, with ORIGIN columns; `t`: their times,
-        else read from observed_us or observed_at), continuing from the carried state. `self.last` then holds the
-        kernel's output under the base settings."""
-        if not table.num_rows:
-            return None
-        return self._chunk(table, times(table) if t is None else t)
+        else read from observed_us or observed_at), or of a chunk `prepare` made of them, continuing from the
+        carried state. `self.last` then holds the kernel's output under the base settings."""
+        if not isinstance(table, Prepared):
+            if not table.num_rows:
+                return None
+            table = prepare(table, times(table) if t is None else t)
+        return self._chunk(table)
 
-    def _chunk(self, table: pa.Table, t: np.ndarray) -> pa.RecordBatch | None:
-        files = table.column("_file").combine_chunks()  # dictionary-encoded by _read: no string per row
-        names = files.dictionary.to_pylist()
-        rank = np.argsort(np.argsort(np.array(names, dtype=object)))  # file names in sorted order
-        file_rank = rank[files.indices.to_numpy(zero_copy_only=False)] if len(names) else np.zeros(0, np.int64)
-        offsets = table.column("_offset").to_numpy()
-        lines = table.column("_line").to_numpy()
-        if not _lex_sorted((t, file_rank, offsets, lines)):
-            order = np.lexsort((lines, offsets, file_rank, t))
-            table, t, file_rank = take_runs(table, order), t[order], file_rank[order]
-        n = table.num_rows
-        # Snapshots: one (time, file) each; rows of a snapshot are consecutive now.
-        new = np.ones(n, bool)
-        new[1:] = (t[1:] != t[:-1]) | (file_rank[1:] != file_rank[:-1])
-        starts = np.flatnonzero(new)
-        snap_of = np.cumsum(new) - 1
-        code = self._codes(table, starts, snap_of)
-        # The same time from another file is a duplicate of the first valid one (by file, then line).
-        # Valid snapshots are in (time, file) order: a duplicate follows the first of its time directly.
-        valid = code == VALID
-        vs = np.flatnonzero(valid)
-        vt = t[starts[vs]]
-        repeat = np.zeros(len(vs), bool)
-        repeat[1:] = vt[1:] == vt[:-1]
-        first_of_run = np.maximum.accumulate(np.where(repeat, 0, np.arange(len(vs))))
-        first_of_time = np.ones(len(starts), bool)
-        first_of_time[vs[repeat]] = False
-        for j in np.flatnonzero(repeat):
-            self._reject_snapshot(table, starts[vs[j]], DUPLICATE, first=starts[vs[first_of_run[j]]])
-        for s in np.flatnonzero(~valid):
-            self._reject_snapshot(table, starts[s], REASONS[code[s]])
-        keep = valid & first_of_time
-        if not keep.any():
+    def _chunk(self, c: Prepared) -> pa.RecordBatch | None:
+        table, t, starts = c.table, c.t, c.starts
+        for j in np.flatnonzero(c.repeat):
+            self._reject_snapshot(table, starts[c.vs[j]], DUPLICATE, first=starts[c.vs[c.first_of_run[j]]])
+        for s in np.flatnonzero(~c.valid):
+            self._reject_snapshot(table, starts[s], REASONS[c.code[s]])
+        if c.readings is None:
             return None
-        return self._decide(table, t, starts, snap_of, keep)
-
-    @staticmethod
-    def _codes(table: pa.Table, starts: np.ndarray, snap_of: np.ndarray) -> np.ndarray:
-        """The first rule each snapshot breaks (VALID when none), as rules.first_problem orders them."""
-        code = np.full(table.num_rows, VALID, np.int64)
-        _snapshot_codes(table, starts, snap_of, code)
-        _volume_codes(table, starts, snap_of, code)
-        return np.minimum.reduceat(code, starts)
+        return self._decide(c)
 
     # ---- rejects ----------------------------------------------------------------------------------------------
     def reject_rows(self, table: pa.Table, code: int) -> None:
@@ -236,32 +311,23 @@ class ClusterPass:
         self.outcome.rejected.append(_rejection(r, reason, at))
 
     # ---- decisions --------------------------------------------------------------------------------------------
-    def _decide(self, table: pa.Table, t: np.ndarray, starts: np.ndarray, snap_of: np.ndarray,
-                keep: np.ndarray) -> pa.RecordBatch:
-        """The kept snapshots (rows from `starts`) through the kernel under every setting; their records."""
-        first_rows = starts[keep]
-        n_snaps = len(first_rows)
-        # A snapshot's status and broker lists are those of its first row that has them.
-        status = self._first_non_null(table.column("status"), starts, keep)
-        ok = pc.equal(status, "SUCCESS").fill_null(False).to_numpy(zero_copy_only=False)
-        new_index = np.cumsum(keep) - 1
-        # Every volume row, a failed poll's too: a partial view's readings are observations of the brokers that
-        # answered (a failed poll that reached none has no volume row).
-        vol = keep[snap_of] & _np(table.column("broker_id").is_valid())
-        vrows = np.flatnonzero(vol)
-        key_broker_id, key_name, carried_key_of, row_key = self._log_dirs(table, vrows)
-        broker_ids, lists, key_broker, carried_broker_of = self._brokers(
-            key_broker_id, self._first_non_null(table.column("brokers"), starts, keep),
-            self._first_non_null(table.column("fenced_brokers"), starts, keep))
+    def _decide(self, c: Prepared) -> pa.RecordBatch:
+        """The kept snapshots of a prepared chunk through the kernel under every setting; their records."""
+        r = c.readings
+        assert r is not None
+        n_snaps = len(r.t)
+        key_broker_id, key_name, carried_key_of, row_key = self._log_dirs(r.dirs, r.row_b)
+        broker_ids, lists, key_broker, carried_broker_of = self._brokers(key_broker_id, r.brokers, r.fenced)
         # Readings this chunk: their rows in a partitions table that begins with the carried readings'.
         carried = len(self.partitions)
-        parts_all = pa.concat_arrays([self.partitions, table.column("top_partitions").combine_chunks()
-                                      .take(pa.array(vrows))]) if len(vrows) or carried else self.partitions
-        rows_at = np.searchsorted(new_index[snap_of[vrows]], np.arange(n_snaps + 1)) if len(vrows) else \
-            np.zeros(n_snaps + 1, np.int64)
+        parts_all = pa.concat_arrays([self.partitions, r.partitions]) if len(r.vrows) or carried else \
+            self.partitions
         # Their topics, taken only for the rows a stop or the carried state needs (a row of a reading a stop refuses).
-        topics = RowTopics(self.topics, table.column("topics"), vrows)
-        chunk = _kernel_chunk(table, vrows, t[first_rows], ok, lists, rows_at, row_key, carried, key_broker)
+        topics = RowTopics(self.topics, c.table.column("topics"), r.vrows)
+        chunk = kernel.Chunk(
+            t=r.t, ok=r.ok, brokers_at=lists[0], brokers=lists[1], fenced_at=lists[2], fenced=lists[3],
+            rows_at=r.rows_at, key=row_key.astype(np.int64), total=r.total, available=r.available, offline=r.offline,
+            row=np.arange(carried, carried + len(r.vrows), dtype=np.int64), key_broker=key_broker.astype(np.int64))
         if self.states is None:
             self.states = [kernel.State.empty(len(key_broker_id), len(broker_ids)) for _ in self.params]
         else:
@@ -277,21 +343,19 @@ class ClusterPass:
         for decided, o, p in zip(self.outcome.decided, outs, self.params):
             decided.append((o.factor, o.source == kernel.FALLBACK, o.violations, o.min_ratio,
                             least_headroom(chunk, p)))
-        batch = self._records(outs[0], chunk, status, key_broker_id, key_name, broker_ids, parts_all, topics)
+        batch = self._records(outs[0], chunk, r.status, key_broker_id, key_name, broker_ids, parts_all, topics)
         self._carry(key_broker_id, key_name, broker_ids, parts_all, topics)
         return batch
 
-    def _log_dirs(self, table: pa.Table, vrows: np.ndarray) -> tuple[np.ndarray, ...]:
+    def _log_dirs(self, dirs: pa.DictionaryArray, row_b: np.ndarray) -> tuple[np.ndarray, ...]:
         """Log dirs numbered in (broker_id, log_dir) order, the carried ones included: (broker id and name of each
-        number, each carried log dir's new number, each volume row's number)."""
-        dirs = pc.dictionary_encode(table.column("log_dir").combine_chunks().take(pa.array(vrows)))
+        number, each carried log dir's new number, each volume row's number). `dirs`, `row_b`: the volume rows'
+        log dirs (dictionary-encoded) and broker ids."""
         names = np.concatenate([self.keys[1], np.asarray(dirs.dictionary.to_pylist(), dtype=object)])
         uniq_names = np.array(sorted(set(names.tolist())), dtype=object)
         name_rank = {v: i for i, v in enumerate(uniq_names)}
         rank_of_dict = np.array([name_rank[v] for v in dirs.dictionary.to_pylist()], dtype=np.int64)
-        row_b = table.column("broker_id").combine_chunks().take(pa.array(vrows)).to_numpy(zero_copy_only=False) \
-            .astype(np.int64)
-        row_d = rank_of_dict[dirs.indices.to_numpy(zero_copy_only=False)] if len(vrows) else np.zeros(0, np.int64)
+        row_d = rank_of_dict[dirs.indices.to_numpy(zero_copy_only=False)] if len(row_b) else np.zeros(0, np.int64)
         carried_d = np.array([name_rank[v] for v in self.keys[1]], dtype=np.int64)
         all_b = np.concatenate([self.keys[0], row_b])
         all_d = np.concatenate([carried_d, row_d])
@@ -312,13 +376,6 @@ class ClusterPass:
         k_n, b_n, f_n = len(key_broker_id), len(b_vals), len(f_vals)
         lists = (b_at, inverse[k_n:k_n + b_n], f_at, inverse[k_n + b_n:k_n + b_n + f_n])
         return broker_ids, lists, inverse[:k_n], inverse[k_n + b_n + f_n:]
-
-    @staticmethod
-    def _first_non_null(column: pa.ChunkedArray, starts: np.ndarray, keep: np.ndarray) -> pa.Array:
-        col = column.combine_chunks()
-        first = _first_where(_np(col.is_valid()), starts)[keep]
-        first = np.where(first >= len(col), starts[keep], first)  # none has it: the first row (a null)
-        return col.take(pa.array(first))
 
     # ---- the carried state as bytes (the streaming job keeps it in Spark's state store) ------------------------
     def to_bytes(self) -> bytes:
@@ -641,23 +698,6 @@ def _duplicate_volumes(bid: pa.ChunkedArray, ldir: pa.ChunkedArray, vrows: np.nd
     dup = np.zeros(len(snap_of), bool)
     dup[vrows[sk][1:][same]] = True
     return dup
-
-
-def _kernel_chunk(table: pa.Table, vrows: np.ndarray, t: np.ndarray, ok: np.ndarray, lists: tuple,
-                  rows_at: np.ndarray, row_key: np.ndarray, carried: int, key_broker: np.ndarray) -> kernel.Chunk:
-    """The kernel's input: the snapshots' times, statuses and broker lists, and their volume rows' readings (a
-    reading without bytes, or with an error, is an offline report)."""
-    err = table.column("error").combine_chunks().take(pa.array(vrows))
-    tot = table.column("total_bytes").combine_chunks().take(pa.array(vrows))
-    av = table.column("available_bytes").combine_chunks().take(pa.array(vrows))
-    offline = _np(err.is_valid()) | _np(tot.is_null()) | _np(av.is_null())
-    b_at, b_numbers, f_at, f_numbers = lists
-    return kernel.Chunk(
-        t=t.astype(np.int64), ok=ok, brokers_at=b_at, brokers=b_numbers, fenced_at=f_at, fenced=f_numbers,
-        rows_at=rows_at.astype(np.int64), key=row_key.astype(np.int64),
-        total=tot.fill_null(0).to_numpy(zero_copy_only=False).astype(np.int64),
-        available=av.fill_null(0).to_numpy(zero_copy_only=False).astype(np.int64), offline=offline,
-        row=np.arange(carried, carried + len(vrows), dtype=np.int64), key_broker=key_broker.astype(np.int64))
 
 
 def filled_bytes(chunk: kernel.Chunk, used: np.ndarray, carried_key_of: np.ndarray,

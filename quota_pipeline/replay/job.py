@@ -1,43 +1,51 @@
 """Batch replay: journal files in, one decision record per snapshot out (JSONL or Parquet).
 
-Spark schedules one task per cluster; each task reads its cluster's rows with pyarrow in time chunks
-(replay/cluster_files.py) and decides them (core/cluster_pass.py over core/kernel.py), so no Python runs per volume
-row and memory is bounded by a chunk. JSONL is parsed and checked by Spark SQL first (journal/spark_reader.py) and staged as flattened
-Parquet; Parquet journals (the job's compacted periods, exports) are read as they are.
+One task per cluster reads its cluster's rows with pyarrow in time chunks (replay/cluster_files.py) and decides
+them (core/cluster_pass.py over core/kernel.py), so no Python runs per volume row and memory is bounded by a chunk.
+Spark schedules the tasks (`spark` given); on one host, Parquet in and Parquet out, a pool of this host's processes
+runs the very same tasks without Spark (`spark` None: no JVM to start, no first job). JSONL is parsed and checked
+by Spark SQL first (journal/spark_reader.py) and staged as flattened Parquet; Parquet journals (the job's compacted
+periods, exports) are read as they are.
 """
 from __future__ import annotations
 
 import datetime as dt
 import json
+import multiprocessing
+import os
 import shutil
 import uuid
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterator
+from typing import TYPE_CHECKING, Iterator
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
-from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql import functions as F
 
 from quota_pipeline.core.clock import SYSTEM
 from quota_pipeline.core.config import Limit
 from quota_pipeline.core.record import SCHEMA_VERSION
 from quota_pipeline.core.settings import Settings
-from quota_pipeline.journal import lines
-from quota_pipeline.journal import spark_reader as journal
-from quota_pipeline.replay import report_frames
+from quota_pipeline.journal.inputs import find_inputs
 from quota_pipeline.replay import sweep as sweeps
 from quota_pipeline.core.model import epoch_micros
 from quota_pipeline.core.cluster_pass import RECORD, UTC_US
 from quota_pipeline.replay.cluster_files import ClusterFiles, Task
+
+if TYPE_CHECKING:  # Spark is imported where it runs: a replay without it starts sooner
+    from pyspark.sql import DataFrame, SparkSession
+
+    from quota_pipeline.replay import report_frames
 
 TIME_FORMAT = "yyyy-MM-dd'T'HH:mm:ss.SSS'Z'"
 
 
 def as_json_columns(records: DataFrame) -> DataFrame:
     """Timestamps as the record's ISO-8601 strings (model.format_time)."""
+    from pyspark.sql import functions as F
+
     out = records
     for name in ("observed_at", "decided_at", "valid_until", "throttled_since"):
         out = out.withColumn(name, F.date_format(name, TIME_FORMAT))
@@ -57,10 +65,15 @@ class ReplayResult:
     report: report_frames.ReportFrames | None = None
 
 
-def run(spark: SparkSession, settings: Settings, input_path: str, output: str, strict: bool = False,
+def run(spark: SparkSession | None, settings: Settings, input_path: str, output: str, strict: bool = False,
         cluster_name: str | None = None, sweep: sweeps.Sweep | None = None, report: bool = False) -> ReplayResult:
     """Decisions for every snapshot under `input_path` into `output`; with `sweep`, also what each of its settings
-    does over the same read (OUT.sweep.json); with `report`, the frames report.render draws."""
+    does over the same read (OUT.sweep.json); with `report`, the frames report.render draws. `spark` None: the
+    clusters' tasks run in this host's processes (needs_spark says when that cannot be)."""
+    if spark is None:
+        why = needs_spark(input_path, output, report)
+        if why:
+            raise ValueError(f"replay without Spark cannot {why}")
     out = Path(output)
     out.parent.mkdir(parents=True, exist_ok=True)
     staging = out.parent / f"{out.name}.staging-{uuid.uuid4().hex}"  # Spark skips dot-names
@@ -70,7 +83,7 @@ def run(spark: SparkSession, settings: Settings, input_path: str, output: str, s
         shutil.rmtree(staging, ignore_errors=True)
 
 
-def _run(spark: SparkSession, settings: Settings, input_path: str, out: Path, staging: Path, strict: bool,
+def _run(spark: SparkSession | None, settings: Settings, input_path: str, out: Path, staging: Path, strict: bool,
          cluster_name: str | None, sweep: sweeps.Sweep | None, report: bool) -> ReplayResult:
     output = str(out)
     files, rejections = _stage(spark, input_path, staging)
@@ -101,16 +114,34 @@ def _run(spark: SparkSession, settings: Settings, input_path: str, out: Path, st
         sweep_path.write_text(json.dumps([r.to_json() for r in result.sweep], indent=1) + "\n", encoding="utf-8")
         result.sweep_path = str(sweep_path)
     if report:
+        from pyspark.sql import functions as F
+
+        from quota_pipeline.journal import spark_reader as journal
+        from quota_pipeline.replay import report_frames
+
         decided = spark.read.parquet(output) if not output.endswith(".jsonl") else \
             spark.read.json(output).withColumn("observed_at", F.to_timestamp("observed_at"))
         result.report = report_frames.collect(journal.flat_volumes(spark, files), decided, settings)
     return result
 
 
-def _stage(spark: SparkSession, input_path: str, staging: Path) -> tuple[list[str], list[dict]]:
+def needs_spark(input_path: str, output: str, report: bool) -> str | None:
+    """Why this replay needs Spark (what only Spark does here), or None when its tasks can run without it."""
+    if find_inputs(input_path).jsonl:
+        return "read JSONL journal files (Spark parses and checks them)"
+    if output.endswith(".jsonl"):
+        return "write a .jsonl output (Spark writes it)"
+    if report:
+        return "draw --report (Spark gathers its frames)"
+    return None
+
+
+def _stage(spark: SparkSession | None, input_path: str, staging: Path) -> tuple[list[str], list[dict]]:
     """The flattened Parquet files to decide and the rejections found on the way: JSON is parsed and checked by
     Spark once, and its valid snapshots go on as flattened Parquet under `staging`."""
-    inputs = journal.find_inputs(input_path)
+    from quota_pipeline.journal import lines, spark_reader as journal
+
+    inputs = find_inputs(input_path)
     files = [f for group in inputs.parquet for f in group]
     rejections = [{"file": f, "line": 0, "reason": why, "text": None} for f, why in inputs.unreadable]
     if inputs.jsonl:
@@ -122,24 +153,33 @@ def _stage(spark: SparkSession, input_path: str, staging: Path) -> tuple[list[st
     return files, rejections
 
 
-def _decide(spark: SparkSession, tasks: list[Task], settings: Settings, swept: list[Settings], staging: Path,
-            cluster_name: str | None) -> tuple[Path, Path]:
-    """(outcomes directory, records directory) once every cluster task ran. Partition i runs task i and writes
-    its cluster's records, in time order, as part file i with pyarrow: Spark schedules the tasks and carries only
-    their counts, no record passes through the JVM."""
+def _decide(spark: SparkSession | None, tasks: list[Task], settings: Settings, swept: list[Settings],
+            staging: Path, cluster_name: str | None) -> tuple[Path, Path]:
+    """(outcomes directory, records directory) once every cluster task ran. Task i writes its cluster's records,
+    in time order, as part file i with pyarrow. Spark schedules the tasks and carries only their counts, no record
+    passes through the JVM; without Spark, up to one process per core runs them (one cluster: this process)."""
     side = staging / "tasks"
     side.mkdir(parents=True, exist_ok=True)
     parts = staging / "records"
     parts.mkdir(parents=True)
-    task = _cluster_tasks([t.to_json() for t in tasks], settings, swept, str(side), str(parts), cluster_name,
-                          SYSTEM.now())
-    spark.range(0, max(1, len(tasks)), numPartitions=max(1, len(tasks))) \
-        .mapInArrow(task, "n long, snapshots long").collect()
+    plan = ClusterTasks(tuple(t.to_json() for t in tasks), settings, tuple(swept), str(side), str(parts),
+                        cluster_name, SYSTEM.now())
+    n = max(1, len(tasks))
+    if spark is not None:
+        spark.range(0, n, numPartitions=n).mapInArrow(plan.map_in_arrow, "n long, snapshots long").collect()
+    elif n == 1:
+        plan.decide(0)
+    else:
+        # spawn: a forked child of a process whose pyarrow threads ran can hang on their locks.
+        with ProcessPoolExecutor(min(n, os.cpu_count() or 1), mp_context=multiprocessing.get_context("spawn")) as pool:
+            list(pool.map(plan.decide, range(n)))
     return side, parts
 
 
 def _task_rejections(outcomes: list[dict]) -> list[dict]:
     """The tasks' rejections with line numbers in their source files (a duplicate names its first's line too)."""
+    from quota_pipeline.journal import lines
+
     numbers = lines.LineNumbers()
     out = []
     for o in outcomes:
@@ -181,31 +221,44 @@ def plan_tasks(files: list[str]) -> list[Task]:
     return [Task(c, tuple(dict.fromkeys(fs))) for c, fs in sorted(holders.items(), key=lambda kv: kv[0] or "")]
 
 
-def _cluster_tasks(tasks: list[str], settings: Settings, swept: list[Settings], side: str, parts: str,
-                   cluster_name: str | None, decided_at: dt.datetime):
-    """The mapInArrow function over spark.range: task n decides its cluster into `parts`/part-n.parquet and leaves
-    its rejects, summary and sweep in `side`/n.json."""
-    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+@dataclass(frozen=True)
+class ClusterTasks:
+    """Replay's tasks: task n decides its cluster into `parts`/part-n.parquet and leaves its rejects, summary and
+    sweep in `side`/n.json. Picklable: Spark's workers or this host's processes run them."""
+
+    tasks: tuple[str, ...]
+    settings: Settings
+    swept: tuple[Settings, ...]
+    side: str
+    parts: str
+    cluster_name: str | None
+    decided_at: dt.datetime
+
+    def decide(self, n: int) -> int:
+        """Task n run: its cluster's snapshots decided and written; how many."""
+        p = ClusterFiles(Task.from_json(self.tasks[n]) if n < len(self.tasks) else Task("", ()), self.settings,
+                         self.swept)
+        schema = record_schema(self.settings)
+        with pq.ParquetWriter(str(Path(self.parts) / f"part-{n:05d}.parquet"), schema, compression="zstd") as writer:
+            for decided in p.batches():
+                writer.write_batch(complete(decided, self.settings, self.cluster_name, self.decided_at, schema))
+        o = p.outcome
+        t, failed, factor, fallback, violations, _, _ = o.series(0)
+        written = o.written()
+        sweep = []
+        for i in range(1, len(self.swept) + 1):
+            _, _, factor_i, fallback_i, _, ratio_i, headroom_i = o.series(i)
+            sweep.append(sweeps.episode_metrics(t, factor_i, fallback_i, ratio_i, headroom_i, written))
+        (Path(self.side) / f"{n:06d}.json").write_text(json.dumps({
+            "cluster_id": p.task.cluster_id, "snapshots": o.snapshots, "rejected": o.rejected,
+            "sweep": sweep, "summary": sweeps.cluster_summary(t, factor, fallback, violations, failed)}))
+        return o.snapshots
+
+    def map_in_arrow(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        """The mapInArrow function over spark.range: each id's task run."""
         for batch in batches:
             for n in batch.column("id").to_pylist():
-                p = ClusterFiles(Task.from_json(tasks[n]) if n < len(tasks) else Task("", ()), settings, swept)
-                schema = record_schema(settings)
-                with pq.ParquetWriter(str(Path(parts) / f"part-{n:05d}.parquet"), schema,
-                                      compression="zstd") as writer:
-                    for decided in p.batches():
-                        writer.write_batch(complete(decided, settings, cluster_name, decided_at, schema))
-                o = p.outcome
-                t, failed, factor, fallback, violations, _, _ = o.series(0)
-                written = o.written()
-                sweep = []
-                for i in range(1, len(swept) + 1):
-                    _, _, factor_i, fallback_i, _, ratio_i, headroom_i = o.series(i)
-                    sweep.append(sweeps.episode_metrics(t, factor_i, fallback_i, ratio_i, headroom_i, written))
-                (Path(side) / f"{n:06d}.json").write_text(json.dumps({
-                    "cluster_id": p.task.cluster_id, "snapshots": o.snapshots, "rejected": o.rejected,
-                    "sweep": sweep, "summary": sweeps.cluster_summary(t, factor, fallback, violations, failed)}))
-                yield pa.RecordBatch.from_pydict({"n": [n], "snapshots": [o.snapshots]})
-    return run
+                yield pa.RecordBatch.from_pydict({"n": [n], "snapshots": [self.decide(n)]})
 
 
 def _limit_type(limit: Limit | None) -> pa.DataType:

@@ -173,6 +173,20 @@ class Out:
     stop_row: np.ndarray = None   # the row of each one's reading (its topics), NONE when it has none
 
 
+@numba.njit(cache=True, nogil=True)
+def filled(key: np.ndarray, used: np.ndarray, snap: np.ndarray, last: np.ndarray, snapshots: int) -> np.ndarray:
+    """Per snapshot, the bytes its log dirs grew by since their previous readings (replay's deferred bytes): rows in
+    time order, each a reading of log dir key[i] with used[i] bytes in snapshot snap[i]; `last` (per log dir, NaN:
+    none yet) is updated in place. Whole bytes as doubles: the sums are exact in any order."""
+    out = np.zeros(snapshots)
+    for i in range(len(key)):
+        before = last[key[i]]
+        if not np.isnan(before) and used[i] > before:
+            out[snap[i]] += used[i] - before
+        last[key[i]] = used[i]
+    return out
+
+
 def run(state: State, chunk: Chunk, params: Params) -> Out:
     """Advance `state` (in place) over `chunk`; what each snapshot decided."""
     s = len(chunk.t)

@@ -15,7 +15,7 @@ import multiprocessing
 import os
 import shutil
 import uuid
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterator
@@ -239,9 +239,16 @@ class ClusterTasks:
         p = ClusterFiles(Task.from_json(self.tasks[n]) if n < len(self.tasks) else Task("", ()), self.settings,
                          self.swept)
         schema = record_schema(self.settings)
-        with pq.ParquetWriter(str(Path(self.parts) / f"part-{n:05d}.parquet"), schema, compression="zstd") as writer:
+        with pq.ParquetWriter(str(Path(self.parts) / f"part-{n:05d}.parquet"), schema, compression="zstd") as writer, \
+                ThreadPoolExecutor(1, thread_name_prefix="write") as written:
+            pending = None  # a chunk's records are compressed and written while the next chunk is decided
             for decided in p.batches():
-                writer.write_batch(complete(decided, self.settings, self.cluster_name, self.decided_at, schema))
+                batch = complete(decided, self.settings, self.cluster_name, self.decided_at, schema)
+                if pending is not None:
+                    pending.result()
+                pending = written.submit(writer.write_batch, batch)
+            if pending is not None:
+                pending.result()
         o = p.outcome
         t, failed, factor, fallback, violations, _, _ = o.series(0)
         written = o.written()

@@ -788,8 +788,11 @@ def take_runs(table: pa.Table, order: np.ndarray) -> pa.Table:
     """table.take(order), by slices where the order keeps runs of consecutive rows: a journal written almost in
     time order (failed polls appended at the end, the rows of another file) moves a few rows, not every row."""
     cuts = np.flatnonzero(np.diff(order) != 1) + 1
-    if len(cuts) > len(order) // 64:  # many short runs: one gather is cheaper than many slices
-        return table.take(pa.array(order))
+    # Dictionary columns read from several row groups share one dictionary first: concatenating slices of columns
+    # with different dictionaries unifies them slice by slice (2.5 s for 2,000 runs of a 1M-row chunk).
+    table = table.unify_dictionaries()
+    if len(cuts) > 64:  # many runs: one gather (over whole columns: a chunked one gathers chunk by chunk)
+        return table.combine_chunks().take(pa.array(order))
     begins = np.concatenate([[0], cuts])
     ends = np.append(cuts, len(order))
     return pa.concat_tables([table.slice(order[b], e - b) for b, e in zip(begins, ends)]).combine_chunks()

@@ -57,7 +57,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "when it can and no --master other than local[...] is given. Both run the same tasks: the "
                         "records are the same")
     p.add_argument("--driver-memory", default="2g",
-                   help="memory of the local Spark driver's JVM (default 2g). The records never pass through it: "
+                   help="with Spark (--engine spark, JSONL, --report): memory of the local Spark driver's JVM "
+                        "(default 2g). The records never pass through it: "
                         "each cluster's task reads, decides and writes in Python, a million rows at a time, so "
                         "100M rows replay in 2g (about 2.3 GiB of Python memory on top)")
     p.set_defaults(func=run)

@@ -68,8 +68,6 @@ class Metrics:
                                     registry=r)
         self.last_decision = Gauge("quota_pipeline_last_decision_timestamp_seconds",
                                    "decided_at of the last record published", c, registry=r)
-        self.last_acknowledged = Gauge("quota_pipeline_last_acknowledged_decision_timestamp_seconds",
-                                       "When the output cluster last acknowledged a decision record", c, registry=r)
         self.validity = Gauge("quota_pipeline_validity_seconds", "Configured throttle.factor.validity.duration", c,
                               registry=r)
         ProcessCollector(registry=r)  # process_start_time_seconds: a job that never published is stale too
@@ -78,6 +76,7 @@ class Metrics:
         self.validities: dict[str, float] = {}  # validity per config_name, set by the job
         self.started = self.clock.now().timestamp()
         self.acknowledged_at: dict[str, float] = {}  # cluster key -> wall time of its last acknowledged record
+        self.ever_acknowledged: set[str] = set()  # keys whose acknowledged_at is an acknowledgement, not the start
         self._volumes: dict[str, set[tuple[str, str]]] = {}
         self._etas: dict[str, set[tuple[str, str]]] = {}
         self._predictive: dict[str, tuple[str, str]] = {}  # cluster key -> labels of its predictive series
@@ -127,9 +126,8 @@ class Metrics:
 
     def acknowledged(self, key: str) -> None:
         """The output cluster acknowledged a decision of `key` (the publisher's delivery callback)."""
-        at = self.clock.now().timestamp()
-        self.acknowledged_at[key] = at
-        self.last_acknowledged.labels(key).set(at)
+        self.acknowledged_at[key] = self.clock.now().timestamp()
+        self.ever_acknowledged.add(key)
 
     def record_journal(self, report: dict) -> None:
         """Update from one journal maintenance report (journal/maintenance.py PassReport.to_json)."""
@@ -191,14 +189,21 @@ SINCE_ACKNOWLEDGED_HELP = ("Seconds since the output cluster last acknowledged a
 DEPRECATED_SINCE_ACKNOWLEDGED = "quota_pipeline_seconds_since_last_acknowledged_decision"
 
 
+ACKNOWLEDGED = "quota_pipeline_last_acknowledged_decision_timestamp_seconds"
+ACKNOWLEDGED_HELP = "When the output cluster last acknowledged a decision record"
+
+
 class _SinceAcknowledged:
-    """Computed at each scrape, so that a stall shows while it lasts (the publisher is blocked meanwhile)."""
+    """Computed at each scrape, so that a stall shows while it lasts (the publisher is blocked meanwhile). The age
+    and the acknowledgement's time come from one reading of acknowledged_at: an acknowledgement arriving during a
+    scrape cannot pair a new age with the previous time."""
 
     def __init__(self, metrics: Metrics) -> None:
         self.metrics = metrics
 
     def describe(self) -> list:
-        return [GaugeMetricFamily(name, help_, labels=["cluster"]) for name, help_ in self._names()]
+        return [GaugeMetricFamily(name, help_, labels=["cluster"])
+                for name, help_ in (*self._names(), (ACKNOWLEDGED, ACKNOWLEDGED_HELP))]
 
     def collect(self) -> Iterable[GaugeMetricFamily]:
         now = self.metrics.clock.now().timestamp()
@@ -208,6 +213,11 @@ class _SinceAcknowledged:
             for key, at in ages:
                 family.add_metric([key], max(0.0, now - at))
             yield family
+        acknowledged = GaugeMetricFamily(ACKNOWLEDGED, ACKNOWLEDGED_HELP, labels=["cluster"])
+        for key, at in ages:
+            if key in self.metrics.ever_acknowledged:
+                acknowledged.add_metric([key], at)
+        yield acknowledged
 
     @staticmethod
     def _names() -> tuple[tuple[str, str], ...]:

@@ -110,9 +110,10 @@ def run(args: argparse.Namespace) -> int:
 def _engine(args: argparse.Namespace) -> str:
     """'local' or 'spark' for --engine (auto: local unless only Spark can run this replay or a remote master is
     asked); a local engine asked for what only Spark does is a _UsageError."""
+    from quota_pipeline.journal.inputs import find_inputs
     from quota_pipeline.replay.job import needs_spark
 
-    why = needs_spark(args.input, args.output, args.report is not None)
+    why = needs_spark(find_inputs(args.input), args.output, args.report is not None)
     if args.engine == "local":
         if why:
             raise _UsageError(f"--engine local cannot {why}; use --engine spark (or auto)")

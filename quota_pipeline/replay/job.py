@@ -28,7 +28,7 @@ from quota_pipeline.core.clock import SYSTEM
 from quota_pipeline.core.config import Limit
 from quota_pipeline.core.record import SCHEMA_VERSION
 from quota_pipeline.core.settings import Settings
-from quota_pipeline.journal.inputs import find_inputs
+from quota_pipeline.journal.inputs import Inputs, find_inputs
 from quota_pipeline.replay import sweep as sweeps
 from quota_pipeline.core.model import epoch_micros
 from quota_pipeline.core.cluster_pass import RECORD, UTC_US
@@ -70,23 +70,24 @@ def run(spark: SparkSession | None, settings: Settings, input_path: str, output:
     """Decisions for every snapshot under `input_path` into `output`; with `sweep`, also what each of its settings
     does over the same read (OUT.sweep.json); with `report`, the frames report.render draws. `spark` None: the
     clusters' tasks run in this host's processes (needs_spark says when that cannot be)."""
+    inputs = find_inputs(input_path)  # listed once: every Parquet footer is read
     if spark is None:
-        why = needs_spark(input_path, output, report)
+        why = needs_spark(inputs, output, report)
         if why:
             raise ValueError(f"replay without Spark cannot {why}")
     out = Path(output)
     out.parent.mkdir(parents=True, exist_ok=True)
     staging = out.parent / f"{out.name}.staging-{uuid.uuid4().hex}"  # Spark skips dot-names
     try:
-        return _run(spark, settings, input_path, out, staging, strict, cluster_name, sweep, report)
+        return _run(spark, settings, inputs, out, staging, strict, cluster_name, sweep, report)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
 
 
-def _run(spark: SparkSession | None, settings: Settings, input_path: str, out: Path, staging: Path, strict: bool,
+def _run(spark: SparkSession | None, settings: Settings, inputs: Inputs, out: Path, staging: Path, strict: bool,
          cluster_name: str | None, sweep: sweeps.Sweep | None, report: bool) -> ReplayResult:
     output = str(out)
-    files, rejections = _stage(spark, input_path, staging)
+    files, rejections = _stage(spark, inputs, staging)
     swept = list(sweep.settings) if sweep else []
     side, parts = _decide(spark, plan_tasks(files), settings, swept, staging, cluster_name)
     # The tasks find the rejects while the records are written: they are moved into place only when wanted
@@ -125,9 +126,9 @@ def _run(spark: SparkSession | None, settings: Settings, input_path: str, out: P
     return result
 
 
-def needs_spark(input_path: str, output: str, report: bool) -> str | None:
+def needs_spark(inputs: Inputs, output: str, report: bool) -> str | None:
     """Why this replay needs Spark (what only Spark does here), or None when its tasks can run without it."""
-    if find_inputs(input_path).jsonl:
+    if inputs.jsonl:
         return "read JSONL journal files (Spark parses and checks them)"
     if output.endswith(".jsonl"):
         return "write a .jsonl output (Spark writes it)"
@@ -136,12 +137,11 @@ def needs_spark(input_path: str, output: str, report: bool) -> str | None:
     return None
 
 
-def _stage(spark: SparkSession | None, input_path: str, staging: Path) -> tuple[list[str], list[dict]]:
+def _stage(spark: SparkSession | None, inputs: Inputs, staging: Path) -> tuple[list[str], list[dict]]:
     """The flattened Parquet files to decide and the rejections found on the way: JSON is parsed and checked by
     Spark once, and its valid snapshots go on as flattened Parquet under `staging`."""
     from quota_pipeline.journal import lines, spark_reader as journal
 
-    inputs = find_inputs(input_path)
     files = [f for group in inputs.parquet for f in group]
     rejections = [{"file": f, "line": 0, "reason": why, "text": None} for f, why in inputs.unreadable]
     if inputs.jsonl:

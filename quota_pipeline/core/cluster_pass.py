@@ -160,13 +160,16 @@ class Readings:
 
 @dataclass
 class Prepared:
-    """A chunk's rows in (time, file, offset, line) order, grouped into snapshots and checked against the rules,
-    with the readings of the snapshots kept (None: none kept). It needs nothing a previous chunk carried, so replay
-    prepares the next chunk on another core while this one is decided."""
+    """A chunk's rows grouped into snapshots in (time, file, offset, line) order and checked against the rules, with
+    the readings of the snapshots kept (None: none kept). The table stays in the order it was read: `order` maps the
+    sorted positions (starts, t) to its rows, so only the columns a decision needs are taken, and only for the rows
+    it needs. It needs nothing a previous chunk carried, so replay prepares the next chunk on another core while this
+    one is decided."""
 
     table: pa.Table
-    t: np.ndarray
-    starts: np.ndarray           # each snapshot's first row
+    order: np.ndarray | None     # sorted position -> the table's row (None: the table is in that order)
+    t: np.ndarray                # per sorted position: its time
+    starts: np.ndarray           # each snapshot's first sorted position
     code: np.ndarray             # per snapshot: the first rule it breaks (VALID: none)
     valid: np.ndarray            # per snapshot: code == VALID
     vs: np.ndarray               # the valid snapshots
@@ -174,28 +177,35 @@ class Prepared:
     first_of_run: np.ndarray     # per valid snapshot: the first valid one of its time (index into vs)
     readings: Readings | None
 
+    def row(self, position: int) -> int:
+        """The table's row at a sorted position."""
+        return int(position if self.order is None else self.order[position])
+
 
 def prepare(table: pa.Table, t: np.ndarray) -> Prepared:
     """A chunk's rows (this cluster's, with ORIGIN columns; `t`: their times) sorted, grouped, checked and, for the
     snapshots kept, read into the kernel's columns."""
+    # Dictionary columns read from several row groups share one dictionary, so rows of any of them compare and
+    # take alike.
+    table = table.unify_dictionaries()
     files = table.column("_file").combine_chunks()  # dictionary-encoded by _read: no string per row
     names = files.dictionary.to_pylist()
     rank = np.argsort(np.argsort(np.array(names, dtype=object)))  # file names in sorted order
     file_rank = rank[files.indices.to_numpy(zero_copy_only=False)] if len(names) else np.zeros(0, np.int64)
     offsets = table.column("_offset").to_numpy()
     lines = table.column("_line").to_numpy()
+    order = None
     if not _lex_sorted((t, file_rank, offsets, lines)):
         order = np.lexsort((lines, offsets, file_rank, t))
-        table, t, file_rank = take_runs(table, order), t[order], file_rank[order]
+        t, file_rank = t[order], file_rank[order]
     n = table.num_rows
-    # Snapshots: one (time, file) each; rows of a snapshot are consecutive now.
+    # Snapshots: one (time, file) each; their rows are consecutive sorted positions.
     new = np.ones(n, bool)
     new[1:] = (t[1:] != t[:-1]) | (file_rank[1:] != file_rank[:-1])
     starts = np.flatnonzero(new)
     snap_of = np.cumsum(new) - 1
-    code = np.full(n, VALID, np.int64)
-    _snapshot_codes(table, starts, snap_of, code)
-    _volume_codes(table, starts, snap_of, code)
+    code = _sorted(_row_codes(table), order)
+    _snapshot_codes(table, order, starts, snap_of, code)
     code = np.minimum.reduceat(code, starts)
     # The same time from another file is a duplicate of the first valid one (by file, then line).
     # Valid snapshots are in (time, file) order: a duplicate follows the first of its time directly.
@@ -208,28 +218,40 @@ def prepare(table: pa.Table, t: np.ndarray) -> Prepared:
     first_of_time = np.ones(len(starts), bool)
     first_of_time[vs[repeat]] = False
     keep = valid & first_of_time
-    readings = _readings(table, t, starts, snap_of, keep) if keep.any() else None
-    return Prepared(table, t, starts, code, valid, vs, repeat, first_of_run, readings)
+    readings = _readings(table, order, t, starts, snap_of, keep) if keep.any() else None
+    return Prepared(table, order, t, starts, code, valid, vs, repeat, first_of_run, readings)
 
 
-def _readings(table: pa.Table, t: np.ndarray, starts: np.ndarray, snap_of: np.ndarray, keep: np.ndarray) -> Readings:
+def _sorted(values: np.ndarray, order: np.ndarray | None) -> np.ndarray:
+    """Per-row values of the table in sorted order."""
+    return values if order is None else values[order]
+
+
+def _table_rows(positions: np.ndarray, order: np.ndarray | None) -> np.ndarray:
+    """The table's rows at sorted positions."""
+    return positions if order is None else order[positions]
+
+
+def _readings(table: pa.Table, order: np.ndarray | None, t: np.ndarray, starts: np.ndarray, snap_of: np.ndarray,
+              keep: np.ndarray) -> Readings:
     first_rows = starts[keep]
     # A snapshot's status and broker lists are those of its first row that has them.
-    status = _first_non_null(table.column("status"), starts, keep)
+    status = _first_non_null(table.column("status"), order, starts, keep)
     ok = pc.equal(status, "SUCCESS").fill_null(False).to_numpy(zero_copy_only=False)
     new_index = np.cumsum(keep) - 1
     # Every volume row, a failed poll's too: a partial view's readings are observations of the brokers that
     # answered (a failed poll that reached none has no volume row).
-    vrows = np.flatnonzero(keep[snap_of] & _np(table.column("broker_id").is_valid()))
-    rows_at = np.searchsorted(new_index[snap_of[vrows]], np.arange(len(first_rows) + 1)) if len(vrows) else \
+    positions = np.flatnonzero(keep[snap_of] & _sorted(_np(table.column("broker_id").is_valid()), order))
+    rows_at = np.searchsorted(new_index[snap_of[positions]], np.arange(len(first_rows) + 1)) if len(positions) else \
         np.zeros(len(first_rows) + 1, np.int64)
+    vrows = _table_rows(positions, order)
     at = pa.array(vrows)
     err, tot, av = (_rows(table.column(c), at) for c in ("error", "total_bytes", "available_bytes"))
     return Readings(
         t=t[first_rows].astype(np.int64), ok=ok, status=status,
-        brokers=_first_non_null(table.column("brokers"), starts, keep),
-        fenced=_first_non_null(table.column("fenced_brokers"), starts, keep), rows_at=rows_at.astype(np.int64),
-        vrows=vrows, dirs=pc.dictionary_encode(_rows(table.column("log_dir"), at)),
+        brokers=_first_non_null(table.column("brokers"), order, starts, keep),
+        fenced=_first_non_null(table.column("fenced_brokers"), order, starts, keep),
+        rows_at=rows_at.astype(np.int64), vrows=vrows, dirs=pc.dictionary_encode(_rows(table.column("log_dir"), at)),
         row_b=_rows(table.column("broker_id"), at).to_numpy(zero_copy_only=False).astype(np.int64),
         partitions=_rows(table.column("top_partitions"), at),
         total=tot.fill_null(0).to_numpy(zero_copy_only=False).astype(np.int64),
@@ -237,12 +259,15 @@ def _readings(table: pa.Table, t: np.ndarray, starts: np.ndarray, snap_of: np.nd
         offline=_np(err.is_valid()) | _np(tot.is_null()) | _np(av.is_null()))
 
 
-def _first_non_null(column: pa.ChunkedArray, starts: np.ndarray, keep: np.ndarray) -> pa.Array:
+def _first_non_null(column: pa.ChunkedArray, order: np.ndarray | None, starts: np.ndarray,
+                    keep: np.ndarray) -> pa.Array:
+    """Per kept snapshot, the value of its first row that has one (a null when none has)."""
     if not column.null_count:
-        return _rows(column, pa.array(starts[keep]))
-    first = _first_where(_np(column.is_valid()), starts)[keep]
-    first = np.where(first >= len(column), starts[keep], first)  # none has it: the first row (a null)
-    return _rows(column, pa.array(first))
+        first = starts[keep]
+    else:
+        first = _first_where(_sorted(_np(column.is_valid()), order), starts)[keep]
+        first = np.where(first >= len(column), starts[keep], first)  # none has it: the first row (a null)
+    return _rows(column, pa.array(_table_rows(first, order)))
 
 
 def _rows(column: pa.ChunkedArray, rows: pa.Array) -> pa.Array:
@@ -287,11 +312,12 @@ class ClusterPass:
         return self._chunk(table)
 
     def _chunk(self, c: Prepared) -> pa.RecordBatch | None:
-        table, t, starts = c.table, c.t, c.starts
+        table, starts = c.table, c.starts
         for j in np.flatnonzero(c.repeat):
-            self._reject_snapshot(table, starts[c.vs[j]], DUPLICATE, first=starts[c.vs[c.first_of_run[j]]])
+            first = c.row(starts[c.vs[c.first_of_run[j]]])
+            self._reject_snapshot(table, c.row(starts[c.vs[j]]), DUPLICATE, first=first)
         for s in np.flatnonzero(~c.valid):
-            self._reject_snapshot(table, starts[s], REASONS[c.code[s]])
+            self._reject_snapshot(table, c.row(starts[s]), REASONS[c.code[s]])
         if c.readings is None:
             return None
         return self._decide(c)
@@ -637,37 +663,24 @@ def _any(flags: np.ndarray, starts: np.ndarray) -> np.ndarray:
     return np.logical_or.reduceat(flags, starts) if len(flags) else np.zeros(0, bool)
 
 
-def _snapshot_codes(table: pa.Table, starts: np.ndarray, snap_of: np.ndarray, code: np.ndarray) -> None:
-    """The snapshot rules (rules.SNAPSHOT_RULES after the time's) marked on `code`, row by row."""
-    status = table.column("status")
-    st_valid = status.is_valid().to_numpy(zero_copy_only=False)
-    # Statuses of a snapshot must agree (nulls aside): its first non-null status is its status.
-    codes = pc.index_in(status, pa.array(rules.STATUSES)).fill_null(-1).to_numpy(zero_copy_only=False)
-    first = _first_where(st_valid, starts)
-    first_status = np.append(codes, -1)[first]  # -1: no row of the snapshot has a status
-    disagree = st_valid & (codes != first_status[snap_of])
-    _mark(code, _any(disagree, starts)[snap_of], 0)
-    _mark(code, first_status[snap_of] < 0, C_STATUS)
-    success = first_status == rules.STATUSES.index("SUCCESS")
-    brokers = table.column("brokers")
-    has_brokers = _any(brokers.is_valid().to_numpy(zero_copy_only=False), starts)
-    _mark(code, (success & ~has_brokers)[snap_of], C_BROKERS)
-    _mark(code, _null_elements(brokers), C_BROKERS)
+def _row_codes(table: pa.Table) -> np.ndarray:
+    """Per row of the table, in its order, the first rule the row breaks on its own (VALID: none): the broker lists'
+    and top partitions' null elements (rules.SNAPSHOT_RULES), the volume rules (rules.VOLUME_RULES)."""
+    code = np.full(table.num_rows, VALID, np.int64)
+    _mark(code, _null_elements(table.column("brokers")), C_BROKERS)
     _mark(code, _null_elements(table.column("fenced_brokers")), C_FENCED)
     parts = table.column("top_partitions")
     flat = pc.list_flatten(parts)
     if len(flat):
         broken = pc.or_kleene(pc.or_kleene(flat.is_null(), pc.struct_field(flat, "topic").is_null()), pc.or_kleene(
             pc.struct_field(flat, "partition").is_null(), pc.struct_field(flat, "size_bytes").is_null()))
-        per_row = np.zeros(table.num_rows, bool)
-        np.logical_or.at(per_row, pc.list_parent_indices(parts).to_numpy(), broken.to_numpy(zero_copy_only=False))
-        _mark(code, per_row, C_PARTS)
-
-
-def _volume_codes(table: pa.Table, starts: np.ndarray, snap_of: np.ndarray, code: np.ndarray) -> None:
-    """The volume rules (rules.VOLUME_RULES, then the same log dir twice) marked on `code`, row by row."""
+        if pc.any(broken).as_py():
+            per_row = np.zeros(table.num_rows, bool)
+            np.logical_or.at(per_row, pc.list_parent_indices(parts).to_numpy(),
+                             broken.to_numpy(zero_copy_only=False))
+            _mark(code, per_row, C_PARTS)
     bid, ldir = table.column("broker_id"), table.column("log_dir")
-    is_volume = _np(bid.is_valid()) | _np(ldir.is_valid())
+    is_volume = _is_volume(table)
     tot, av, err = table.column("total_bytes"), table.column("available_bytes"), table.column("error")
     # Each rule is looked at row by row only when a whole-column count says a row may break it.
     if bid.null_count:
@@ -685,19 +698,47 @@ def _volume_codes(table: pa.Table, starts: np.ndarray, snap_of: np.ndarray, code
     topics = table.column("topics")
     if pc.list_flatten(topics).null_count:
         _mark(code, is_volume & _null_elements(topics), C_VOLUME + 5)
-    dup = _duplicate_volumes(bid, ldir, np.flatnonzero(is_volume), snap_of) if is_volume.any() else None
-    if dup is not None:
-        _mark(code, _any(dup, starts)[snap_of], C_DUP_VOLUMES)
+    return code
 
 
-def _duplicate_volumes(bid: pa.ChunkedArray, ldir: pa.ChunkedArray, vrows: np.ndarray,
-                       snap_of: np.ndarray) -> np.ndarray | None:
-    """Per row: the same (broker, log dir) came earlier in its snapshot (None: no row). Volume rows numbered by
-    (snapshot, broker, log dir) are strictly increasing when a snapshot lists its log dirs in order (the journal
-    writes them so), and then nothing more is looked at."""
-    d = pc.dictionary_encode(_rows(ldir, pa.array(vrows)))
+def _is_volume(table: pa.Table) -> np.ndarray:
+    """Per row: it reads a volume (a broker id or a log dir); a snapshot without volumes has one row without."""
+    return _np(table.column("broker_id").is_valid()) | _np(table.column("log_dir").is_valid())
+
+
+def _snapshot_codes(table: pa.Table, order: np.ndarray | None, starts: np.ndarray, snap_of: np.ndarray,
+                    code: np.ndarray) -> None:
+    """The rules over a snapshot's rows marked on `code` (per sorted position): statuses that disagree or are
+    missing, a successful poll without brokers, the same log dir twice."""
+    status = table.column("status")
+    st_valid = _sorted(_np(status.is_valid()), order)
+    # Statuses of a snapshot must agree (nulls aside): its first non-null status is its status.
+    codes = _sorted(_np(pc.index_in(status, pa.array(rules.STATUSES)).fill_null(-1)), order)
+    first = _first_where(st_valid, starts)
+    first_status = np.append(codes, -1)[first]  # -1: no row of the snapshot has a status
+    disagree = st_valid & (codes != first_status[snap_of])
+    _mark(code, _any(disagree, starts)[snap_of], 0)
+    _mark(code, first_status[snap_of] < 0, C_STATUS)
+    success = first_status == rules.STATUSES.index("SUCCESS")
+    has_brokers = _any(_sorted(_np(table.column("brokers").is_valid()), order), starts)
+    _mark(code, (success & ~has_brokers)[snap_of], C_BROKERS)
+    positions = np.flatnonzero(_sorted(_is_volume(table), order))
+    if len(positions):
+        at = pa.array(_table_rows(positions, order))
+        dup = _duplicate_volumes(_rows(table.column("broker_id"), at), _rows(table.column("log_dir"), at), positions,
+                                 snap_of)
+        if dup is not None:
+            _mark(code, _any(dup, starts)[snap_of], C_DUP_VOLUMES)
+
+
+def _duplicate_volumes(bid: pa.Array, ldir: pa.Array, vrows: np.ndarray, snap_of: np.ndarray) -> np.ndarray | None:
+    """Per sorted position: the same (broker, log dir) came earlier in its snapshot (None: no position). `bid`,
+    `ldir`: the broker ids and log dirs of the volume rows at positions `vrows`. Volume rows numbered by (snapshot,
+    broker, log dir) are strictly increasing when a snapshot lists its log dirs in order (the journal writes them
+    so), and then nothing more is looked at."""
+    d = pc.dictionary_encode(ldir)
     di = d.indices.fill_null(-1).to_numpy(zero_copy_only=False).astype(np.int64) + 1
-    bi = _rows(bid, pa.array(vrows)).fill_null(-1).to_numpy(zero_copy_only=False)
+    bi = bid.fill_null(-1).to_numpy(zero_copy_only=False)
     bi = bi.astype(np.int64) - bi.min() + 1
     key = (snap_of[vrows] * (int(bi.max()) + 1) + bi) * (len(d.dictionary) + 2) + di
     if (np.diff(key) > 0).all():

@@ -76,3 +76,24 @@ def test_each_row_group_is_read_once(journals, monkeypatch):
     # rows of each later chunk held (before: read again for every chunk); a group that begins with the end of the
     # previous chunk's last snapshot is read once too.
     assert sorted(reads) == list(range(groups)) and set(reads.values()) == {1}, reads
+
+
+def test_a_row_group_as_large_as_a_chunk_that_begins_inside_a_snapshot_is_read_once(tmp_path, monkeypatch):
+    # Row groups of more rows than a chunk, cut inside snapshots (3,100 rows: not a multiple of a snapshot's 50):
+    # a chunk cut at a group's end took a few rows of the next group, which was then read again for the rest.
+    path = tmp_path / "exported.parquet"
+    synthetic_journals.flat_parquet_journal(path, snapshots=600, chunk=150, layout="exported", row_group=3_100)
+    reads = Counter()
+    read = cluster_files.read
+
+    def counted(path, groups, columns):
+        if "log_dir" in columns:
+            reads.update(groups)
+        return read(path, groups, columns)
+
+    monkeypatch.setattr(cluster_files, "read", counted)
+    decided, rejected = replay(str(path))
+    groups = pq.ParquetFile(path).num_row_groups
+    # The last group (the failed polls) is held for the chunks it can be held for and read again for the rest.
+    assert [reads[g] for g in range(groups - 1)] == [1] * (groups - 1), reads
+    assert rejected == [] and decided.num_rows == 600

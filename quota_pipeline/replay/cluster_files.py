@@ -172,14 +172,20 @@ class ClusterFiles:
         return spans
 
     def _bounds(self, spans: list[Span]) -> list[tuple[int, int]]:
-        """Chunks' time ranges [lo, hi): cut where the row groups ending so far hold chunk_rows rows."""
+        """Chunks' time ranges [lo, hi): cut where the row groups ending so far hold chunk_rows rows, at the start of
+        the next group when it begins before that one ends (a snapshot split across two row groups): the first
+        group's few rows past the cut are held for the next chunk, where the cut at its end read the next group
+        twice, for its few rows before the cut and again for the rest."""
         ordered = sorted(spans, key=lambda s: (s.hi, s.lo))
         bounds, rows, lo = [], 0, -2 ** 62
         for i, span in enumerate(ordered):
             rows += span.rows
             if (rows >= self.chunk_rows or i == len(ordered) - 1) and span.hi + 1 > lo:
-                bounds.append((lo, span.hi + 1))
-                lo, rows = span.hi + 1, 0
+                cut = span.hi + 1
+                if i + 1 < len(ordered) and lo < ordered[i + 1].lo < cut:
+                    cut = ordered[i + 1].lo
+                bounds.append((lo, cut))
+                lo, rows = cut, 0
         return bounds
 
     def _plan(self) -> list[Chunk]:

@@ -103,8 +103,9 @@ fi
 # JVM's environment, not --py-files: without this they cannot import the package unless it is installed.
 export PYTHONPATH="$dist/quota_pipeline.zip${PYTHONPATH:+:$PYTHONPATH}"
 log4j="$here/conf/log4j2.properties"
+# C1 only, as quota_pipeline/session.py's JIT says why (the executors' JVMs: conf/spark-defaults.conf).
 exec "$spark_home/bin/spark-submit" \
-  --conf "spark.driver.extraJavaOptions=-Dlog4j2.configurationFile=file:$log4j" \
+  --conf "spark.driver.extraJavaOptions=-Dlog4j2.configurationFile=file:$log4j -XX:TieredStopAtLevel=1" \
   --conf "spark.sql.session.timeZone=UTC" \
   --properties-file "$here/conf/spark-defaults.conf" \
   --py-files "$dist/quota_pipeline.zip" \

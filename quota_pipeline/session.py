@@ -15,6 +15,10 @@ JAVA_HINT = ("Java 17 is required by Spark and was not found (no `java` on PATH,
              "Install it with:  sudo apt-get install -y openjdk-17-jre-headless\n"
              "(macOS: brew install openjdk@17), then run the command again.")
 
+# The JVMs compile with C1 only. The JVM's share of a micro-batch is short-lived code that Spark generates anew
+# (the state's encoders, each batch's plan), which C2 kept optimizing on the cores the Python workers decide on:
+# half the driver's CPU in a 50-cluster fleet (bench/RESULTS.md, "The JVM's compiler").
+JIT = "-XX:TieredStopAtLevel=1"
 BASE_CONF: dict[str, str] = {
     "spark.sql.session.timeZone": "UTC",
     "spark.ui.enabled": "false",
@@ -22,8 +26,8 @@ BASE_CONF: dict[str, str] = {
     "spark.sql.execution.arrow.pyspark.enabled": "true",
     "spark.sql.streaming.stateStore.providerClass":
         "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider",
-    "spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile={LOG4J2.as_uri()}",
-    "spark.executor.extraJavaOptions": f"-Dlog4j2.configurationFile={LOG4J2.as_uri()}",
+    "spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile={LOG4J2.as_uri()} {JIT}",
+    "spark.executor.extraJavaOptions": f"-Dlog4j2.configurationFile={LOG4J2.as_uri()} {JIT}",
 }
 
 

@@ -34,10 +34,11 @@ def _cli(*args: str, cache: Path, timeout: float = 600) -> subprocess.CompletedP
 
 MAPPED = ("from quota_pipeline.session import get_session; s = get_session(master='local[1]'); "
           "args = s.sparkContext._jvm.java.lang.management.ManagementFactory.getRuntimeMXBean().getInputArguments(); "
-          "print(s.range(5).count(), any('SharedArchiveFile' in str(a) for a in args))")
+          "print(s.range(5).count(), any('TieredStopAtLevel=1' in str(a) for a in args), "
+          "any('SharedArchiveFile' in str(a) for a in args))")
 
 
-def test_prepare_writes_the_archive_once_and_spark_starts_with_it(tmp_path):
+def test_prepare_writes_the_archive_once_and_spark_starts_with_it_compiling_with_c1_only(tmp_path):
     done = _cli("-m", "quota_pipeline.cli", "prepare", cache=tmp_path)
     assert done.returncode == 0, done.stderr[-3000:]
     [archive] = (tmp_path / "quota-pipeline").glob("*.jsa")
@@ -45,9 +46,9 @@ def test_prepare_writes_the_archive_once_and_spark_starts_with_it(tmp_path):
     again = _cli("-m", "quota_pipeline.cli", "prepare", cache=tmp_path, timeout=60)
     assert again.returncode == 0 and "there already" in again.stdout
     started = _cli("-c", MAPPED, cache=tmp_path)
-    assert started.returncode == 0 and started.stdout.split()[-2:] == ["5", "True"], started.stderr[-3000:]
+    assert started.returncode == 0 and started.stdout.split()[-3:] == ["5", "True", "True"], started.stderr[-3000:]
     # Cut short, the archive is left alone and Spark starts as without one.
     with archive.open("r+b") as f:
         f.truncate(archive.stat().st_size // 2)
     started = _cli("-c", MAPPED, cache=tmp_path)
-    assert started.returncode == 0 and started.stdout.split()[-2:] == ["5", "False"], started.stderr[-3000:]
+    assert started.returncode == 0 and started.stdout.split()[-3:] == ["5", "True", "False"], started.stderr[-3000:]

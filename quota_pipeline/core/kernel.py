@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import numba
 import numpy as np
 
+from quota_pipeline.core import compiled_cache
 from quota_pipeline.core.config import Limit
 from quota_pipeline.core.model import DecisionSource, micros
 from quota_pipeline.core.settings import Settings
@@ -25,6 +26,7 @@ OBSERVATION, RETAINED, FALLBACK = 0, 1, 2
 NO_LIMIT, BYTES, RATIO = 0, 1, 2
 NONE = -1  # no time, no snapshot row, no log dir
 FENCED_PIN = 2  # State.pinned: pinned because its broker was fenced (cache.Entry.fenced_pin)
+compiled_cache.install()  # before the functions below are compiled
 
 
 @dataclass(frozen=True)

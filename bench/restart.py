@@ -3,9 +3,12 @@ it decides again, and whether the decision it published before the kill was stil
 
     python3 -m bench.restart --restarts 3                     # 3 without the JVM class archive, then 3 with it
     python3 -m bench.restart --restarts 3 --clusters 10 --brokers 5 --log-dirs 100 --archive prepared
+    python3 -m bench.restart --restarts 2 --archive none --standalone 2  # a Spark standalone master, two workers
 
 Simulated clusters (bench/fleet_scale.py's) with every log dir past the hard limit, the decision topic on a local
-Tansu broker, the job as `quota-pipeline run --master local[2]`. Each round waits for a decision at factor 0 from
+Tansu broker, the job as `quota-pipeline run --master local[2]` (with --standalone: `./spark-submit.sh` on a Spark
+standalone master and that many workers of one core, harness/spark_standalone.py; the class archive is the local
+driver's only, so there --archive none). Each round waits for a decision at factor 0 from
 the running job, kills its whole process tree with SIGKILL (the driver, Spark's JVM in its own session, the Python
 workers), starts it again at once and measures, from the new process's start: the driver up (the job's
 "output topic" line, before Spark starts), the first micro-batch's line, and the first record on the topic (its timestamp, set when the
@@ -31,7 +34,7 @@ from pathlib import Path
 
 from confluent_kafka import Consumer, TopicPartition
 
-from bench.fleet_scale import TOPIC, _children, _descendants, emit, simulated_clusters, start_job, write_configs
+from bench.fleet_scale import ROOT, TOPIC, _children, _descendants, emit, simulated_clusters, start_job, write_configs
 from quota_pipeline.core import config as cfg
 from quota_pipeline.core.model import parse_time
 from quota_pipeline.demo.local_broker import LocalBroker
@@ -101,6 +104,8 @@ def main() -> int:
     ap.add_argument("--archive", choices=("none", "prepared", "both"), default="both",
                     help="restart without the JVM class archive, with the one `quota-pipeline prepare` writes "
                          "(into a cache of this run's own), or --restarts of each, one after the other")
+    ap.add_argument("--standalone", type=int, default=0, metavar="WORKERS",
+                    help="run on a Spark standalone cluster of this many workers (1 core, 1g each)")
     ap.add_argument("--json", help="also write the summary here")
     args = ap.parse_args()
     if args.restarts < 1 or args.clusters < 1:
@@ -109,6 +114,7 @@ def main() -> int:
     # Every simulated dir is half full: a hard limit of 60 % available puts all of them past it (factor 0).
     args.property = [f"{cfg.HARD_RATIO}=0.6"]
     args.package_path = None
+    args.driver_memory = args.executor_memory = "1g"
     work = Path(tempfile.mkdtemp(prefix="bench-restart-"))
     load_before = os.getloadavg()
     broker = job = topic = None
@@ -121,12 +127,21 @@ def main() -> int:
         subprocess.run([sys.executable, "-m", "quota_pipeline.cli", "prepare"], check=True)
         prepare_s = round(time.time() - t, 1)
     os.environ["XDG_CACHE_HOME"] = str(work / ("cache" if modes[0] == "prepared" else "no-cache"))
+    spark = master_url = None
+    if args.standalone:
+        from harness.spark_standalone import StandaloneCluster
+
+        # The packed environment spark-submit.sh ships is built once, before any clock starts.
+        subprocess.run([sys.executable, "-m", "quota_pipeline.commands.submit_environment", str(ROOT / "build")],
+                       check=True, stdout=subprocess.DEVNULL)
+        spark = StandaloneCluster(work / "spark", workers=args.standalone, memory="1g").start()
+        master_url = spark.master_url
     with simulated_clusters(args.clusters, args.brokers, args.log_dirs) as (bootstraps, _):
         try:
             broker = LocalBroker(log_path=work / "tansu.log").start()
             write_configs(work / "clusters", bootstraps, args, broker, work)
             log = work / "job-0.log"
-            job = start_job(args, work / "clusters", log, None)
+            job = start_job(args, work / "clusters", log, master_url)
             started = time.time()
             if not wait_for_line(log, b"output topic", started + args.start_timeout):
                 raise SystemExit(f"the job did not start; see {log}")
@@ -148,7 +163,7 @@ def main() -> int:
                 job.wait(10)
                 killed = time.time()
                 log = work / f"job-{n}.log"
-                job = start_job(args, work / "clusters", log, None)
+                job = start_job(args, work / "clusters", log, master_url)
                 restarted = time.time()
                 again = topic.next_after(restarted, restarted + args.start_timeout)
                 if again is None:
@@ -178,9 +193,12 @@ def main() -> int:
                 kill_tree(job.pid)
             if broker:
                 broker.stop()
+            if spark:
+                spark.stop()
     firsts = {mode: [r["first_decision_s"] for r in rounds if r["archive"] == mode] for mode in modes}
     summary = {
-        "clusters": args.clusters, "volumes": args.clusters * args.brokers * args.log_dirs, "master": args.master,
+        "clusters": args.clusters, "volumes": args.clusters * args.brokers * args.log_dirs,
+        "master": f"standalone x{args.standalone}" if args.standalone else args.master,
         "restarts": rounds, "prepare_s": prepare_s,
         "first_decision_s": {mode: {"median": statistics.median(f), "max": max(f)} for mode, f in firsts.items()},
         "every_decision_after_a_restart_at_factor_0": all(r["factor_after"] == 0.0 for r in rounds),

@@ -14,8 +14,7 @@ import quota_pipeline
 
 PACKAGE = Path(quota_pipeline.__file__).parent
 RUN = """
-import json, sys
-sys.path.insert(0, sys.argv[1])
+import json
 import numpy as np
 from quota_pipeline.core import kernel
 assert ".zip" in kernel.__file__, kernel.__file__
@@ -37,9 +36,10 @@ def zipped(target: Path, edit: str | None = None) -> Path:
 
 
 def hits_and_misses(zip_path: Path, cache: Path) -> list[int]:
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    done = subprocess.run([sys.executable, "-c", RUN, str(zip_path)], capture_output=True, text=True, timeout=600,
-                          env={**env, "NUMBA_CACHE_DIR": str(cache)}, cwd=zip_path.parent)
+    # The zip first on the path, as spark-submit's --py-files puts it in an executor's Python workers.
+    env = {**os.environ, "PYTHONPATH": str(zip_path), "NUMBA_CACHE_DIR": str(cache)}
+    done = subprocess.run([sys.executable, "-c", RUN], capture_output=True, text=True, timeout=600, env=env,
+                          cwd=zip_path.parent)
     assert done.returncode == 0, done.stderr[-3000:]
     return json.loads(done.stdout.split("\n")[-2])
 

@@ -52,3 +52,11 @@ def test_prepare_writes_the_archive_once_and_spark_starts_with_it_compiling_with
         f.truncate(archive.stat().st_size // 2)
     started = _cli("-c", MAPPED, cache=tmp_path)
     assert started.returncode == 0 and started.stdout.split()[-3:] == ["5", "True", "False"], started.stderr[-3000:]
+
+
+def test_spark_submit_gives_the_driver_and_the_executors_the_same_compiler_option_as_a_local_start():
+    # The shell script and the defaults file cannot import session.JIT: they spell it, and must not drift from it.
+    assert f"-Dlog4j2.configurationFile=file:$log4j {session.JIT}" in (ROOT / "spark-submit.sh").read_text()
+    defaults = dict(line.split(None, 1) for line in (ROOT / "conf" / "spark-defaults.conf").read_text().splitlines()
+                    if line.strip() and not line.startswith("#"))
+    assert defaults["spark.executor.extraJavaOptions"].strip() == session.JIT

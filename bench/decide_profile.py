@@ -7,7 +7,7 @@ One cluster's snapshot rows, as the source emits them (`streaming/source.snapsho
 log dirs packed, each with three top partitions), go through `DecisionProcessor` batch
 after batch, its state carried in a dict as the state store would. Each batch's time is split into the parts of
 `handleInputRows`: the rows flattened into the cluster pass's Arrow table, the state loaded, the compiled decision,
-the output rows built, the state saved. Spark's own share of the decide stage (the shuffle, Arrow to pandas, the
+the output rows built, the state saved. Spark's own share of the decide stage (the shuffle, Arrow to rows, the
 state store) is the decide stage of `bench/fleet_scale.py` minus these. The load average is printed: the machine is
 shared.
 """
@@ -23,7 +23,7 @@ import sys
 import time
 from typing import Any, Callable
 
-import pandas as pd
+from pyspark.sql import Row
 
 from quota_pipeline.core.config import Limit, Limits
 from quota_pipeline.core.model import PartitionSize, Status, Volume, VolumeSnapshot
@@ -69,9 +69,8 @@ def main() -> int:
         print("error: --brokers and --log-dirs at least 1, --batches at least 2", file=sys.stderr)
         return 2
     columns = [f.split()[0] for f in source.ROW_SCHEMA.split(", ")]
-    frames = [pd.DataFrame(list(source.snapshot_rows("fleet", tick, snapshot(tick, args.brokers, args.log_dirs,
-                                                                               args.interval))), columns=columns)
-              for tick in range(args.batches)]
+    frames = [[Row(**dict(zip(columns, r))) for r in source.snapshot_rows(
+        "fleet", tick, snapshot(tick, args.brokers, args.log_dirs, args.interval))] for tick in range(args.batches)]
     settings = Settings(Limits(Limit("bytes", 10 * GB), Limit("bytes", 20 * GB)), dt.timedelta(minutes=5))
     parts: dict[str, list[float]] = {}
     for name in ("flattened", "load_state", "save_state"):
@@ -89,9 +88,9 @@ def main() -> int:
         if profiler and i == 1:
             profiler.enable()
         t = time.perf_counter()
-        out = list(processor.handleInputRows(("c1",), iter([frame]), None))
+        out = list(processor.handleInputRows(("c1",), iter(frame), None))
         totals.append(time.perf_counter() - t)
-        assert out and len(out[0]) == 1, "one record per batch"
+        assert len(out) == 1, "one record per batch"
     if profiler:
         profiler.disable()
     volumes = args.brokers * args.log_dirs

@@ -69,18 +69,33 @@ def emit(summary: dict, json_path: str | None) -> None:
 
 def serve_simulators(n: int, brokers: int, log_dirs: int, conn) -> None:
     """Child process: n simulated clusters; sends their bootstrap servers, runs until told to stop."""
+    import asyncio
+
     from quota_pipeline.simulator import Simulator, server
 
     # The simulators follow faults and full disks 20 times a second; the bench scripts none, and 100 simulators
     # reconciling that often take a core of the two.
     server.RECONCILE_SECONDS = 2.0
     sims = [Simulator({"cluster_id": f"sim-{i:03d}", "brokers": brokers, "log_dirs": log_dirs,
-                       "defaults": {"total_bytes": "1TB", "used_ratio": 0.5, "fill_rate": "1MB"}}, port=0).start()
+                       "defaults": {"total_bytes": "1TB", "used_ratio": 0.5, "fill_rate": "1MB"}}, port=0)
             for i in range(n)]
-    conn.send([s.bootstrap_servers for s in sims])
-    conn.recv()
-    for s in sims:
-        s.stop()
+
+    async def serve_all() -> None:
+        # One event loop for all of them: a thread each (Simulator.start) spent the shared cores on handing the
+        # GIL from thread to thread, CPU a deployment's clusters never take from the job's machine.
+        stop = asyncio.Event()
+        served = [asyncio.create_task(s.serve(stop)) for s in sims]
+        while not all(s._started.is_set() for s in sims):
+            await asyncio.sleep(0.01)
+        for task in served:
+            if task.done():
+                task.result()  # a simulator that could not start: its error, not a bootstrap that never answers
+        conn.send([s.bootstrap_servers for s in sims])
+        await asyncio.get_running_loop().run_in_executor(None, conn.recv)
+        stop.set()
+        await asyncio.gather(*served)
+
+    asyncio.run(serve_all())
 
 
 # ---- memory ------------------------------------------------------------------------------------------------

@@ -21,7 +21,7 @@ from quota_pipeline.kafka.observer import Observer
 from quota_pipeline.streaming import source
 from quota_pipeline.streaming.processor import DecisionProcessor
 from tests.support.builders import MemoryHandle
-from test_stream_parts import _rows
+from tests.support.builders import spark_rows as _rows
 from harness.kafka import ClusterSpec, RealKafka, partition_on
 from tests.support.realkafka_fixtures import TMPFS_MB, _start
 from harness.kafka_process import FAST_START_JVM, TmpfsUnavailable
@@ -53,9 +53,9 @@ def decide(snapshots: list[VolumeSnapshot], conf: cfg.Config) -> list[dict]:
     processor.init(MemoryHandle())
     records = []
     for tick, snap in enumerate(snapshots):
-        for out in processor.handleInputRows((snap.cluster_id,), iter([_rows(source.snapshot_rows("real", tick,
-                                                                                                   snap))]), None):
-            records.extend(json.loads(v) for v in out["value"])
+        for out in processor.handleInputRows((snap.cluster_id,), iter(_rows(source.snapshot_rows("real", tick, snap))),
+                                             None):
+            records.append(json.loads(out.value))
     return records
 
 

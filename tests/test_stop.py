@@ -12,7 +12,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from tests.support.builders import GB, MemoryHandle, failed, ok, settings, vol
+from tests.support.builders import GB, MemoryHandle, failed, ok, settings, spark_rows, vol
 from quota_pipeline import resources
 from quota_pipeline.core.decision import DecisionState, step
 from quota_pipeline.core.model import STOP_TOPICS_BUDGET, PartitionSize, Stop, stop_json_bytes
@@ -53,14 +53,13 @@ def processed(snaps, s, per_batch: int = 1, handle: MemoryHandle | None = None) 
     for i in range(0, len(snaps), per_batch):
         frame = _frame(r for tick, snap in enumerate(snaps[i:i + per_batch], start=i)
                        for r in source.snapshot_rows("a", tick, snap))
-        for out in processor.handleInputRows(("c1",), iter([frame]), None):
-            got.extend(json.loads(v) for v in out["value"])
+        for out in processor.handleInputRows(("c1",), iter(frame), None):
+            got.append(json.loads(out.value))
     return got
 
 
-def _frame(rows):
-    import pandas as pd
-    return pd.DataFrame(list(rows), columns=[f.split()[0] for f in source.ROW_SCHEMA.split(", ")])
+def _frame(rows) -> list:
+    return spark_rows(rows)
 
 
 def stops(tmp_path, snaps, s) -> list[dict | None]:

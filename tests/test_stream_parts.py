@@ -6,11 +6,10 @@ import json
 from dataclasses import replace
 from types import SimpleNamespace
 
-import pandas as pd
 import pytest
 from hypothesis import HealthCheck, given, settings as hsettings, strategies as st
 
-from tests.support.builders import GB, MemoryHandle, ok, settings, vol
+from tests.support.builders import GB, MemoryHandle, ok, settings, spark_rows, vol
 from tests.support.journal_strategies import cluster_journal
 from quota_pipeline.core import config as cfg
 from quota_pipeline.streaming import source
@@ -228,8 +227,8 @@ def test_the_fleet_change_is_read_from_the_checkpoints_last_offsets(tmp_path):
     assert fleet_change(str(query), ["a", "new"]) == FleetChange(added=("new",), removed=("gone",))
 
 
-def _rows(rows) -> pd.DataFrame:
-    return pd.DataFrame(list(rows), columns=[f.split()[0] for f in source.ROW_SCHEMA.split(", ")])
+def _rows(rows) -> list:
+    return spark_rows(rows)
 
 
 def test_a_removed_clusters_state_is_dropped_by_its_removal_row_and_no_one_elses(tmp_path):
@@ -238,9 +237,9 @@ def test_a_removed_clusters_state_is_dropped_by_its_removal_row_and_no_one_elses
     handle = MemoryHandle()
     first = DecisionProcessor({"a": settings()}, {"a": "a"})
     first.init(handle)
-    out = list(first.handleInputRows(("id-a",), iter([_rows(source.snapshot_rows(
-        "a", 1, ok(0, vol(1, 5 * GB), cluster="id-a")))]), None))
-    assert out[0]["throttle_factor"].tolist() == [0.0]
+    out = list(first.handleInputRows(("id-a",), iter(_rows(source.snapshot_rows(
+        "a", 1, ok(0, vol(1, 5 * GB), cluster="id-a")))), None))
+    assert [r.throttle_factor for r in out] == [0.0]
 
     # The source's removal rows come from the previous run's offsets and the journal's cluster id.
     Journal(str(tmp_path / "ckpt" / "journal")).remember_cluster_id("a", "id-a")
@@ -249,17 +248,17 @@ def test_a_removed_clusters_state_is_dropped_by_its_removal_row_and_no_one_elses
     [part] = reader.partitions({"a": 5, "never-observed": 3}, end)
     assert part.removals == (source.Removal("a", "id-a", 5),)
     removal = _rows(reader.read(source.PollPartition((), part.removals)))
-    assert removal["status"].tolist() == [REMOVED]
+    assert [r.status for r in removal] == [REMOVED]
 
     # Still configured (a restart that kept "a"): the row changes nothing.
-    assert list(first.handleInputRows(("id-a",), iter([removal]), None)) == []
+    assert list(first.handleInputRows(("id-a",), iter(removal), None)) == []
     assert handle.states["cluster"].exists()
     # Restarted without "a": the state is dropped and reported, without a value to publish.
     restarted = DecisionProcessor({"b": settings()}, {"b": "b"})
     restarted.init(handle)
-    [dropped] = list(restarted.handleInputRows(("id-a",), iter([removal]), None))
-    assert dropped[["key", "config_name", "status"]].values.tolist() == [["id-a", "a", REMOVED]]
-    assert dropped["value"].isna().all() and not handle.states["cluster"].exists()
+    [dropped] = list(restarted.handleInputRows(("id-a",), iter(removal), None))
+    assert (dropped.key, dropped.config_name, dropped.status) == ("id-a", "a", REMOVED)
+    assert dropped.value is None and not handle.states["cluster"].exists()
 
 
 @hsettings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck))
@@ -293,8 +292,8 @@ def test_the_job_decides_as_the_streaming_form_batch_by_batch_and_from_an_earlie
     for i in range(0, len(rest), per_batch):
         frame = _rows(r for tick, snap in enumerate(rest[i:i + per_batch], start=i) for r in
                       source.snapshot_rows("a", tick, snap))
-        for out in processor.handleInputRows(("c1",), iter([frame]), None):
-            got.extend(json.loads(v) for v in out["value"])
+        for out in processor.handleInputRows(("c1",), iter(frame), None):
+            got.append(json.loads(out.value))
     for value in got + reference:
         value.pop("decided_at")
     assert got == reference[handover:]
@@ -312,8 +311,8 @@ def _processed(snaps, s, per_batch: int = 1) -> list[dict]:
     for i in range(0, len(snaps), per_batch):
         frame = _rows(r for tick, snap in enumerate(snaps[i:i + per_batch], start=i)
                       for r in source.snapshot_rows("a", tick, snap))
-        for out in processor.handleInputRows(("c1",), iter([frame]), None):
-            got.extend(json.loads(v) for v in out["value"])
+        for out in processor.handleInputRows(("c1",), iter(frame), None):
+            got.append(json.loads(out.value))
     return got
 
 
@@ -411,8 +410,8 @@ def _restarted_with_older_state(snaps: list, at: int, before, after, dropped: tu
         processor = DecisionProcessor({"a": s}, {"a": "out"})
         processor.init(handle)
         frame = _rows(r for tick, snap in enumerate(part, start=i) for r in source.snapshot_rows("a", tick, snap))
-        for out in processor.handleInputRows(("c1",), iter([frame]), None):
-            got.extend(json.loads(v) for v in out["value"])
+        for out in processor.handleInputRows(("c1",), iter(frame), None):
+            got.append(json.loads(out.value))
         if i == 0:
             handle.states["cluster"].update((as_npz(handle.states["cluster"].value[0], dropped),))
     for record in got:
@@ -502,8 +501,8 @@ def test_a_snapshot_crosses_spark_as_one_row_and_its_volumes_reach_the_metrics()
     assert packed.unpack(rows[0][-1]).column("broker_id").to_pylist() == list(range(1, 201))
     processor = DecisionProcessor({"a": settings()}, {"a": "a"})
     processor.init(MemoryHandle())
-    [out] = list(processor.handleInputRows(("id-a",), iter([_rows(rows)]), None))
-    listed = json.loads(out["volumes"].iloc[0])
+    [out] = list(processor.handleInputRows(("id-a",), iter(_rows(rows)), None))
+    listed = json.loads(out.volumes)
     assert len(listed) == 200 and listed[0][0] == 1 and listed[0][3] == 20 * GB
     with pytest.raises(ValueError, match="packed snapshot"):
         import pyarrow as pa

@@ -124,17 +124,21 @@ class Volume:
         return 0.0 if self.total_bytes == 0 else self.available_bytes / self.total_bytes  # type: ignore[operator]
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            "broker_id": self.broker_id,
-            "log_dir": self.log_dir,
-            "total_bytes": None if self.offline else self.total_bytes,
-            "available_bytes": None if self.offline else self.available_bytes,
-            "used_bytes": self.used_bytes,
-            "available_ratio": self.available_ratio,
-            "error": self.error,
-            **({"top_partitions": [p.to_json() for p in self.top_partitions]} if self.top_partitions else {}),
-            **({} if self.topics is None else {"topics": list(self.topics)}),
-        }
+        # Written for every log dir of every poll into the journal: each property is worked out once here.
+        total, available = self.total_bytes, self.available_bytes
+        if self.error is not None or total is None or available is None:
+            record: dict[str, Any] = {"broker_id": self.broker_id, "log_dir": self.log_dir, "total_bytes": None,
+                                      "available_bytes": None, "used_bytes": None, "available_ratio": None,
+                                      "error": self.error}
+        else:
+            record = {"broker_id": self.broker_id, "log_dir": self.log_dir, "total_bytes": total,
+                      "available_bytes": available, "used_bytes": total - available,
+                      "available_ratio": 0.0 if total == 0 else available / total, "error": None}
+        if self.top_partitions:
+            record["top_partitions"] = [p.to_json() for p in self.top_partitions]
+        if self.topics is not None:
+            record["topics"] = list(self.topics)
+        return record
 
 
 @dataclass(frozen=True)

@@ -261,12 +261,17 @@ def _volumes(broker_id: int, response: Any, problems: _BrokerProblems) -> list[V
 def _topics(result: Any) -> tuple[str, ...]:
     """The sorted distinct topics with a replica on the log dir: every partition, future replicas included (a
     replica being moved onto the dir writes to it), so that a stop at this dir refuses all that can fill it."""
-    return tuple(sorted({t.name for t in (result.topics or []) if t.partitions}))
+    topics = result.topics
+    if not topics:  # a dir holding no partition: most of a fleet's spare dirs, answered without the set's cost
+        return ()
+    return tuple(sorted({t.name for t in topics if t.partitions}))
 
 
 def _largest_partitions(result: Any) -> tuple[PartitionSize, ...]:
     """The log dir's largest partitions, biggest first: the record names what fills a disk, not every partition."""
-    sizes = ((p.partition_size, t.name, p.partition_index) for t in (result.topics or [])
+    if not result.topics:
+        return ()
+    sizes = ((p.partition_size, t.name, p.partition_index) for t in result.topics
              for p in t.partitions if not p.is_future_key)
     return tuple(PartitionSize(topic, partition, int(size))
                  for size, topic, partition in heapq.nlargest(TOP_PARTITIONS, sizes, key=lambda s: (s[0], s[1], -s[2])))

@@ -1,4 +1,4 @@
-"""The stateful step of the streaming job: transformWithStateInPandas keyed by cluster, running core.decision.step.
+"""The stateful step of the streaming job: transformWithState keyed by cluster, running the cluster pass.
 
 The whole per-cluster state (volume cache, registered brokers, current decision) is one value in
 the state store, so it lives in the checkpoint: a restarted job continues where it stopped, and a
@@ -6,6 +6,10 @@ throttle in force stays in force across a restart. When a cluster's config was r
 the source sends one REMOVED row for it in the first micro-batch after the restart: its state is then
 dropped and one REMOVED row (no value, never published) tells the driver, which logs it. (No timers:
 a checkpoint's time mode cannot change, and existing checkpoints were made without one.)
+
+Rows, not pandas frames, go in and out: a cluster's micro-batch is one row in (its snapshot, the volumes packed) and
+one out, and a pandas frame each way per cluster was a third of the stateful step's time. Checkpoints written by the
+pandas form (transformWithStateInPandas, the same operator and state) carry on.
 """
 from __future__ import annotations
 
@@ -13,12 +17,12 @@ import base64
 import datetime as dt
 import json
 import zlib
-from typing import Any, Callable, Iterator
+from typing import Any, Iterator, Sequence
 
 import numpy as np
-import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
+from pyspark.sql import Row
 from pyspark.sql.streaming.stateful_processor import StatefulProcessor, StatefulProcessorHandle
 from pyspark.sql.types import StringType, StructField, StructType
 
@@ -32,10 +36,7 @@ from quota_pipeline.core.cluster_pass import PARTITION, TOPICS, ClusterPass
 from quota_pipeline.streaming import packed
 from quota_pipeline.streaming.source import REMOVED  # also the status of the row reporting a dropped state
 from quota_pipeline.core.settings import Settings
-from quota_pipeline.core.model import (
-    Decision, DecisionSource, PartitionSize, epoch_micros,
-    from_epoch_micros,
-)
+from quota_pipeline.core.model import UTC, Decision, DecisionSource, PartitionSize, epoch_micros, from_epoch_micros
 
 OUTPUT_SCHEMA = (
     "key string, cluster_id string, config_name string, tick long, observed_at timestamp, value string, "
@@ -85,11 +86,6 @@ def decode_state(text: str | None) -> DecisionState:
         d[0], DecisionSource(d[1]), from_epoch_micros(d[2]),
         from_epoch_micros(d[3]) if len(d) > 3 and d[3] is not None else None)
     return DecisionState(CacheState(entries, frozenset(raw["registered"]), history, buckets), decision)
-
-
-def _missing(value: Any) -> bool:
-    """None, or the NaN pandas puts in an object column where a row has no list."""
-    return value is None or (isinstance(value, float) and pd.isna(value))
 
 
 def save_state(columns: ClusterPass, config_name: str | None) -> str:
@@ -159,34 +155,38 @@ def from_decision_state(columns: ClusterPass, state: DecisionState) -> ClusterPa
     return columns
 
 
-def flattened(frame: pd.DataFrame, volumes: list[pa.Table]) -> tuple[pa.Table, np.ndarray]:
+def observed_micros(value: dt.datetime) -> int:
+    """A row's observed_at in µs since the epoch; Spark hands a timestamp over in UTC, with or without its zone."""
+    return epoch_micros(value if value.tzinfo else value.replace(tzinfo=UTC))
+
+
+def flattened(rows: Sequence[Any], volumes: list[pa.Table]) -> tuple[pa.Table, np.ndarray]:
     """The source's rows (one per snapshot; `volumes`: each row's unpacked volumes) as the cluster pass reads them,
-    a status row then one row per volume for each snapshot, and the frame's row each came from. The config's name
+    a status row then one row per volume for each snapshot, and the row of `rows` each came from. The config's name
     stands for the file, the row for the line."""
-    n = len(frame)
-    observed = pd.to_datetime(frame["observed_at"], utc=True).astype("int64").to_numpy() // 1000
+    n = len(rows)
     status = pa.table({
-        "cluster_id": _strings(frame["cluster_id"]),
+        "cluster_id": pa.array([r["cluster_id"] for r in rows], pa.string()),
         "observed_at": pa.nulls(n, pa.string()),
-        "observed_us": pa.array(observed, pa.int64()),
-        "status": _strings(frame["status"]),
-        "brokers": _list_array(frame["brokers"], pa.list_(pa.int64()), _ints),
-        "fenced_brokers": _list_array(frame["fenced_brokers"], pa.list_(pa.int64()), _ints),
+        "observed_us": pa.array([observed_micros(r["observed_at"]) for r in rows], pa.int64()),
+        "status": pa.array([r["status"] for r in rows], pa.string()),
+        "brokers": pa.array([r["brokers"] for r in rows], pa.list_(pa.int64())),
+        "fenced_brokers": pa.array([r["fenced_brokers"] for r in rows], pa.list_(pa.int64())),
         **{name: pa.nulls(n, packed.VOLUMES.field(name).type) for name in packed.VOLUMES.names},
-        "_file": pa.array(frame["config_name"].astype(str).tolist(), pa.string()),
+        "_file": pa.array([str(r["config_name"]) for r in rows], pa.string()),
     })
     counts = np.array([v.num_rows for v in volumes], np.int64)
     of_volume = np.repeat(np.arange(n), counts)
     shared = status.select(["cluster_id", "observed_at", "observed_us", "status", "_file"]).take(of_volume)
     m = len(of_volume)
-    rows = pa.Table.from_batches([b for v in volumes for b in v.to_batches()], packed.VOLUMES)
+    vols = pa.Table.from_batches([b for v in volumes for b in v.to_batches()], packed.VOLUMES)
     volume_rows = pa.table({
         **{name: shared.column(name) for name in ("cluster_id", "observed_at", "observed_us", "status")},
         "brokers": pa.nulls(m, pa.list_(pa.int64())), "fenced_brokers": pa.nulls(m, pa.list_(pa.int64())),
-        **{name: rows.column(name) for name in packed.VOLUMES.names},
+        **{name: vols.column(name) for name in packed.VOLUMES.names},
         "_file": shared.column("_file"),
     })
-    # Each snapshot's status row first, then its volumes, in the frame's order: the status rows come first in the
+    # Each snapshot's status row first, then its volumes, in the rows' order: the status rows come first in the
     # concatenation, so a stable sort by snapshot keeps each before its volumes and the volumes in their order.
     of_row = np.concatenate([np.arange(n), of_volume])
     order = np.argsort(of_row, kind="stable")
@@ -198,29 +198,6 @@ def flattened(frame: pd.DataFrame, volumes: list[pa.Table]) -> tuple[pa.Table, n
     table = table.append_column("_offset", pa.array(np.zeros(total, np.int64))).append_column(
         "_line", pa.array(np.arange(1, total + 1, dtype=np.int64)))
     return table, source_row
-
-
-def _unpacked(frame: pd.DataFrame) -> list[pa.Table]:
-    return [packed.unpack(None if _missing(v) else bytes(v)) for v in frame["volumes"]]
-
-
-def _list_array(column: pd.Series, type_: pa.DataType, per_row: Callable[[Any], Any]) -> pa.Array:
-    """A column of lists as Arrow converts it, in one call: Spark hands nested values to pandas as lists, arrays and
-    dicts, and flattening them row by row in Python took 6.9 of the stateful step's 22 ms per batch for a
-    500-log-dir cluster (4.6 ms this way; bench/decide_profile.py). Values Arrow cannot take (the tuples of plain
-    rows) go through `per_row`."""
-    try:
-        return pa.array(column.to_numpy(dtype=object), type=type_, from_pandas=True)
-    except (pa.ArrowInvalid, pa.ArrowTypeError):
-        return pa.array([per_row(v) for v in column], type_)
-
-
-def _strings(column: pd.Series) -> pa.Array:
-    return pa.array(column.to_numpy(dtype=object), pa.string(), from_pandas=True)
-
-
-def _ints(value: Any) -> list[int] | None:
-    return None if _missing(value) else [int(b) for b in value]
 
 
 def record_json(r: dict, decided_at: dt.datetime, limit: dict, output_key: str | None) -> dict:
@@ -241,43 +218,48 @@ class DecisionProcessor(StatefulProcessor):
     def init(self, handle: StatefulProcessorHandle) -> None:
         self.state = handle.getValueState("cluster", STATE_SCHEMA)
 
-    def handleInputRows(self, key: Any, rows: Iterator[pd.DataFrame], timerValues: Any) -> Iterator[pd.DataFrame]:
-        frame = pd.concat(list(rows), ignore_index=True)
-        removals = frame["status"] == REMOVED
-        if removals.any():
-            yield from self._remove(key, frame[removals], frame[~removals])
-            frame = frame[~removals]
-            if frame.empty:
+    def handleInputRows(self, key: Any, rows: Iterator[Row], timerValues: Any) -> Iterator[Row]:
+        given = [r.asDict() for r in rows]
+        snapshots = [r for r in given if r["status"] != REMOVED]
+        if len(snapshots) < len(given):
+            yield from self._remove(key, [r for r in given if r["status"] == REMOVED], snapshots)
+            if not snapshots:
                 return
         stored = self.state.get()  # None when there is none (one round trip to the JVM, not two)
         columns = load_state(key[0], stored[0] if stored else None)
-        out: dict[str, list] = {name: [] for name in OUTPUT_COLUMNS}
-        frame = frame.reset_index(drop=True)
-        volumes = _unpacked(frame)
-        table, source_row = flattened(frame, volumes)
-        names = frame["config_name"].astype(str).to_numpy()
+        out: list[Row] = []
+        volumes = [packed.unpack(r["volumes"]) for r in snapshots]
+        table, source_row = flattened(snapshots, volumes)
         # Runs of snapshots of one configured cluster, in time order (almost always one run: one config per id).
-        order = np.lexsort((names, frame["observed_at"].to_numpy()))
-        bounds = np.flatnonzero(names[order][1:] != names[order][:-1]) + 1
-        for run in np.split(order, bounds):
-            config_name = str(names[run[0]])
+        order = sorted(range(len(snapshots)),
+                       key=lambda i: (observed_micros(snapshots[i]["observed_at"]), str(snapshots[i]["config_name"])))
+        runs: list[list[int]] = []
+        for i in order:
+            if runs and snapshots[runs[-1][0]]["config_name"] == snapshots[i]["config_name"]:
+                runs[-1].append(i)
+            else:
+                runs.append([i])
+        last_name = None
+        for run in runs:
+            config_name = str(snapshots[run[0]]["config_name"])
             settings = self.settings[config_name]
             columns.params = [kernel.Params.of(settings)]
-            mine = np.zeros(len(frame), bool)
+            mine = np.zeros(len(snapshots), bool)
             mine[run] = True
             batch = columns.decide(table.filter(pa.array(mine[source_row])))
             if batch is None:
                 continue
-            self._rows(out, batch, columns.last, frame["tick"].to_numpy()[run], [volumes[i] for i in run], settings,
-                       config_name)
-        self.state.update((save_state(columns, out["config_name"][-1] if out["key"] else None),))
-        if out["key"]:
-            yield pd.DataFrame(out)
+            out.extend(self._rows(batch, columns.last, [snapshots[i]["tick"] for i in run], [volumes[i] for i in run],
+                                  settings, config_name))
+            last_name = config_name
+        self.state.update((save_state(columns, last_name),))
+        yield from out
 
-    def _rows(self, out: dict[str, list], batch: pa.RecordBatch, o: Any, ticks: np.ndarray, volumes: list[pa.Table],
-              settings: Settings, config_name: str) -> None:
-        """The job's output rows for the records of one run of snapshots, in time order, appended to `out`."""
+    def _rows(self, batch: pa.RecordBatch, o: Any, ticks: list[int], volumes: list[pa.Table], settings: Settings,
+              config_name: str) -> list[Row]:
+        """The job's output rows for the records of one run of snapshots, in time order."""
         records = batch.to_pylist()
+        out = []
         now = self.clock.now()
         limit = settings.limits.to_json()
         output_key = self.output_keys.get(config_name)
@@ -285,28 +267,25 @@ class DecisionProcessor(StatefulProcessor):
             value = record_json(r, now, limit, output_key)
             v = vols.select(["broker_id", "log_dir", "total_bytes", "available_bytes"]).to_pydict()
             listed = [list(x) for x in zip(v["broker_id"], v["log_dir"], v["total_bytes"], v["available_bytes"])]
-            for name, item in (
-                    ("key", value["cluster_id"]), ("cluster_id", r["cluster_id"]), ("config_name", config_name),
-                    ("tick", int(tick)), ("observed_at", r["observed_at"].replace(tzinfo=None)),
-                    ("value", json.dumps(value)), ("throttle_factor", r["throttle_factor"]),
-                    ("decision_source", r["source"]), ("status", r["status"]), ("violations", r["violations"]),
-                    ("active_brokers", r["active_brokers"]), ("active_log_dirs", r["active_log_dirs"]),
-                    ("cached_volumes", int(o.cached[i])), ("evicted", int(o.evicted[i])),
-                    ("volumes", json.dumps(listed))):
-                out[name].append(item)
+            out.append(Row(key=value["cluster_id"], cluster_id=r["cluster_id"], config_name=config_name, tick=int(tick),
+                      observed_at=r["observed_at"], value=json.dumps(value), throttle_factor=r["throttle_factor"],
+                      decision_source=r["source"], status=r["status"], violations=r["violations"],
+                      active_brokers=r["active_brokers"], active_log_dirs=r["active_log_dirs"],
+                      cached_volumes=int(o.cached[i]), evicted=int(o.evicted[i]), volumes=json.dumps(listed)))
+        return out
 
-    def _remove(self, key: Any, markers: pd.DataFrame, others: pd.DataFrame) -> Iterator[pd.DataFrame]:
+    def _remove(self, key: Any, markers: list[dict], others: list[dict]) -> Iterator[Row]:
         """Drop the state of a cluster whose config left the fleet, unless a configured cluster still decides
         with it: one observing the same cluster id, in this batch or as the state's last writer."""
-        if not self.state.exists() or not others.empty:
+        if not self.state.exists() or others:
             return
         last_writer = json.loads(self.state.get()[0]).get("config")
-        if last_writer in self.settings or any(name in self.settings for name in markers["config_name"]):
+        if last_writer in self.settings or any(m["config_name"] in self.settings for m in markers):
             return
         self.state.clear()
         row = dict.fromkeys(OUTPUT_COLUMNS, None)
-        row.update(key=key[0], cluster_id=key[0], config_name=str(markers["config_name"].iloc[0]), status=REMOVED)
-        yield pd.DataFrame([row], dtype=object)
+        row.update(key=key[0], cluster_id=key[0], config_name=str(markers[0]["config_name"]), status=REMOVED)
+        yield Row(**row)
 
     def close(self) -> None:
         pass

@@ -141,7 +141,7 @@ class StreamJob:
         rows = (spark.readStream.format("kafka_volumes").option("clusters", clusters_option(self.configs))
                 .option("poll_tasks", str(spark.sparkContext.defaultParallelism))
                 .option("checkpoint", checkpoint_files.query_dir(self.first.checkpoint_path)).load())
-        return rows.groupBy("cluster_id").transformWithStateInPandas(
+        return rows.groupBy("cluster_id").transformWithState(
             statefulProcessor=DecisionProcessor(self.settings, self.output_keys, self.clock),
             outputStructType=OUTPUT_SCHEMA, outputMode="Append", timeMode="None")
 

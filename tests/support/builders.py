@@ -74,3 +74,13 @@ class MemoryHandle:
 
     def getValueState(self, name, schema):
         return self.states.setdefault(name, MemoryValue())
+
+
+def spark_rows(rows) -> list:
+    """The source's row tuples as the Rows Spark hands the stateful step (streaming/processor.py)."""
+    from pyspark.sql import Row
+
+    from quota_pipeline.streaming import source
+
+    names = [f.split()[0] for f in source.ROW_SCHEMA.split(", ")]
+    return [Row(**dict(zip(names, r))) for r in rows]

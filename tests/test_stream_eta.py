@@ -1,5 +1,5 @@
 """Issue 21's acceptance, on the streaming job itself: the real query (kafka_volumes source polling simulators,
-transformWithStateInPandas carrying the ETA buckets between micro-batches) in the test session's Spark, its records
+transformWithState carrying the ETA buckets between micro-batches) in the test session's Spark, its records
 collected instead of published. A disk that fills steadily sees its factor start to fall about one horizon before
 the hard limit and stay below 1 until then; a cluster whose disk follows a steady retention sawtooth (the
 simulator's timeline) is never throttled, though the record's short fit reads its falling edges as fills."""

@@ -1,4 +1,5 @@
-"""The few checkpoint files the driver reads before Spark starts (commits, offsets), on a local disk or on s3a://."""
+"""The few checkpoint files the driver reads before Spark starts (commits, offsets, the stateful operator's metadata),
+on a local disk or on s3a://."""
 from __future__ import annotations
 
 import json
@@ -65,3 +66,22 @@ def last_planned(query_checkpoint: str) -> dict | None:
     except (IndexError, ValueError):
         return None
     return value if isinstance(value, dict) else None
+
+
+def stateful_operator(query_checkpoint: str) -> str | None:
+    """The name Spark recorded for the query's stateful operator, None before a micro-batch recorded one.
+
+    Spark writes `<checkpoint>/state/0/_metadata/v2/<batch id>` when the operator first runs (and again when its
+    state's schema changes): a version line, then JSON whose operatorInfo names the operator. A restarted query
+    must use the operator that wrote its state.
+    """
+    directory = join(query_checkpoint, "state", "0", "_metadata", "v2")
+    versions = sorted(int(name) for name in names(directory) if name.isdigit())
+    if not versions:
+        return None
+    lines = (read_text(directory, str(versions[-1])) or "").splitlines()
+    try:
+        name = json.loads(lines[1])["operatorInfo"]["operatorName"]
+    except (IndexError, ValueError, KeyError, TypeError):
+        return None
+    return name if isinstance(name, str) else None

@@ -27,7 +27,7 @@ from quota_pipeline.core.record import predictive_of
 from quota_pipeline.dashboard.text import predictive as predictive_text
 from quota_pipeline.core.settings import Settings
 from quota_pipeline.streaming.metrics import Metrics
-from quota_pipeline.streaming import checkpoint_files, s3a
+from quota_pipeline.streaming import checkpoint_files, pandas_form, s3a
 from quota_pipeline.streaming.fleet import fleet_change
 from quota_pipeline.streaming.restarts import GAVE_UP, GaveUp, Restarts
 from quota_pipeline.streaming.processor import OUTPUT_SCHEMA, REMOVED, DecisionProcessor
@@ -141,7 +141,15 @@ class StreamJob:
         rows = (spark.readStream.format("kafka_volumes").option("clusters", clusters_option(self.configs))
                 .option("poll_tasks", str(spark.sparkContext.defaultParallelism))
                 .option("checkpoint", checkpoint_files.query_dir(self.first.checkpoint_path)).load())
-        return rows.groupBy("cluster_id").transformWithState(
+        grouped = rows.groupBy("cluster_id")
+        if checkpoint_files.stateful_operator(checkpoint_files.query_dir(self.first.checkpoint_path)) == \
+                pandas_form.OPERATOR:
+            log.info("the checkpoint's decision state was written by the pandas form of the stateful step: the job "
+                     "goes on in that form (a new checkpoint decides on rows, which is faster)")
+            return grouped.transformWithStateInPandas(
+                statefulProcessor=pandas_form.PandasFormProcessor(self.settings, self.output_keys, self.clock),
+                outputStructType=OUTPUT_SCHEMA, outputMode="Append", timeMode="None")
+        return grouped.transformWithState(
             statefulProcessor=DecisionProcessor(self.settings, self.output_keys, self.clock),
             outputStructType=OUTPUT_SCHEMA, outputMode="Append", timeMode="None")
 

@@ -295,3 +295,18 @@ def test_attempts_of_one_task_racing_a_planted_object_agree_on_one_poll():
         results = list(pool.map(lambda t: object_journal.claim(store, rel, t, token), texts))
     held = json.loads(store.objects[rel][0])
     assert all((h or json.loads(t)) == held for (h, _), t in zip(results, texts))
+
+
+@pytest.mark.parametrize("log_dir", ["/data/kafka-1", "/données/é", "/bad-\udcff"])
+def test_a_tick_files_line_reads_back_as_the_snapshot_whatever_the_log_dirs_name(log_dir):
+    """The line is the fast encoder's when it is plain ASCII, else the standard one's (outside names escaped, a lone
+    surrogate too, which the fast one refuses): either way one line of ASCII JSON that reads back as the snapshot."""
+    from quota_pipeline.core.snapshot_rules import parse_snapshot
+
+    snap = replace(FULL, volumes=(replace(FULL.volumes[0], log_dir=log_dir), *FULL.volumes[1:]))
+    text = ownership.record_text(snap, "token")
+    assert text.endswith("\n") and text.count("\n") == 1 and text.isascii()
+    record = json.loads(text)
+    assert record[ownership.TOKEN_FIELD] == "token" and record["volumes"][0]["log_dir"] == log_dir
+    assert text == json.dumps({**snap.to_json(), ownership.TOKEN_FIELD: "token"}, separators=(",", ":")) + "\n"
+    assert parse_snapshot(record) == snap

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import json
 import secrets
+
+import orjson
 from typing import Any
 
 from quota_pipeline.core.model import VolumeSnapshot
@@ -28,8 +30,17 @@ def new_token() -> str:
 
 
 def record_text(snap: VolumeSnapshot, token: str) -> str:
-    """The tick file's one line: the snapshot with the token of the batch that polled it (readers ignore it)."""
-    return json.dumps({**snap.to_json(), TOKEN_FIELD: token}, separators=(",", ":")) + "\n"
+    """The tick file's one line: the snapshot with the token of the batch that polled it (readers ignore it). Written
+    for every cluster at every interval, so by orjson (a tenth of the standard encoder's time); a line that is not
+    all ASCII (an outside name) or that orjson refuses (a lone surrogate) is the standard encoder's, escaped."""
+    record = {**snap.to_json(), TOKEN_FIELD: token}
+    try:
+        data = orjson.dumps(record)
+    except orjson.JSONEncodeError:
+        data = b""
+    if data and data.isascii():
+        return data.decode("ascii") + "\n"
+    return json.dumps(record, separators=(",", ":")) + "\n"
 
 
 def owned_record(data: bytes | None, token: str) -> dict[str, Any] | None:

@@ -8,6 +8,7 @@ step reads them straight into the cluster pass's Arrow columns.
 from __future__ import annotations
 
 import functools
+from operator import attrgetter
 from typing import Iterable
 
 import pyarrow as pa
@@ -31,18 +32,26 @@ def _empty() -> pa.Table:
 def pack(volumes: Iterable[Volume]) -> bytes:
     """The volumes as an Arrow IPC stream of VOLUMES."""
     vs = list(volumes)
-    table = pa.table({
-        "broker_id": [v.broker_id for v in vs],
-        "log_dir": [v.log_dir for v in vs],
-        "total_bytes": [v.total_bytes for v in vs],
-        "available_bytes": [v.available_bytes for v in vs],
-        "error": [v.error for v in vs],
-        "top_partitions": [[p.to_json() for p in v.top_partitions] or None for v in vs],
-        "topics": [None if v.topics is None else list(v.topics) for v in vs],
-    }, schema=VOLUMES)
+
+    def column(name: str) -> list:
+        return list(map(attrgetter(name), vs))
+
+    parts = [[p.to_json() for p in v.top_partitions] or None for v in vs] if any(
+        v.top_partitions for v in vs) else None
+    # Built array by array: pa.table of a dict would import pandas into the polling worker.
+    batch = pa.RecordBatch.from_arrays([
+        pa.array(column("broker_id"), VOLUMES.field("broker_id").type),
+        pa.array(column("log_dir"), VOLUMES.field("log_dir").type),
+        pa.array(column("total_bytes"), VOLUMES.field("total_bytes").type),
+        pa.array(column("available_bytes"), VOLUMES.field("available_bytes").type),
+        pa.array(column("error"), VOLUMES.field("error").type),
+        pa.nulls(len(vs), VOLUMES.field("top_partitions").type) if parts is None else
+        pa.array(parts, VOLUMES.field("top_partitions").type),
+        pa.array(column("topics"), VOLUMES.field("topics").type),  # tuples, or None where not known
+    ], schema=VOLUMES)
     sink = pa.BufferOutputStream()
     with pa.ipc.new_stream(sink, VOLUMES) as writer:
-        writer.write_table(table)
+        writer.write_batch(batch)
     return sink.getvalue().to_pybytes()
 
 

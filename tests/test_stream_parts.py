@@ -510,3 +510,37 @@ def test_a_snapshot_crosses_spark_as_one_row_and_its_volumes_reach_the_metrics()
         with pa.ipc.new_stream(sink, pa.schema([("x", pa.int64())])) as w:
             w.write_table(pa.table({"x": [1]}))
         packed.unpack(sink.getvalue().to_pybytes())
+
+
+def test_a_state_saved_by_zlib_carries_on_as_the_zstd_one_does():
+    """The state as the version before Zstandard saved it (zlib) decides on exactly as the current one."""
+    import base64
+    import zlib
+
+    from quota_pipeline.streaming.processor import DecisionProcessor, state_columns
+
+    s = settings()
+    snaps = [ok(t, vol(1, (14 - 2 * t) * GB), vol(2, 30 * GB)) for t in range(6)]
+    runs = []
+    for rewrite in (False, True):
+        handle, got = MemoryHandle(), []
+        for tick, snap in enumerate(snaps):
+            processor = DecisionProcessor({"a": s}, {"a": "out"})
+            processor.init(handle)
+            if rewrite and tick:
+                saved = json.loads(handle.states["cluster"].value[0])
+                assert saved["compressed"] == "zstd"
+                saved.update(compressed="zlib", columns=base64.b64encode(zlib.compress(state_columns(saved))).decode())
+                del saved["size"]
+                handle.states["cluster"].update((json.dumps(saved),))
+            got += [json.loads(r.value) for r in processor.handleInputRows(
+                ("c1",), iter(_rows(source.snapshot_rows("a", tick, snap))), None)]
+        runs.append([{k: v for k, v in r.items() if k != "decided_at"} for r in got])
+    assert runs[0] == runs[1] and {r["throttle_factor"] for r in runs[0]} != {1.0}
+
+
+def test_a_saved_state_claiming_an_outsize_size_is_refused():
+    from quota_pipeline.streaming.processor import MAX_STATE_BYTES, state_columns
+
+    with pytest.raises(ValueError, match="not a state this job wrote"):
+        state_columns({"compressed": "zstd", "size": MAX_STATE_BYTES + 1, "columns": ""})

@@ -88,18 +88,30 @@ def decode_state(text: str | None) -> DecisionState:
     return DecisionState(CacheState(entries, frozenset(raw["registered"]), history, buckets), decision)
 
 
+STATE_CODEC = pa.Codec("zstd", compression_level=1)
+MAX_STATE_BYTES = 1 << 30  # a saved state's size as it claims: more is not a state this job wrote
+
+
 def save_state(columns: ClusterPass, config_name: str | None) -> str:
     """The state value: JSON naming the configured cluster that last updated it (a removal reads it) and the
-    columnar state (ClusterPass.to_bytes), deflated: a 500-log-dir cluster's 210 kB are about 20 kB, and the state
-    store writes and the state's round trips to the JVM carry every cluster's state on every micro-batch."""
-    return json.dumps({"config": config_name, "compressed": "zlib",
-                       "columns": base64.b64encode(zlib.compress(columns.to_bytes(), 1)).decode("ascii")})
+    columnar state (ClusterPass.to_bytes), compressed: a 500-log-dir cluster's 200 kB are about 11 kB, and the state
+    store writes and the state's round trips to the JVM carry every cluster's state on every micro-batch. Zstandard
+    at level 1 compresses it a little smaller than zlib did, in a quarter of the time."""
+    data = columns.to_bytes()
+    return json.dumps({"config": config_name, "compressed": "zstd", "size": len(data),
+                       "columns": base64.b64encode(STATE_CODEC.compress(data, asbytes=True)).decode("ascii")})
 
 
 def state_columns(raw: dict) -> bytes:
-    """ClusterPass.to_bytes of a saved state (one saved before compression included)."""
+    """ClusterPass.to_bytes of a saved state (one saved by zlib, or before compression, included)."""
     data = base64.b64decode(raw["columns"])
-    return zlib.decompress(data) if raw.get("compressed") == "zlib" else data
+    codec = raw.get("compressed")
+    if codec == "zstd":
+        size = raw.get("size")
+        if not isinstance(size, int) or not 0 <= size <= MAX_STATE_BYTES:
+            raise ValueError(f"a saved state claims {size!r} bytes; not a state this job wrote")
+        return STATE_CODEC.decompress(data, decompressed_size=size, asbytes=True)
+    return zlib.decompress(data) if codec == "zlib" else data
 
 
 def load_state(cluster_id: str, text: str | None) -> ClusterPass:

@@ -4,6 +4,7 @@ from __future__ import annotations
 import heapq
 import logging
 from dataclasses import dataclass, field
+from operator import attrgetter
 from typing import Any, Callable
 
 import kafka.errors as Errors
@@ -27,6 +28,7 @@ MIN_TIMEOUT_MS = 100
 # network thread) must leave time to ask another one and for every broker's DescribeLogDirs.
 DESCRIBE_CLUSTER_SHARE = 3
 _TIMEOUTS = (Errors.KafkaTimeoutError, Errors.RequestTimedOutError)
+BY_DIR = attrgetter("broker_id", "log_dir")
 
 
 def call_timeout_ms(config: Config) -> int:
@@ -175,7 +177,7 @@ class Observer(AdminConnection):
         # A partial view keeps the volumes of the brokers that answered: a full disk among them stops at once, and
         # the brokers that did not answer (no volume listed) count as missing, so no release follows from it.
         return self._snapshot(started, status, message=message, brokers=brokers, fenced=fenced,
-                              volumes=tuple(sorted(volumes, key=lambda v: (v.broker_id, v.log_dir))))
+                              volumes=tuple(sorted(volumes, key=BY_DIR)))
 
     async def _describe_cluster(self, manager: Any, remaining_ms: Callable[[], int]) -> tuple[tuple[int, ...], tuple[int, ...]]:
         """(active brokers, fenced brokers); fenced ones only from brokers with DescribeCluster v2 (KIP-1073)."""
@@ -252,26 +254,23 @@ def _volumes(broker_id: int, response: Any, problems: _BrokerProblems) -> list[V
     for r in response.results:
         if r.error_code:
             volumes.append(Volume(broker_id, r.log_dir, None, None, error=Errors.for_code(r.error_code).message))
-        else:
+        elif r.topics:
             volumes.append(Volume(broker_id, r.log_dir, int(r.total_bytes), int(r.usable_bytes),
                                   top_partitions=_largest_partitions(r), topics=_topics(r)))
+        else:  # a dir holding no partition: most of a fleet's spare dirs, built without the helpers' calls
+            volumes.append(Volume(broker_id, r.log_dir, int(r.total_bytes), int(r.usable_bytes), None, (), ()))
     return volumes
 
 
 def _topics(result: Any) -> tuple[str, ...]:
     """The sorted distinct topics with a replica on the log dir: every partition, future replicas included (a
     replica being moved onto the dir writes to it), so that a stop at this dir refuses all that can fill it."""
-    topics = result.topics
-    if not topics:  # a dir holding no partition: most of a fleet's spare dirs, answered without the set's cost
-        return ()
-    return tuple(sorted({t.name for t in topics if t.partitions}))
+    return tuple(sorted({t.name for t in (result.topics or []) if t.partitions}))
 
 
 def _largest_partitions(result: Any) -> tuple[PartitionSize, ...]:
     """The log dir's largest partitions, biggest first: the record names what fills a disk, not every partition."""
-    if not result.topics:
-        return ()
-    sizes = ((p.partition_size, t.name, p.partition_index) for t in result.topics
+    sizes = ((p.partition_size, t.name, p.partition_index) for t in (result.topics or [])
              for p in t.partitions if not p.is_future_key)
     return tuple(PartitionSize(topic, partition, int(size))
                  for size, topic, partition in heapq.nlargest(TOP_PARTITIONS, sizes, key=lambda s: (s[0], s[1], -s[2])))

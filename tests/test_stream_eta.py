@@ -13,6 +13,7 @@ import pytest
 
 from quota_pipeline.core import config as cfg
 from quota_pipeline.simulator import Simulator
+from quota_pipeline.streaming.metrics import listed
 from quota_pipeline.streaming.query import StreamJob
 
 GB = 10 ** 9
@@ -103,7 +104,7 @@ def test_a_steady_fill_is_slowed_about_one_horizon_before_the_limit_and_a_sawtoo
     assert len(steady) >= 10 and {r.throttle_factor for r in steady} == {1.0}
     # The test can fail: the job saw the teeth (readings a tooth apart), and the record's short fit over the last
     # readings took falling edges for fills.
-    seen = [json.loads(r.volumes)[0][3] for r in steady]
+    seen = [listed(r.volumes)[0][3] for r in steady]
     assert max(seen) - min(seen) > TOOTH / 2, seen
     rates = [v["fill_rate_bytes_per_second"] for r in steady for v in json.loads(r.value)["closest_volumes"]]
     assert any(rate is not None and rate > 0 for rate in rates), rates

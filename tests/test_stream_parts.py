@@ -155,10 +155,18 @@ def test_state_survives_encoding(tmp_path):
     assert decode_state(None) == DecisionState()
 
 
+def packed_volumes(*listed) -> bytes:
+    """The source's packed value of volumes given as [broker id, log dir, total bytes, available bytes]."""
+    from quota_pipeline.core.model import Volume
+    from quota_pipeline.streaming import packed
+
+    return packed.pack([Volume(b, d, t, a) for b, d, t, a in listed])
+
+
 def row(**kw):
     base = dict(key="c", throttle_factor=1.0, decision_source="OBSERVATION", observed_at=dt.datetime(2026, 1, 1),
                 violations=0, active_brokers=2, active_log_dirs=2, cached_volumes=2, evicted=0, status="SUCCESS",
-                volumes=json.dumps([[1, "/a", 100, 50], [2, "/a", 100, 40]]))
+                volumes=packed_volumes([1, "/a", 100, 50], [2, "/a", 100, 40]))
     return SimpleNamespace(**{**base, **kw})
 
 
@@ -172,7 +180,7 @@ def test_metrics_follow_decisions_and_drop_vanished_volumes():
     assert sample(m, "quota_pipeline_volume_available_bytes", cluster="c", broker_id="2", log_dir="/a") == 40
     m.record([row(throttle_factor=0.5, decision_source="FALLBACK", status="TIMEOUT"),
               row(throttle_factor=0.5, decision_source="FALLBACK", status="TIMEOUT"),
-              row(volumes=json.dumps([[1, "/a", 100, 50]]))])
+              row(volumes=packed_volumes([1, "/a", 100, 50]))])
     assert sample(m, "quota_pipeline_volume_available_bytes", cluster="c", broker_id="2", log_dir="/a") is None
     assert sample(m, "quota_pipeline_fallback_applied_total", cluster="c") == 1   # one transition
     assert sample(m, "quota_pipeline_snapshots_total", cluster="c", status="TIMEOUT") == 2
@@ -182,10 +190,10 @@ def test_metrics_follow_decisions_and_drop_vanished_volumes():
 def test_metrics_take_a_partial_views_volumes_and_keep_the_others():
     m = Metrics()
     m.record([row()])
-    m.record([row(status="TIMEOUT", volumes=json.dumps([[1, "/a", 100, 5]]))])   # broker 2 did not answer
+    m.record([row(status="TIMEOUT", volumes=packed_volumes([1, "/a", 100, 5]))])   # broker 2 did not answer
     assert sample(m, "quota_pipeline_volume_available_bytes", cluster="c", broker_id="1", log_dir="/a") == 5
     assert sample(m, "quota_pipeline_volume_available_bytes", cluster="c", broker_id="2", log_dir="/a") == 40
-    m.record([row(status="TIMEOUT", volumes="[]")])   # a failed poll: nothing changes
+    m.record([row(status="TIMEOUT", volumes=None)])   # a failed poll: nothing changes
     assert sample(m, "quota_pipeline_volume_available_bytes", cluster="c", broker_id="1", log_dir="/a") == 5
 
 
@@ -493,6 +501,7 @@ def test_a_snapshot_crosses_spark_as_one_row_and_its_volumes_reach_the_metrics()
     """One row per snapshot whatever its size (Spark's per-batch cost follows rows), its volumes intact on the
     other side, and a value that is not the source's own refused rather than read."""
     from quota_pipeline.streaming import packed
+    from quota_pipeline.streaming.metrics import listed as listed_of
     from quota_pipeline.streaming.processor import DecisionProcessor
 
     snap = ok(0, *[vol(b, 20 * GB) for b in range(1, 201)], cluster="id-a")
@@ -502,7 +511,7 @@ def test_a_snapshot_crosses_spark_as_one_row_and_its_volumes_reach_the_metrics()
     processor = DecisionProcessor({"a": settings()}, {"a": "a"})
     processor.init(MemoryHandle())
     [out] = list(processor.handleInputRows(("id-a",), iter(_rows(rows)), None))
-    listed = json.loads(out.volumes)
+    listed = listed_of(out.volumes)
     assert len(listed) == 200 and listed[0][0] == 1 and listed[0][3] == 20 * GB
     with pytest.raises(ValueError, match="packed snapshot"):
         import pyarrow as pa

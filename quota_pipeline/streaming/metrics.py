@@ -14,6 +14,7 @@ from prometheus_client.core import GaugeMetricFamily
 from quota_pipeline.core.clock import SYSTEM, Clock
 from quota_pipeline.core.model import PredictiveThrottle, parse_time
 from quota_pipeline.core.record import predictive_of
+from quota_pipeline.streaming import packed
 
 SOURCES = ("OBSERVATION", "RETAINED", "FALLBACK")
 
@@ -105,7 +106,7 @@ class Metrics:
             self.cached_volumes.labels(key).set(row.cached_volumes)
             self.evictions.labels(key).inc(row.evicted)
             self.snapshots.labels(key, row.status).inc()
-            volumes = json.loads(row.volumes) if getattr(row, "volumes", None) else []
+            volumes = listed(getattr(row, "volumes", None))
             if row.status == "SUCCESS" or volumes:  # a partial view: the dirs of the brokers that answered
                 self._set_volumes(key, volumes, every=row.status == "SUCCESS")
             if getattr(row, "config_name", None) in self.intervals:
@@ -159,7 +160,7 @@ class Metrics:
         self.predictive_horizon.labels(key, *labels).set(cause.horizon_seconds)
         self._predictive[key] = labels
 
-    def _set_volumes(self, key: str, volumes: list[list], every: bool = True) -> None:
+    def _set_volumes(self, key: str, volumes: list[tuple], every: bool = True) -> None:
         """The volume gauges of `volumes`; with `every` (a SUCCESS lists every dir) the series of dirs it does not
         list go, a partial view's leaves them (their brokers did not answer)."""
         seen = set()
@@ -180,6 +181,14 @@ class Metrics:
             for g in (self.available, self.total, self.ratio):
                 _remove(g, (key, *gone))
         self._volumes[key] = seen
+
+
+def listed(value: bytes | None) -> list[tuple]:
+    """(broker id, log dir, total bytes, available bytes) of each volume of a packed snapshot (streaming/packed.py)."""
+    if not value:
+        return []
+    v = packed.unpack(bytes(value)).select(["broker_id", "log_dir", "total_bytes", "available_bytes"]).to_pydict()
+    return list(zip(v["broker_id"], v["log_dir"], v["total_bytes"], v["available_bytes"]))
 
 
 SINCE_ACKNOWLEDGED = "quota_pipeline_last_acknowledged_decision_age_seconds"

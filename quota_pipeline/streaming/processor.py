@@ -41,7 +41,7 @@ from quota_pipeline.core.model import UTC, Decision, DecisionSource, PartitionSi
 OUTPUT_SCHEMA = (
     "key string, cluster_id string, config_name string, tick long, observed_at timestamp, value string, "
     "throttle_factor double, decision_source string, status string, violations int, active_brokers int, "
-    "active_log_dirs int, cached_volumes int, evicted int, volumes string"
+    "active_log_dirs int, cached_volumes int, evicted int, volumes binary"
 )
 OUTPUT_COLUMNS = tuple(f.split()[0] for f in OUTPUT_SCHEMA.split(", "))
 STATE_SCHEMA = StructType([StructField("json", StringType())])
@@ -261,15 +261,16 @@ class DecisionProcessor(StatefulProcessor):
             batch = columns.decide(table.filter(pa.array(mine[source_row])))
             if batch is None:
                 continue
-            out.extend(self._rows(batch, columns.last, [snapshots[i]["tick"] for i in run], [volumes[i] for i in run],
-                                  settings, config_name))
+            out.extend(self._rows(batch, columns.last, [snapshots[i]["tick"] for i in run],
+                                  [snapshots[i]["volumes"] for i in run], settings, config_name))
             last_name = config_name
         self.state.update((save_state(columns, last_name),))
         yield from out
 
-    def _rows(self, batch: pa.RecordBatch, o: Any, ticks: list[int], volumes: list[pa.Table], settings: Settings,
+    def _rows(self, batch: pa.RecordBatch, o: Any, ticks: list[int], volumes: list[bytes | None], settings: Settings,
               config_name: str) -> list[Row]:
-        """The job's output rows for the records of one run of snapshots, in time order."""
+        """The job's output rows for the records of one run of snapshots, in time order; each row's volumes as the
+        source packed them (the driver's metrics read them)."""
         records = batch.to_pylist()
         out = []
         now = self.clock.now()
@@ -277,13 +278,11 @@ class DecisionProcessor(StatefulProcessor):
         output_key = self.output_keys.get(config_name)
         for i, (r, tick, vols) in enumerate(zip(records, ticks, volumes)):
             value = record_json(r, now, limit, output_key)
-            v = vols.select(["broker_id", "log_dir", "total_bytes", "available_bytes"]).to_pydict()
-            listed = [list(x) for x in zip(v["broker_id"], v["log_dir"], v["total_bytes"], v["available_bytes"])]
             out.append(Row(key=value["cluster_id"], cluster_id=r["cluster_id"], config_name=config_name, tick=int(tick),
                       observed_at=r["observed_at"], value=json.dumps(value), throttle_factor=r["throttle_factor"],
                       decision_source=r["source"], status=r["status"], violations=r["violations"],
                       active_brokers=r["active_brokers"], active_log_dirs=r["active_log_dirs"],
-                      cached_volumes=int(o.cached[i]), evicted=int(o.evicted[i]), volumes=json.dumps(listed)))
+                      cached_volumes=int(o.cached[i]), evicted=int(o.evicted[i]), volumes=vols))
         return out
 
     def _remove(self, key: Any, markers: list[dict], others: list[dict]) -> Iterator[Row]:

@@ -19,8 +19,8 @@ R = TypeVar("R")
 
 IN_FLIGHT = 4          # quick polls at once per task while the process is busy
 SLOW_AFTER_S = 0.05    # a poll still running after this no longer holds a place
-CHECK_S = 0.01         # how often the places follow the process's CPU use while clusters wait to be polled
-IDLE_SHARE = 0.5       # CPU seconds per second below which the polls mostly wait: one more place
+CHECK_S = 0.01
+IDLE_SHARE = 0.5
 MAX_THREADS = 64       # per task; each slow poll keeps its thread until its timeout
 
 

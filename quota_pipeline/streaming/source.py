@@ -5,8 +5,8 @@ since the epoch), keyed by the cluster's config name, so a restart from the same
 cluster added (polled at once) or removed (left out) continues the others. A micro-batch covering ticks
 (start, end] polls each cluster once, for tick `end`: ticks missed while the job was down are not
 invented. The clusters due are spread over at most `poll_tasks` input partitions (one per executor
-core), and a partition polls its clusters in threads (streaming/poll_pool.py): a few at a time while they answer
-quickly, and a cluster that does not answer delays no other. A snapshot is journaled before
+core), and a partition polls all of its clusters at once in threads: every cluster of a tick is
+observed at about the same moment, however many clusters share a core. A snapshot is journaled before
 its rows are returned. Only a re-run reads the journal: the micro-batch Spark planned before this query started
 (its end offsets are the last entry of the checkpoint's offsets log when the source is created, before the
 query plans anything) returns the journaled snapshot of its ticks instead of polling again, exactly-once from
@@ -20,6 +20,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import logging
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from typing import Iterator
 
@@ -32,7 +33,6 @@ from quota_pipeline.core.model import UTC, Status, VolumeSnapshot
 from quota_pipeline.journal import ownership
 from quota_pipeline.journal.store import Claimed, Journal
 from quota_pipeline.streaming import checkpoint_files, packed
-from quota_pipeline.streaming.poll_pool import poll_all
 
 log = logging.getLogger("quota_pipeline")
 
@@ -75,6 +75,9 @@ def current_tick(conf: cfg.Config, now: dt.datetime) -> int:
 
 def tick_time(conf: cfg.Config, tick: int) -> dt.datetime:
     return dt.datetime.fromtimestamp(tick * tick_seconds(conf), UTC)
+
+
+MAX_POLL_THREADS = 64  # per partition; each poll mostly waits on its cluster's brokers
 
 
 @dataclass(frozen=True)
@@ -232,7 +235,12 @@ class KafkaVolumesReader(DataSourceStreamReader):
                                   tick.tick, tick.token, tick.rerun)
 
         ticks = partition.ticks
-        for tick, snap in zip(ticks, poll_all(ticks, poll)):
+        if len(ticks) <= 1:
+            snaps = [poll(t) for t in ticks]  # no thread for one cluster (or none: only removals)
+        else:
+            with ThreadPoolExecutor(min(len(ticks), MAX_POLL_THREADS), thread_name_prefix="poll") as pool:
+                snaps = list(pool.map(poll, ticks))
+        for tick, snap in zip(ticks, snaps):
             yield from snapshot_rows(tick.config_name, tick.tick, snap)
         now = dt.datetime.now(UTC).replace(tzinfo=None)
         for r in partition.removals:

@@ -6,7 +6,6 @@ simulator's timeline) is never throttled, though the record's short fit reads it
 from __future__ import annotations
 
 import json
-import threading
 import time
 
 import pytest
@@ -14,7 +13,7 @@ import pytest
 from quota_pipeline.core import config as cfg
 from quota_pipeline.simulator import Simulator
 from quota_pipeline.streaming.metrics import listed
-from quota_pipeline.streaming.query import StreamJob
+from tests.support.stream_session import job_in_session
 
 GB = 10 ** 9
 TOTAL = 100 * GB
@@ -35,19 +34,6 @@ def sawtooth(seconds: float, available_low: float = 25 * GB) -> list[dict]:
     return points
 
 
-class _Collect:
-    """The publisher's place: takes what a micro-batch would publish, acknowledges at once."""
-
-    def publish(self, pairs) -> None:
-        list(pairs)
-
-    def close(self) -> None:
-        pass
-
-    def abandon(self) -> None:
-        pass
-
-
 def _config(tmp_path, name: str, sim: Simulator) -> cfg.Config:
     return cfg.parse({
         cfg.HARD_BYTES: str(HARD), cfg.CHECK_INTERVAL_ISO: "PT1S", cfg.VALIDITY: "PT30S",
@@ -64,29 +50,22 @@ def story(spark, tmp_path, monkeypatch):
                          "defaults": {"total_bytes": TOTAL, "available_bytes": 40 * GB}}, port=0).start()
     steady = Simulator({"cluster_id": "steady", "brokers": [{"log_dirs": [
         {"path": "/data", "total_bytes": TOTAL, "used_ratio": 0.5, "timeline": sawtooth(600)}]}]}, port=0).start()
-    rows: list = []
-    job = StreamJob([_config(tmp_path, "filling", filling), _config(tmp_path, "steady", steady)],
-                    on_decisions=rows.extend)
-    job._publisher = _Collect()
-    monkeypatch.setattr(job, "spark_session", lambda: spark)
-    runner = threading.Thread(target=job.run, kwargs={"max_restarts": 0}, daemon=True)
-    runner.start()
     try:
-        deadline = time.time() + 180
-        while not {r.key for r in rows} >= {"filling", "steady"} and time.time() < deadline:
-            time.sleep(0.2)
-        assert {r.key for r in rows} >= {"filling", "steady"}, "the job published no decision within 180 s"
-        started = len(rows)
-        filling.state.set_fill_rate(1, 0, FILL)   # 30 GB above the hard limit: reached in 30 s
-        deadline = time.time() + 90
-        while not any(r.key == "filling" and r.throttle_factor == 0.0 for r in rows[started:]) and \
-                time.time() < deadline:
-            time.sleep(0.2)
-        time.sleep(2)
-        yield [r for r in rows[started:]]
+        with job_in_session(spark, [_config(tmp_path, "filling", filling), _config(tmp_path, "steady", steady)],
+                            monkeypatch) as rows:
+            deadline = time.time() + 180
+            while not {r.key for r in rows} >= {"filling", "steady"} and time.time() < deadline:
+                time.sleep(0.2)
+            assert {r.key for r in rows} >= {"filling", "steady"}, "the job published no decision within 180 s"
+            started = len(rows)
+            filling.state.set_fill_rate(1, 0, FILL)   # 30 GB above the hard limit: reached in 30 s
+            deadline = time.time() + 90
+            while not any(r.key == "filling" and r.throttle_factor == 0.0 for r in rows[started:]) and \
+                    time.time() < deadline:
+                time.sleep(0.2)
+            time.sleep(2)
+            yield [r for r in rows[started:]]
     finally:
-        job.request_stop()
-        runner.join(90)
         filling.stop()
         steady.stop()
 

@@ -3,7 +3,6 @@
 its throttle's start kept; a new checkpoint decides on rows. Spark refuses a restart under the other operator."""
 from __future__ import annotations
 
-import threading
 import time
 
 import pytest
@@ -11,39 +10,17 @@ import pytest
 from quota_pipeline.core import config as cfg
 from quota_pipeline.simulator import Simulator
 from quota_pipeline.streaming import checkpoint_files, pandas_form
-from quota_pipeline.streaming.query import StreamJob
+from tests.support.stream_session import job_in_session
 
 GB = 10 ** 9
 
 
-class _Collect:
-    """The publisher's place: takes what a micro-batch would publish, acknowledges at once."""
-
-    def publish(self, pairs) -> None:
-        list(pairs)
-
-    def close(self) -> None:
-        pass
-
-    def abandon(self) -> None:
-        pass
-
-
 def _run(spark, conf: cfg.Config, monkeypatch, decisions: int) -> list:
     """The job's rows until `decisions` decisions of the cluster, then stopped."""
-    rows: list = []
-    job = StreamJob([conf], on_decisions=rows.extend)
-    job._publisher = _Collect()
-    monkeypatch.setattr(job, "spark_session", lambda: spark)
-    runner = threading.Thread(target=job.run, kwargs={"max_restarts": 0}, daemon=True)
-    runner.start()
-    try:
+    with job_in_session(spark, [conf], monkeypatch) as rows:
         deadline = time.time() + 180
         while len(rows) < decisions and time.time() < deadline:
             time.sleep(0.2)
-    finally:
-        job.request_stop()
-        runner.join(90)
     assert len(rows) >= decisions, f"{len(rows)} decisions within 180 s"
     return rows
 

@@ -256,9 +256,7 @@ class DecisionProcessor(StatefulProcessor):
             config_name = str(snapshots[run[0]]["config_name"])
             settings = self.settings[config_name]
             columns.params = [kernel.Params.of(settings)]
-            mine = np.zeros(len(snapshots), bool)
-            mine[run] = True
-            batch = columns.decide(table.filter(pa.array(mine[source_row])))
+            batch = columns.decide(table if len(runs) == 1 else table.filter(pa.array(np.isin(source_row, run))))
             if batch is None:
                 continue
             out.extend(self._rows(batch, columns.last, [snapshots[i]["tick"] for i in run],

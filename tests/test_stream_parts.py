@@ -89,9 +89,8 @@ def test_a_partition_polls_its_clusters_at_the_same_time_and_journals_each(tmp_p
     reader = source.KafkaVolumesReader([source.ObservedCluster(n, props(n, tmp_path)) for n in names], poll_tasks=1)
     start = reader.initialOffset()
     [part] = reader.partitions(start, reader.latestOffset(start, None))
-    began = time.monotonic()
     rows = list(reader.read(part))
-    assert most[0] == 4 and time.monotonic() - began < 1.0  # four 0.3 s polls at once, not one after another
+    assert most[0] == 4  # four polls inside at once, not one after another (however loaded the machine)
     assert [r[0] for r in rows] == names  # one row per cluster, in the partition's order
     journal = Journal(str(tmp_path / "ckpt" / "journal"))
     assert all(journal.last_cluster_id(n) == f"id-{n}" for n in names)

@@ -552,3 +552,37 @@ def test_a_saved_state_claiming_an_outsize_size_is_refused():
 
     with pytest.raises(ValueError, match="not a state this job wrote"):
         state_columns({"compressed": "zstd", "size": MAX_STATE_BYTES + 1, "columns": ""})
+
+
+def test_a_poll_worker_connects_to_the_rest_of_the_fleet_after_its_own_polls(tmp_path, monkeypatch):
+    """Spark may hand the next batch's other poll task to this worker: it finds its connections then, instead of
+    connecting to every cluster of it within the micro-batch. Connecting polls each once, unjournaled."""
+    names = ["a", "b", "c", "d"]
+    made: list[str] = []
+
+    class CountingObserver:
+        def __init__(self, conf):
+            self.name = conf.cluster_name
+            made.append(self.name)
+
+        def poll(self):
+            return ok(0, vol(1, 50 * GB), cluster=f"id-{self.name}")
+
+        def close(self):
+            pass
+
+    monkeypatch.setattr("quota_pipeline.kafka.observer.Observer", CountingObserver)
+    monkeypatch.setattr(source, "_observers", {})
+    monkeypatch.setattr(source, "_connecting", None)
+    reader = source.KafkaVolumesReader([source.ObservedCluster(n, props(n, tmp_path)) for n in names], poll_tasks=2)
+    start = reader.initialOffset()
+    first, second = reader.partitions(start, reader.latestOffset(start, None))
+    mine, others = [t.config_name for t in first.ticks], [t.config_name for t in second.ticks]
+    assert [n for n, _ in first.fleet] == others and [n for n, _ in second.fleet] == mine
+    assert [r[0] for r in reader.read(first)] == mine
+    source._connecting.join(10)
+    assert sorted(made) == names  # one connection each, the other task's clusters too
+    journal = tmp_path / "ckpt" / "journal"
+    assert all(not list((journal / n).rglob("*.json")) for n in others)  # connected, not journaled
+    assert [r[0] for r in reader.read(second)] == others
+    assert sorted(made) == names  # the other half's polls found their connections

@@ -13,13 +13,15 @@ query plans anything) returns the journaled snapshot of its ticks instead of pol
 the source's side. Every other batch is new: it polls, and journals the poll under a token of its own
 (journal/ownership.py), never taking a tick file it did not write as its observation. Rows: one per snapshot, its
 volumes packed in one binary value (streaming/packed.py; none for a failed poll, which still reaches the state
-machine).
+machine). A worker keeps its connections to the clusters it polled, and after its polls connects to the rest of the
+fleet's (`connect_later`), as Spark may hand it another task's clusters next.
 """
 from __future__ import annotations
 
 import datetime as dt
 import json
 import logging
+import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from typing import Iterator
@@ -104,10 +106,12 @@ class Removal:
 
 @dataclass(frozen=True)
 class PollPartition(InputPartition):
-    """The clusters one task polls, concurrently, each for its own tick (and the fleet's removals, if any)."""
+    """The clusters one task polls, concurrently, each for its own tick (and the fleet's removals, if any). `fleet`:
+    the other tasks' clusters (config name, properties JSON), which the worker connects to once it is done."""
 
     ticks: tuple[TickPartition, ...]
     removals: tuple[Removal, ...] = ()
+    fleet: tuple[tuple[str, str], ...] = ()
 
 
 def snapshot_rows(config_name: str, tick: int, snap: VolumeSnapshot) -> Iterator[tuple]:
@@ -118,6 +122,43 @@ def snapshot_rows(config_name: str, tick: int, snap: VolumeSnapshot) -> Iterator
 
 
 _observers: dict[str, object] = {}  # per worker process: admin connections survive across ticks
+_observers_lock = threading.Lock()
+_connecting: threading.Thread | None = None  # the worker's background connection to the rest of the fleet
+
+
+def connect_later(fleet: tuple[tuple[str, str], ...]) -> threading.Thread | None:
+    """Connect this worker, in the background, to the clusters of `fleet` it has no connection to yet.
+
+    Spark hands a task to any idle Python worker, so the poll tasks' worker processes trade places now and then,
+    and a process polling clusters it never polled connects to each of them first (a bootstrap, a connection per
+    broker): a poll stage twice as long, once per worker, at a random micro-batch. Connected after its own polls
+    (each such cluster polled once, the snapshot discarded: not journaled, never decided), the worker finds its
+    connections whichever half of the fleet it gets."""
+    global _connecting
+    observers = _observers
+    missing = [(name, props) for name, props in fleet if name not in observers]
+    if not missing or (_connecting is not None and _connecting.is_alive()):
+        return None
+
+    def connect() -> None:
+        from quota_pipeline.kafka.observer import Observer
+
+        for name, props in missing:
+            if name in observers:
+                continue
+            try:
+                observer = Observer(cfg.parse(json.loads(props), name))
+                observer.poll()  # never raises: a cluster out of reach is connected to at its own poll
+            except Exception:  # noqa: BLE001 - a config this worker cannot use: its own poll reports it
+                continue
+            with _observers_lock:
+                kept = observers.setdefault(name, observer)
+            if kept is not observer:
+                observer.close()
+
+    _connecting = threading.Thread(target=connect, name="connect-fleet", daemon=True)
+    _connecting.start()
+    return _connecting
 
 
 def poll_or_replay(config_name: str, conf: cfg.Config, tick: int, token: str, rerun: bool = False) -> VolumeSnapshot:
@@ -137,9 +178,10 @@ def poll_or_replay(config_name: str, conf: cfg.Config, tick: int, token: str, re
 def _poll(config_name: str, conf: cfg.Config, journal: Journal) -> VolumeSnapshot:
     from quota_pipeline.kafka.observer import Observer
 
-    observer = _observers.get(config_name)
-    if observer is None:
-        observer = _observers[config_name] = Observer(conf)
+    with _observers_lock:
+        observer = _observers.get(config_name)
+        if observer is None:
+            observer = _observers[config_name] = Observer(conf)
     snap = observer.poll()  # type: ignore[attr-defined]
     if snap.status is Status.SUCCESS:
         journal.remember_cluster_id(config_name, snap.cluster_id)
@@ -224,7 +266,9 @@ class KafkaVolumesReader(DataSourceStreamReader):
         # Round-robin over the names in order: a cluster keeps its partition while the fleet does not change, and
         # each partition gets about as many clusters to poll.
         n = min(len(due), self.poll_tasks)
-        parts = [PollPartition(tuple(due[i::n])) for i in range(n)]
+        fleet = [(t.config_name, t.props_json) for t in due]
+        parts = [PollPartition(tuple(due[i::n]), fleet=tuple(c for j, c in enumerate(fleet) if j % n != i))
+                 for i in range(n)]
         if removals:
             parts = [replace(parts[0], removals=removals), *parts[1:]] if parts else [PollPartition((), removals)]
         return parts
@@ -245,6 +289,7 @@ class KafkaVolumesReader(DataSourceStreamReader):
         now = dt.datetime.now(UTC).replace(tzinfo=None)
         for r in partition.removals:
             yield (r.config_name, r.tick, r.cluster_id, now, REMOVED, "its config left the fleet", None, None, None)
+        connect_later(partition.fleet)
 
     def commit(self, end: dict) -> None:
         pass  # the journal is the durable record; nothing to acknowledge upstream

@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import json
 import secrets
+from typing import Any
 
 import orjson
-from typing import Any
 
 from quota_pipeline.core.model import VolumeSnapshot
 

@@ -32,23 +32,15 @@ def _empty() -> pa.Table:
 def pack(volumes: Iterable[Volume]) -> bytes:
     """The volumes as an Arrow IPC stream of VOLUMES."""
     vs = list(volumes)
-
-    def column(name: str) -> list:
-        return list(map(attrgetter(name), vs))
-
     parts = [[p.to_json() for p in v.top_partitions] or None for v in vs] if any(
         v.top_partitions for v in vs) else None
-    # Built array by array: pa.table of a dict would import pandas into the polling worker.
-    batch = pa.RecordBatch.from_arrays([
-        pa.array(column("broker_id"), VOLUMES.field("broker_id").type),
-        pa.array(column("log_dir"), VOLUMES.field("log_dir").type),
-        pa.array(column("total_bytes"), VOLUMES.field("total_bytes").type),
-        pa.array(column("available_bytes"), VOLUMES.field("available_bytes").type),
-        pa.array(column("error"), VOLUMES.field("error").type),
-        pa.nulls(len(vs), VOLUMES.field("top_partitions").type) if parts is None else
-        pa.array(parts, VOLUMES.field("top_partitions").type),
-        pa.array(column("topics"), VOLUMES.field("topics").type),  # tuples, or None where not known
-    ], schema=VOLUMES)
+    # Built array by array (pa.table of a dict would import pandas into the polling worker); topics go as the tuples
+    # they are, None where not known.
+    arrays = {name: pa.array(list(map(attrgetter(name), vs)), VOLUMES.field(name).type)
+              for name in VOLUMES.names if name != "top_partitions"}
+    arrays["top_partitions"] = (pa.nulls(len(vs), VOLUMES.field("top_partitions").type) if parts is None else
+                                pa.array(parts, VOLUMES.field("top_partitions").type))
+    batch = pa.RecordBatch.from_arrays([arrays[name] for name in VOLUMES.names], schema=VOLUMES)
     sink = pa.BufferOutputStream()
     with pa.ipc.new_stream(sink, VOLUMES) as writer:
         writer.write_batch(batch)

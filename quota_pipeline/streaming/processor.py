@@ -17,6 +17,7 @@ import base64
 import datetime as dt
 import json
 import zlib
+from itertools import groupby
 from typing import Any, Iterator, Sequence
 
 import numpy as np
@@ -243,17 +244,12 @@ class DecisionProcessor(StatefulProcessor):
         volumes = [packed.unpack(r["volumes"]) for r in snapshots]
         table, source_row = flattened(snapshots, volumes)
         # Runs of snapshots of one configured cluster, in time order (almost always one run: one config per id).
-        order = sorted(range(len(snapshots)),
-                       key=lambda i: (observed_micros(snapshots[i]["observed_at"]), str(snapshots[i]["config_name"])))
-        runs: list[list[int]] = []
-        for i in order:
-            if runs and snapshots[runs[-1][0]]["config_name"] == snapshots[i]["config_name"]:
-                runs[-1].append(i)
-            else:
-                runs.append([i])
+        names = [str(r["config_name"]) for r in snapshots]
+        order = sorted(range(len(snapshots)), key=lambda i: (observed_micros(snapshots[i]["observed_at"]), names[i]))
+        runs = [list(run) for _, run in groupby(order, key=names.__getitem__)]
         last_name = None
         for run in runs:
-            config_name = str(snapshots[run[0]]["config_name"])
+            config_name = names[run[0]]
             settings = self.settings[config_name]
             columns.params = [kernel.Params.of(settings)]
             batch = columns.decide(table if len(runs) == 1 else table.filter(pa.array(np.isin(source_row, run))))

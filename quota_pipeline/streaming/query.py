@@ -138,12 +138,12 @@ class StreamJob:
         spark.dataSource.register(KafkaVolumesSource)
         # One polling task per executor core: the cores poll side by side, each task its clusters all at once.
         # The source reads the query's checkpoint to tell a re-run batch (may read the journal) from a new one.
+        checkpoint = checkpoint_files.query_dir(self.first.checkpoint_path)
         rows = (spark.readStream.format("kafka_volumes").option("clusters", clusters_option(self.configs))
                 .option("poll_tasks", str(spark.sparkContext.defaultParallelism))
-                .option("checkpoint", checkpoint_files.query_dir(self.first.checkpoint_path)).load())
+                .option("checkpoint", checkpoint).load())
         grouped = rows.groupBy("cluster_id")
-        if checkpoint_files.stateful_operator(checkpoint_files.query_dir(self.first.checkpoint_path)) == \
-                pandas_form.OPERATOR:
+        if checkpoint_files.stateful_operator(checkpoint) == pandas_form.OPERATOR:
             log.info("the checkpoint's decision state was written by the pandas form of the stateful step: the job "
                      "goes on in that form (a new checkpoint decides on rows, which is faster)")
             return grouped.transformWithStateInPandas(

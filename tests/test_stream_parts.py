@@ -520,6 +520,44 @@ def test_a_snapshot_crosses_spark_as_one_row_and_its_volumes_reach_the_metrics()
         packed.unpack(sink.getvalue().to_pybytes())
 
 
+class _Frame:
+    """A micro-batch's decisions as foreachBatch hands them over: collect(), and drop() of a column."""
+
+    def __init__(self, rows: list, dropped: tuple[str, ...] = ()):
+        self.rows, self.dropped = rows, dropped
+
+    def drop(self, column: str) -> "_Frame":
+        return _Frame(self.rows, self.dropped + (column,))
+
+    def collect(self) -> list:
+        from pyspark.sql import Row
+        return [Row(**{k: v for k, v in r.asDict().items() if k not in self.dropped}) for r in self.rows]
+
+
+@pytest.mark.parametrize("gauges", [True, False])
+def test_the_volumes_reach_the_driver_only_for_the_per_log_dir_gauges(tmp_path, gauges):
+    """Without a metrics endpoint (--no-metrics) the job leaves each decision's volumes on the executors and still
+    publishes every decision; with one, every log dir has its gauge."""
+    from quota_pipeline.streaming.processor import DecisionProcessor
+    from quota_pipeline.streaming.query import StreamJob
+
+    snap = ok(0, *[vol(b, 20 * GB) for b in range(1, 4)], cluster="id-a")
+    processor = DecisionProcessor({"a": settings()}, {"a": "a"})
+    processor.init(MemoryHandle())
+    decided = list(processor.handleInputRows(("id-a",), iter(_rows(source.snapshot_rows("a", 1, snap))), None))
+    job = StreamJob([cfg.parse(props("a", tmp_path), "a")], volume_gauges=gauges)
+    published, seen = [], []
+    job._publisher = SimpleNamespace(publish=lambda pairs: published.extend(pairs))
+    job.on_decisions = seen.extend
+    job._batch(_Frame(decided), 0)
+    job._recorder.submit(lambda: None).result(timeout=10)  # the metrics of the batch are in
+    assert published == [(decided[0].key, decided[0].value)]
+    assert ("volumes" in seen[0].asDict()) is gauges
+    available = sample(job.metrics, "quota_pipeline_volume_available_bytes", cluster="a", broker_id="2",
+                       log_dir="/d0")
+    assert available == (20 * GB if gauges else None)
+
+
 def test_a_state_saved_by_zlib_carries_on_as_the_zstd_one_does():
     """The state as the version before Zstandard saved it (zlib) decides on exactly as the current one."""
     import base64

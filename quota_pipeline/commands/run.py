@@ -33,7 +33,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_config_argument(p, ".properties file(s), one per cluster", required=False, many=True, dest="configs")
     p.add_argument("--clusters-dir", metavar="DIR", help="also run every *.properties file in DIR")
     p.add_argument("--master", help="Spark master (default local[*] with task retries)")
-    p.add_argument("--no-metrics", action="store_true", help="do not start the Prometheus endpoint")
+    p.add_argument("--no-metrics", action="store_true",
+                   help="do not start the Prometheus endpoint (nor keep the per-log-dir gauges it would serve)")
     p.add_argument("--log-batches", action="store_true",
                    help="log one line per micro-batch: decisions, observed_at spread, time per Spark stage, "
                         "collect, publication and Spark's own durations (for benchmarks and tuning)")
@@ -60,7 +61,8 @@ def run(args: argparse.Namespace) -> int:
     from quota_pipeline.streaming.query import JobConfigError, StreamJob
 
     try:
-        job = StreamJob(configs, master=args.master, log_batches=args.log_batches)
+        job = StreamJob(configs, master=args.master, log_batches=args.log_batches,
+                        volume_gauges=not args.no_metrics)
     except JobConfigError as exc:
         print(exc, file=sys.stderr)
         return 2

@@ -272,8 +272,13 @@ def _first_non_null(column: pa.ChunkedArray, order: np.ndarray | None, starts: n
 
 def _rows(column: pa.ChunkedArray, rows: pa.Array) -> pa.Array:
     """column.take(rows) as one array, taken chunk by chunk: combining a list column's chunks first copied it whole
-    (245 against 23 ms for 40,000 rows of a 1.9M-row list<int64> column)."""
-    taken = column.take(rows)
+    (245 against 23 ms for 40,000 rows of a 1.9M-row list<int64> column). Consecutive rows (a micro-batch's one
+    snapshot: its volume rows follow its status row) are sliced, not gathered."""
+    at = rows.to_numpy()
+    if len(at) > 1 and at[-1] - at[0] == len(at) - 1 and (np.diff(at) == 1).all():
+        taken = column.slice(int(at[0]), len(at))
+    else:
+        taken = column.take(rows)
     return taken.combine_chunks() if isinstance(taken, pa.ChunkedArray) else taken
 
 

@@ -241,25 +241,28 @@ def _volumes(broker_id: int, response: Any, problems: _BrokerProblems) -> list[V
     if response.error_code:
         problems.errors.append(f"broker {broker_id}: DescribeLogDirs returned {Errors.for_code(response.error_code).message}")
         return []
-    why = None
     if version is not None and version < KIP_827_VERSION:
-        why = f"it answers DescribeLogDirs v{version}, without volume byte counts (KIP-827 needs v4)"
-    elif any(r.error_code == 0 and (r.total_bytes < 0 or r.usable_bytes < 0) for r in response.results):
-        why = "it reports no volume byte counts (total/usable bytes -1)"
-    if why:
-        problems.unsupported.append(f"broker {broker_id}: {why}; Kafka >= 3.3 is required on every broker, "
-                                    f"upgrade broker {broker_id}")
-        return []
+        return _unsupported(broker_id, f"it answers DescribeLogDirs v{version}, without volume byte counts (KIP-827 "
+                                       "needs v4)", problems)
     volumes = []
     for r in response.results:
         if r.error_code:
             volumes.append(Volume(broker_id, r.log_dir, None, None, error=Errors.for_code(r.error_code).message))
+        elif r.total_bytes < 0 or r.usable_bytes < 0:
+            return _unsupported(broker_id, "it reports no volume byte counts (total/usable bytes -1)", problems)
         elif r.topics:
             volumes.append(Volume(broker_id, r.log_dir, int(r.total_bytes), int(r.usable_bytes),
                                   top_partitions=_largest_partitions(r), topics=_topics(r)))
         else:  # a dir holding no partition: most of a fleet's spare dirs, built without the helpers' calls
             volumes.append(Volume(broker_id, r.log_dir, int(r.total_bytes), int(r.usable_bytes), None, (), ()))
     return volumes
+
+
+def _unsupported(broker_id: int, why: str, problems: _BrokerProblems) -> list[Volume]:
+    """No volumes from a broker that cannot report them, and the problem that says so."""
+    problems.unsupported.append(f"broker {broker_id}: {why}; Kafka >= 3.3 is required on every broker, upgrade "
+                                f"broker {broker_id}")
+    return []
 
 
 def _topics(result: Any) -> tuple[str, ...]:

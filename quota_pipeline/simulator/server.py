@@ -211,7 +211,7 @@ class Simulator:
                 self._old_protocol[broker_id] = old
                 for writer in list(self._conns.pop(broker_id, ())):
                     writer.transport.abort()
-            self.state.log_dir_readings(broker_id)
+            self.state.settle_full(broker_id)
 
     async def _relisten(self, broker_id: int) -> None:
         failed_at = self._relisten_failed.get(broker_id)

@@ -101,6 +101,7 @@ class SimulatedCluster:
         for f in self.faults:
             self._check_fault(f)
         self.client_quotas = ClientQuotaStore()  # KIP-546 entities, in memory; see simulator/quota_store.py
+        self.wire_results: dict[tuple[int, int], dict[str, Any]] = {}  # protocol.describe_log_dirs' results
 
     # ---- queries from the protocol handlers -------------------------------------------------
 
@@ -163,6 +164,16 @@ class SimulatedCluster:
                 else:
                     out.append(LogDirReading(d.path, 0, total, available))
             return out
+
+    def settle_full(self, broker_id: int) -> None:
+        """Take the broker's full log dirs offline that go offline when full (as reading them would), reading only
+        those: a simulator reconciles often, and reading every dir of a large cluster each time was most of its
+        CPU."""
+        t = self.now()
+        with self._lock:
+            for d in self.brokers[broker_id].log_dirs:
+                if d.offline_when_full and not d.offline and d.reading(t)[1] <= 0:
+                    d.offline = True
 
     def volumes(self) -> dict[int, dict[str, tuple[int, int] | None]]:
         """Ground truth for tests: broker -> log dir -> (total, available), None when offline."""

@@ -17,7 +17,7 @@ from quota_pipeline.core.decision import DecisionState, step
 from quota_pipeline.streaming.metrics import Metrics
 from quota_pipeline.core.model import PartitionSize, Status, VolumeSnapshot
 from quota_pipeline.streaming.processor import decode_state, encode_state
-from tests.support.older_state import as_npz
+from tests.support.older_state import as_arrow_row, as_npz
 from quota_pipeline.journal.store import Journal
 
 
@@ -558,12 +558,24 @@ def test_the_volumes_reach_the_driver_only_for_the_per_log_dir_gauges(tmp_path, 
     assert available == (20 * GB if gauges else None)
 
 
-def test_a_state_saved_by_zlib_carries_on_as_the_zstd_one_does():
-    """The state as the version before Zstandard saved it (zlib) decides on exactly as the current one."""
+def _zlib(value: str) -> str:
+    """The state as the version before Zstandard saved it."""
     import base64
     import zlib
 
-    from quota_pipeline.streaming.processor import DecisionProcessor, state_columns
+    from quota_pipeline.streaming.processor import state_columns
+
+    saved = json.loads(value)
+    saved.update(compressed="zlib", columns=base64.b64encode(zlib.compress(state_columns(saved))).decode())
+    del saved["size"]
+    return json.dumps(saved)
+
+
+@pytest.mark.parametrize("earlier", [_zlib, as_arrow_row], ids=["zlib", "arrow row"])
+def test_a_state_saved_by_an_earlier_version_carries_on_as_the_current_one_does(earlier):
+    """The state as an earlier version saved it (compressed by zlib; the arrays as an Arrow row) decides on
+    exactly as the current one, micro-batch after micro-batch."""
+    from quota_pipeline.streaming.processor import DecisionProcessor
 
     s = settings()
     snaps = [ok(t, vol(1, (14 - 2 * t) * GB), vol(2, 30 * GB)) for t in range(6)]
@@ -574,15 +586,23 @@ def test_a_state_saved_by_zlib_carries_on_as_the_zstd_one_does():
             processor = DecisionProcessor({"a": s}, {"a": "out"})
             processor.init(handle)
             if rewrite and tick:
-                saved = json.loads(handle.states["cluster"].value[0])
-                assert saved["compressed"] == "zstd"
-                saved.update(compressed="zlib", columns=base64.b64encode(zlib.compress(state_columns(saved))).decode())
-                del saved["size"]
-                handle.states["cluster"].update((json.dumps(saved),))
+                handle.states["cluster"].update((earlier(handle.states["cluster"].value[0]),))
             got += [json.loads(r.value) for r in processor.handleInputRows(
                 ("c1",), iter(_rows(source.snapshot_rows("a", tick, snap))), None)]
         runs.append([{k: v for k, v in r.items() if k != "decided_at"} for r in got])
     assert runs[0] == runs[1] and {r["throttle_factor"] for r in runs[0]} != {1.0}
+
+
+@pytest.mark.parametrize("header", [b"{}", b'{"has": ["|O", [3]]}', b"not json", b'{"has": ["<i8", [-1]]}'])
+def test_a_saved_state_with_arrays_this_job_does_not_save_is_refused(header):
+    from quota_pipeline.core.cluster_pass import STATE_FIELDS, STATE_MAGIC, ClusterPass
+    from quota_pipeline.streaming.processor import _ANY_SETTINGS
+
+    if header.startswith(b'{"has"'):  # every array named, the first one not as this job saves it
+        names = [*STATE_FIELDS, "key_broker", "brokers"]
+        header = b"{" + header[1:-1] + b"," + b",".join(b'"%s":["<i8",[1]]' % n.encode() for n in names[1:]) + b"}"
+    with pytest.raises(ValueError, match="not a state this job wrote|not an array this job saves"):
+        ClusterPass("c1", _ANY_SETTINGS).restore(STATE_MAGIC + header + b"\n" + bytes(64))
 
 
 def test_a_saved_state_claiming_an_outsize_size_is_refused():

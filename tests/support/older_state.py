@@ -8,8 +8,29 @@ import json
 import numpy as np
 import pyarrow as pa
 
-from quota_pipeline.core.cluster_pass import STATE_FIELDS, ClusterPass
-from quota_pipeline.streaming.processor import _ANY_SETTINGS, state_columns
+from quota_pipeline.core.cluster_pass import STATE_FIELDS, ClusterPass, _one_row
+from quota_pipeline.streaming.processor import _ANY_SETTINGS, STATE_CODEC, state_columns
+
+
+def as_arrow_row(value: str) -> str:
+    """`value` (processor.save_state's) as the Arrow form before the raw arrays: one IPC row, every array a list
+    value (2-D ones row-major), compressed as it was then."""
+    saved = json.loads(value)
+    columns = ClusterPass("x", _ANY_SETTINGS).restore(state_columns(saved))
+    st = columns.states[0]
+    arrays = {f: getattr(st, f) for f in STATE_FIELDS}
+    arrays.update(key_broker=np.asarray(columns.keys[0], np.int64), brokers=np.asarray(columns.brokers, np.int64))
+    row = {name: _one_row(pa.array(a.reshape(-1))) for name, a in arrays.items()}
+    row.update(key_name=_one_row(pa.array(list(columns.keys[1]), pa.string())), p=_one_row(columns.partitions),
+               topics=_one_row(columns.topics))
+    batch = pa.record_batch(list(row.values()), names=list(row))
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, batch.schema) as w:
+        w.write_batch(batch)
+    data = sink.getvalue().to_pybytes()
+    saved.update(compressed="zstd", size=len(data),
+                 columns=base64.b64encode(STATE_CODEC.compress(data, asbytes=True)).decode("ascii"))
+    return json.dumps(saved)
 
 
 def as_npz(value: str, dropped: tuple[str, ...] = (), topics: bool = True) -> str:

@@ -119,6 +119,31 @@ def test_describe_log_dirs_every_version(start_simulator, version):
     assert {(x.total_bytes, x.usable_bytes) for x in r.results} == {expected}
 
 
+def test_each_describe_log_dirs_answers_the_readings_of_its_moment(start_simulator):
+    """The simulator reuses its results between requests: a second answer still says what changed in between (a
+    fill, a dir gone offline), and in the version asked."""
+    sim = start_simulator({"brokers": 1, "log_dirs": 2, "defaults": {"total_bytes": 5000, "used_bytes": 1000}})
+    first = roundtrip(sim.base_port, DescribeLogDirsRequest(topics=None), 4)
+    sim.state.set_available(1, 0, 700)
+    sim.state.log_dir(1, 1).offline = True
+    second = roundtrip(sim.base_port, DescribeLogDirsRequest(topics=None), 4)
+    old = roundtrip(sim.base_port, DescribeLogDirsRequest(topics=None), 3)
+    assert [(x.error_code, x.usable_bytes) for x in first.results] == [(0, 4000), (0, 4000)]
+    assert [(x.error_code, x.usable_bytes) for x in second.results] == [(0, 700), (56, -1)]
+    assert {(x.total_bytes, x.usable_bytes) for x in old.results} == {(-1, -1)}
+
+
+def test_a_dir_that_goes_offline_when_full_does_so_without_being_asked():
+    """A log dir set to go offline when full is taken offline by the simulator's own reconcile, as Kafka takes a
+    full dir offline whether or not anyone describes it."""
+    sim = Simulator({"brokers": 1, "log_dirs": 2, "defaults": {"total_bytes": 1000, "used_bytes": 900,
+                                                                 "fill_rate": 10, "offline_when_full": True}})
+    sim.clock.advance(20)
+    sim._reconcile()
+    assert sim.state.log_dir(1, 0).offline and sim.state.log_dir(1, 1).offline
+    assert sim.state.volumes()[1] == {"/var/lib/kafka/data-0": None, "/var/lib/kafka/data-1": None}
+
+
 def test_old_broker_advertises_pre_kip_827_versions(start_simulator):
     sim = start_simulator({"brokers": 2, "faults": [{"type": "old_protocol", "broker": 2}]})
     r = roundtrip(sim.base_port + 1, ApiVersionsRequest(), 0)

@@ -134,6 +134,13 @@ def times(table: pa.Table) -> np.ndarray:
     return t
 
 
+def _row_values(data: bytes) -> dict[str, pa.Array]:
+    """Each column's one list value of an Arrow IPC row (`_one_row`'s columns), by name."""
+    with pa.ipc.open_stream(pa.py_buffer(data)) as r:
+        row = r.read_all()
+    return {name: row.column(name).combine_chunks().flatten() for name in row.column_names}
+
+
 def _one_row(values: pa.Array | pa.ChunkedArray) -> pa.ListArray:
     """`values` as the one list value of a one-row column."""
     values = values.combine_chunks() if isinstance(values, pa.ChunkedArray) else values
@@ -246,7 +253,7 @@ def _readings(table: pa.Table, order: np.ndarray | None, t: np.ndarray, starts: 
     rows_at = np.searchsorted(new_index[snap_of[positions]], np.arange(len(first_rows) + 1)) if len(positions) else \
         np.zeros(len(first_rows) + 1, np.int64)
     vrows = _table_rows(positions, order)
-    at = pa.array(vrows)
+    at = _positions(vrows)
     err, tot, av = (_rows(table.column(c), at) for c in ("error", "total_bytes", "available_bytes"))
     return Readings(
         t=t[first_rows].astype(np.int64), ok=ok, status=status,
@@ -268,18 +275,23 @@ def _first_non_null(column: pa.ChunkedArray, order: np.ndarray | None, starts: n
     else:
         first = _first_where(_sorted(_np(column.is_valid()), order), starts)[keep]
         first = np.where(first >= len(column), starts[keep], first)  # none has it: the first row (a null)
-    return _rows(column, pa.array(_table_rows(first, order)))
+    return _rows(column, _positions(_table_rows(first, order)))
 
 
-def _rows(column: pa.ChunkedArray, rows: pa.Array) -> pa.Array:
-    """column.take(rows) as one array, taken chunk by chunk: combining a list column's chunks first copied it whole
-    (245 against 23 ms for 40,000 rows of a 1.9M-row list<int64> column). Consecutive rows (a micro-batch's one
-    snapshot: its volume rows follow its status row) are sliced, not gathered."""
-    at = rows.to_numpy()
-    if len(at) > 1 and at[-1] - at[0] == len(at) - 1 and (np.diff(at) == 1).all():
-        taken = column.slice(int(at[0]), len(at))
-    else:
-        taken = column.take(rows)
+def _positions(rows: np.ndarray) -> pa.Array | slice:
+    """The table's rows `rows` as `_rows` takes them: a slice when they are consecutive (a micro-batch's one
+    snapshot: its volume rows follow its status row; a journal's snapshots that all have volumes), found once for
+    every column taken at them."""
+    if len(rows) > 1 and rows[-1] - rows[0] == len(rows) - 1 and (np.diff(rows) == 1).all():
+        return slice(int(rows[0]), int(rows[-1]) + 1)
+    return pa.array(rows)
+
+
+def _rows(column: pa.ChunkedArray, rows: pa.Array | slice) -> pa.Array:
+    """column.take(rows) as one array (`rows` from `_positions`: consecutive rows are sliced, not gathered), taken
+    chunk by chunk: combining a list column's chunks first copied it whole (245 against 23 ms for 40,000 rows of a
+    1.9M-row list<int64> column)."""
+    taken = column[rows] if isinstance(rows, slice) else column.take(rows)
     return taken.combine_chunks() if isinstance(taken, pa.ChunkedArray) else taken
 
 
@@ -464,16 +476,11 @@ class ClusterPass:
             except (TypeError, ValueError, IndexError, KeyError):
                 raise ValueError(f"a saved state's {name} is not an array this job saves: {str(spec)[:80]}") from None
             at += count * dtype.itemsize
-        with pa.ipc.open_stream(pa.py_buffer(data[at:])) as r:
-            row = r.read_all()
-        nested = {name: row.column(name).combine_chunks().flatten() for name in row.column_names}
-        return self._restored(flat, nested)
+        return self._restored(flat, _row_values(data[at:]))
 
     def _restore_arrow(self, data: bytes) -> "ClusterPass":
         """The Arrow row an earlier version's to_bytes wrote: every array a list value."""
-        with pa.ipc.open_stream(pa.py_buffer(data)) as r:
-            row = r.read_all()
-        fields = {name: row.column(name).combine_chunks().flatten() for name in row.column_names}
+        fields = _row_values(data)
         flat = {name: np.array(fields[name].to_numpy(zero_copy_only=False))
                 for name in (*STATE_FIELDS, "key_broker", "brokers")}
         keys = len(flat["key_broker"])
@@ -764,7 +771,7 @@ def _snapshot_codes(table: pa.Table, order: np.ndarray | None, starts: np.ndarra
     _mark(code, (success & ~has_brokers)[snap_of], C_BROKERS)
     positions = np.flatnonzero(_sorted(_is_volume(table), order))
     if len(positions):
-        at = pa.array(_table_rows(positions, order))
+        at = _positions(_table_rows(positions, order))
         dup = _duplicate_volumes(_rows(table.column("broker_id"), at), _rows(table.column("log_dir"), at), positions,
                                  snap_of)
         if dup is not None:

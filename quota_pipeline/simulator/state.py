@@ -52,6 +52,13 @@ class LogDir:
         available = int(total - self.used(t))
         return total, min(max(available, 0), total)
 
+    def settle(self, t: float) -> tuple[int, int]:
+        """`reading(t)`, the dir taken offline (for good) when it goes offline when full and is full."""
+        total, available = self.reading(t)
+        if self.offline_when_full and available <= 0:
+            self.offline = True
+        return total, available
+
     def rebase(self, t: float, used: float) -> None:
         """Usage is `used` at t and follows the fill rate from there (a timeline stops applying)."""
         self.timeline = ()
@@ -154,9 +161,7 @@ class SimulatedCluster:
             offline_paths = {f.log_dir for f in self._active("log_dir_offline", broker_id, t)}
             out = []
             for d in broker.log_dirs:
-                total, available = d.reading(t)
-                if d.offline_when_full and available <= 0:
-                    d.offline = True
+                total, available = d.settle(t)
                 if d.offline or d.path in offline_paths:
                     out.append(LogDirReading(d.path, KAFKA_STORAGE_ERROR, -1, -1))
                 elif no_bytes:
@@ -172,8 +177,8 @@ class SimulatedCluster:
         t = self.now()
         with self._lock:
             for d in self.brokers[broker_id].log_dirs:
-                if d.offline_when_full and not d.offline and d.reading(t)[1] <= 0:
-                    d.offline = True
+                if d.offline_when_full and not d.offline:
+                    d.settle(t)
 
     def volumes(self) -> dict[int, dict[str, tuple[int, int] | None]]:
         """Ground truth for tests: broker -> log dir -> (total, available), None when offline."""

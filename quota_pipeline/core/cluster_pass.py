@@ -14,7 +14,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from quota_pipeline.core import cache, kernel
+from quota_pipeline.core import cache, kernel, row_order
 from quota_pipeline.core.columns import COLUMNS, PARTITION, TOPICS, TYPES  # noqa: F401 - read by replay and the job
 from quota_pipeline.core.model import (STOP_CLUSTER, STOP_TOPICS, STOP_TOPICS_BUDGET, RecordError, epoch_micros,
                                        parse_time, stop_json_bytes)
@@ -200,10 +200,10 @@ def prepare(table: pa.Table, t: np.ndarray) -> Prepared:
     names = files.dictionary.to_pylist()
     rank = np.argsort(np.argsort(np.array(names, dtype=object)))  # file names in sorted order
     file_rank = rank[files.indices.to_numpy(zero_copy_only=False)] if len(names) else np.zeros(0, np.int64)
-    offsets = table.column("_offset").to_numpy()
-    lines = table.column("_line").to_numpy()
+    offsets = table.column("_offset").to_numpy().astype(np.int64, copy=False)
+    lines = table.column("_line").to_numpy().astype(np.int64, copy=False)
     order = None
-    if not _lex_sorted((t, file_rank, offsets, lines)):
+    if not row_order.lex_sorted(t, file_rank.astype(np.int64, copy=False), offsets, lines):
         order = np.lexsort((lines, offsets, file_rank, t))
         t, file_rank = t[order], file_rank[order]
     n = table.num_rows
@@ -253,15 +253,15 @@ def _readings(table: pa.Table, order: np.ndarray | None, t: np.ndarray, starts: 
     rows_at = np.searchsorted(new_index[snap_of[positions]], np.arange(len(first_rows) + 1)) if len(positions) else \
         np.zeros(len(first_rows) + 1, np.int64)
     vrows = _table_rows(positions, order)
-    at = _positions(vrows)
-    err, tot, av = (_rows(table.column(c), at) for c in ("error", "total_bytes", "available_bytes"))
+    at = Rows(vrows)
+    err, tot, av = (at.take(table.column(c)) for c in ("error", "total_bytes", "available_bytes"))
     return Readings(
         t=t[first_rows].astype(np.int64), ok=ok, status=status,
         brokers=_first_non_null(table.column("brokers"), order, starts, keep),
         fenced=_first_non_null(table.column("fenced_brokers"), order, starts, keep),
-        rows_at=rows_at.astype(np.int64), vrows=vrows, dirs=pc.dictionary_encode(_rows(table.column("log_dir"), at)),
-        row_b=_rows(table.column("broker_id"), at).to_numpy(zero_copy_only=False).astype(np.int64),
-        partitions=_rows(table.column("top_partitions"), at),
+        rows_at=rows_at.astype(np.int64), vrows=vrows, dirs=pc.dictionary_encode(at.take(table.column("log_dir"))),
+        row_b=at.take(table.column("broker_id")).to_numpy(zero_copy_only=False).astype(np.int64),
+        partitions=at.take(table.column("top_partitions")),
         total=tot.fill_null(0).to_numpy(zero_copy_only=False).astype(np.int64),
         available=av.fill_null(0).to_numpy(zero_copy_only=False).astype(np.int64),
         offline=_np(err.is_valid()) | _np(tot.is_null()) | _np(av.is_null()))
@@ -275,24 +275,50 @@ def _first_non_null(column: pa.ChunkedArray, order: np.ndarray | None, starts: n
     else:
         first = _first_where(_sorted(_np(column.is_valid()), order), starts)[keep]
         first = np.where(first >= len(column), starts[keep], first)  # none has it: the first row (a null)
-    return _rows(column, _positions(_table_rows(first, order)))
+    return Rows(_table_rows(first, order)).take(column)
 
 
-def _positions(rows: np.ndarray) -> pa.Array | slice:
-    """The table's rows `rows` as `_rows` takes them: a slice when they are consecutive (a micro-batch's one
-    snapshot: its volume rows follow its status row; a journal's snapshots that all have volumes), found once for
-    every column taken at them."""
-    if len(rows) > 1 and rows[-1] - rows[0] == len(rows) - 1 and (np.diff(rows) == 1).all():
-        return slice(int(rows[0]), int(rows[-1]) + 1)
-    return pa.array(rows)
+class Rows:
+    """Rows of a table, taken alike from each column asked for, looked at once: consecutive rows are sliced (a
+    micro-batch's one snapshot; a journal's snapshots that all have volumes), most rows of a column in their order
+    filtered by a mask (a chunk's volume rows), others gathered chunk by chunk (a take over a chunked list column
+    combines the column first, a copy of every row for a few of them)."""
 
+    def __init__(self, rows: np.ndarray):
+        self.rows = np.asarray(rows, np.int64)
+        step = np.diff(self.rows)
+        self.consecutive = len(self.rows) > 1 and bool((step == 1).all())
+        self.increasing = bool((step > 0).all())
+        self.ascending = self.increasing or bool((step >= 0).all())
+        self._mask: pa.BooleanArray | None = None
 
-def _rows(column: pa.ChunkedArray, rows: pa.Array | slice) -> pa.Array:
-    """column.take(rows) as one array (`rows` from `_positions`: consecutive rows are sliced, not gathered), taken
-    chunk by chunk: combining a list column's chunks first copied it whole (245 against 23 ms for 40,000 rows of a
-    1.9M-row list<int64> column)."""
-    taken = column[rows] if isinstance(rows, slice) else column.take(rows)
-    return taken.combine_chunks() if isinstance(taken, pa.ChunkedArray) else taken
+    def take(self, column: pa.ChunkedArray) -> pa.Array:
+        """column.take(rows) as one array."""
+        rows = self.rows
+        if self.consecutive:
+            return column[int(rows[0]):int(rows[-1]) + 1].combine_chunks()
+        if self.increasing and len(rows) * 4 > len(column):
+            if self._mask is None or len(self._mask) != len(column):
+                mask = np.zeros(len(column), bool)
+                mask[rows] = True
+                self._mask = pa.array(mask)
+            return column.filter(self._mask).combine_chunks()
+        if column.num_chunks == 1:
+            return column.chunk(0).take(pa.array(rows))
+        if not len(rows) or column.num_chunks == 0:
+            return pa.array([], column.type)
+        bounds = np.concatenate([[0], np.cumsum([len(c) for c in column.chunks])])
+        if self.ascending:  # each chunk's rows are a run of them
+            cut = np.searchsorted(rows, bounds)
+            return pa.concat_arrays([column.chunk(c).take(pa.array(rows[cut[c]:cut[c + 1]] - bounds[c]))
+                                     for c in range(column.num_chunks) if cut[c + 1] > cut[c]])
+        which = np.searchsorted(bounds, rows, side="right") - 1
+        order = np.argsort(which, kind="stable")
+        taken = pa.concat_arrays([column.chunk(c).take(pa.array(rows[order][which[order] == c] - bounds[c]))
+                                  for c in np.unique(which)])
+        back = np.empty(len(rows), np.int64)
+        back[order] = np.arange(len(rows))
+        return taken.take(pa.array(back))
 
 
 class ClusterPass:
@@ -315,7 +341,7 @@ class ClusterPass:
         """Per row: it belongs to this cluster (None: no cluster id, or an empty one)."""
         c = table.column("cluster_id")
         if self.cluster_id is None:
-            return _np(c.is_null()) | _equal(c, "", null=True)
+            return _equal(c, "", null=True)
         return _equal(c, self.cluster_id, null=False)
 
     # ---- the pass ---------------------------------------------------------------------------------------------
@@ -608,30 +634,13 @@ class RowTopics:
         n = len(self.carried)
         old = rows < n
         parts = pa.concat_arrays([self.carried.take(pa.array(rows[old])).cast(TOPICS),
-                                  _take(self.column, self.vrows[rows[~old] - n]).cast(TOPICS)])
+                                  Rows(self.vrows[rows[~old] - n]).take(self.column).cast(TOPICS)])
         if old.all() or not old.any():
             return parts
         order = np.empty(len(rows), np.int64)
         order[np.flatnonzero(old)] = np.arange(old.sum())
         order[np.flatnonzero(~old)] = old.sum() + np.arange((~old).sum())
         return parts.take(pa.array(order))
-
-
-def _take(column: pa.ChunkedArray, rows: np.ndarray) -> pa.Array:
-    """column.take(rows), chunk by chunk: a chunked take of lists of strings combines the whole column first (4.7 s
-    against 1.0 s for 460k rows of a 4.7M-row column of 20 topics each)."""
-    if not len(rows) or column.num_chunks == 0:
-        return pa.array([], column.type)
-    bounds = np.concatenate([[0], np.cumsum([len(c) for c in column.chunks])])
-    which = np.searchsorted(bounds, rows, side="right") - 1
-    order = np.argsort(which, kind="stable")
-    parts = [column.chunk(c).take(pa.array(rows[order][which[order] == c] - bounds[c])) for c in np.unique(which)]
-    taken = pa.concat_arrays(parts)
-    if (np.diff(which) >= 0).all():
-        return taken
-    back = np.empty(len(rows), np.int64)
-    back[order] = np.arange(len(rows))
-    return taken.take(pa.array(back))
 
 
 def _list_ids(lists: pa.Array) -> tuple[np.ndarray, list]:
@@ -732,8 +741,9 @@ def _row_codes(table: pa.Table) -> np.ndarray:
     # Each rule is looked at row by row only when a whole-column count says a row may break it.
     if bid.null_count:
         _mark(code, is_volume & _np(bid.is_null()), C_VOLUME)
-    if ldir.null_count or pc.any(pc.equal(ldir, "")).as_py():
-        _mark(code, is_volume & (_np(ldir.is_null()) | _np(pc.equal(ldir, "").fill_null(False))), C_VOLUME + 1)
+    no_dir = _equal(ldir, "", null=True)
+    if no_dir.any():
+        _mark(code, is_volume & no_dir, C_VOLUME + 1)
     if tot.null_count or av.null_count:
         _mark(code, is_volume & _np(err.is_null()) & (_np(tot.is_null()) | _np(av.is_null())), C_VOLUME + 2)
     if min(_min(tot), _min(av)) < 0:
@@ -760,7 +770,7 @@ def _snapshot_codes(table: pa.Table, order: np.ndarray | None, starts: np.ndarra
     status = table.column("status")
     st_valid = _sorted(_np(status.is_valid()), order)
     # Statuses of a snapshot must agree (nulls aside): its first non-null status is its status.
-    codes = _sorted(_np(pc.index_in(status, pa.array(rules.STATUSES)).fill_null(-1)), order)
+    codes = _sorted(_index_in(status, rules.STATUSES), order)
     first = _first_where(st_valid, starts)
     first_status = np.append(codes, -1)[first]  # -1: no row of the snapshot has a status
     disagree = st_valid & (codes != first_status[snap_of])
@@ -770,31 +780,41 @@ def _snapshot_codes(table: pa.Table, order: np.ndarray | None, starts: np.ndarra
     has_brokers = _any(_sorted(_np(table.column("brokers").is_valid()), order), starts)
     _mark(code, (success & ~has_brokers)[snap_of], C_BROKERS)
     positions = np.flatnonzero(_sorted(_is_volume(table), order))
-    if len(positions):
-        at = _positions(_table_rows(positions, order))
-        dup = _duplicate_volumes(_rows(table.column("broker_id"), at), _rows(table.column("log_dir"), at), positions,
+    broker = _sorted(_np(table.column("broker_id").fill_null(-1)).astype(np.int64, copy=False), order)
+    if len(positions) and not row_order.increasing_at(snap_of, broker, _sorted(_value_numbers(table.column("log_dir")),
+                                                                               order), positions):
+        at = Rows(_table_rows(positions, order))
+        dup = _duplicate_volumes(at.take(table.column("broker_id")), at.take(table.column("log_dir")), positions,
                                  snap_of)
-        if dup is not None:
-            _mark(code, _any(dup, starts)[snap_of], C_DUP_VOLUMES)
+        _mark(code, _any(dup, starts)[snap_of], C_DUP_VOLUMES)
 
 
-def _duplicate_volumes(bid: pa.Array, ldir: pa.Array, vrows: np.ndarray, snap_of: np.ndarray) -> np.ndarray | None:
-    """Per sorted position: the same (broker, log dir) came earlier in its snapshot (None: no position). `bid`,
-    `ldir`: the broker ids and log dirs of the volume rows at positions `vrows`. Volume rows numbered by (snapshot,
-    broker, log dir) are strictly increasing when a snapshot lists its log dirs in order (the journal writes them
-    so), and then nothing more is looked at."""
+def _duplicate_volumes(bid: pa.Array, ldir: pa.Array, vrows: np.ndarray, snap_of: np.ndarray) -> np.ndarray:
+    """Per sorted position: the same (broker, log dir) came earlier in its snapshot. `bid`, `ldir`: the broker ids
+    and log dirs of the volume rows at positions `vrows`."""
     d = pc.dictionary_encode(ldir)
     di = d.indices.fill_null(-1).to_numpy(zero_copy_only=False).astype(np.int64) + 1
     bi = bid.fill_null(-1).to_numpy(zero_copy_only=False)
     bi = bi.astype(np.int64) - bi.min() + 1
     key = (snap_of[vrows] * (int(bi.max()) + 1) + bi) * (len(d.dictionary) + 2) + di
-    if (np.diff(key) > 0).all():
-        return None
     sk = np.argsort(key, kind="stable")
     same = key[sk][1:] == key[sk][:-1]
     dup = np.zeros(len(snap_of), bool)
     dup[vrows[sk][1:][same]] = True
     return dup
+
+
+def _value_numbers(column: pa.ChunkedArray) -> np.ndarray:
+    """Per row of a string column, its value's rank among the column's distinct values (-1: null), looked up
+    through the dictionary of a dictionary-encoded column (as replay reads it), not row by row."""
+    column = column if pa.types.is_dictionary(column.type) else pc.dictionary_encode(column)
+    words = [chunk.dictionary.to_pylist() for chunk in column.chunks]
+    rank = {w: i for i, w in enumerate(sorted({w for ws in words for w in ws if w is not None}))}
+    parts = []
+    for chunk, ws in zip(column.chunks, words):
+        number = np.array([rank.get(w, -1) for w in ws] + [-1], np.int64)
+        parts.append(number[_np(chunk.indices.fill_null(len(ws)))])
+    return np.concatenate(parts) if parts else np.zeros(0, np.int64)
 
 
 def filled_bytes(chunk: kernel.Chunk, used: np.ndarray, carried_key_of: np.ndarray,
@@ -839,15 +859,24 @@ def _reasons(available: np.ndarray, fill: np.ndarray) -> pa.Array:
 
 
 def _equal(column: pa.ChunkedArray, value: str, null: bool) -> np.ndarray:
-    """Per row: the string column equals `value` (`null` where the row is null). A dictionary-encoded column (as
-    replay reads it) is compared through its dictionary, not row by row."""
+    """Per row: the string column equals `value` (`null` where the row is null)."""
+    found = _index_in(column, [value], null=-2)
+    return (found == 0) | (found == -2) if null else found == 0
+
+
+def _index_in(column: pa.ChunkedArray, values: Sequence[str], null: int = -1) -> np.ndarray:
+    """Per row of a string column, the index of its value in `values`: -1 where it is none of them, `null` where
+    the row is null. A dictionary-encoded column (as replay reads it) is looked up through its dictionary, not row by
+    row."""
+    wanted = pa.array(values, pa.string())
     if not pa.types.is_dictionary(column.type):
-        return _np(pc.equal(column, value).fill_null(null))
+        found = _np(pc.index_in(column, wanted).fill_null(-1))
+        return np.where(_np(column.is_null()), null, found) if column.null_count else found
     parts = []
     for chunk in column.chunks:
-        hit = np.append(_np(pc.equal(chunk.dictionary, value).fill_null(False)), null)
-        parts.append(hit[_np(chunk.indices.fill_null(len(chunk.dictionary)))])
-    return np.concatenate(parts) if parts else np.zeros(0, bool)
+        found = np.append(_np(pc.index_in(chunk.dictionary, wanted).fill_null(-1)), null)
+        parts.append(found[_np(chunk.indices.fill_null(len(chunk.dictionary)))])
+    return np.concatenate(parts) if parts else np.zeros(0, np.int64)
 
 
 def _first_where(flags: np.ndarray, starts: np.ndarray) -> np.ndarray:
@@ -859,17 +888,6 @@ def _first_where(flags: np.ndarray, starts: np.ndarray) -> np.ndarray:
 def _min(values) -> int:
     m = pc.min(values).as_py()
     return 0 if m is None else m
-
-
-def _lex_sorted(keys: tuple[np.ndarray, ...]) -> bool:
-    """Rows already in the order np.lexsort(keys[::-1]) would give (journals are mostly written in time order)."""
-    tied = np.ones(len(keys[0]) - 1 if len(keys[0]) else 0, bool)
-    for k in keys:
-        d = np.diff(k)
-        if (d[tied] < 0).any():
-            return False
-        tied &= d == 0
-    return True
 
 
 def take_runs(table: pa.Table, order: np.ndarray) -> pa.Table:

@@ -222,25 +222,32 @@ class ClusterFiles:
             return
         held: dict[int, list] = {}
 
-        def load(i: int, earlier: list) -> tuple[Prepared | None, dict]:
+        def read_chunk(i: int) -> list[tuple[pa.Table, np.ndarray]]:
             parts, holds = read_parts(chunks, i, self.cluster.mine)
-            parts += earlier
+            for j, more in holds.items():
+                held.setdefault(j, []).extend(more)
+            return parts + held.pop(i, [])
+
+        def load(parts: list[tuple[pa.Table, np.ndarray]]) -> Prepared | None:
             if not parts:
-                return None, holds
+                return None
             table = pa.concat_tables([p for p, _ in parts], promote_options="permissive") if len(parts) > 1 else \
                 parts[0][0]
-            return prepare(table, np.concatenate([t for _, t in parts])), holds
+            return prepare(table, np.concatenate([t for _, t in parts]))
 
-        # The next chunk is read, grouped and checked (pyarrow and numpy, mostly without the GIL: the other core)
-        # while this one is decided.
-        with ThreadPoolExecutor(1) as reader:
-            pending = reader.submit(load, 0, []) if chunks else None
+        # Three stages on their own threads, chunk after chunk: a chunk is read (pyarrow, mostly without the GIL)
+        # while the one before it is grouped and checked and the one before that decided (numba, without the GIL).
+        with ThreadPoolExecutor(1, thread_name_prefix="read") as reader, \
+                ThreadPoolExecutor(1, thread_name_prefix="prepare") as preparer:
+            rows = [reader.submit(read_chunk, i) for i in range(min(2, len(chunks)))]
+            pending = preparer.submit(lambda: load(rows[0].result())) if chunks else None
             for i in range(len(chunks)):
-                prepared, holds = pending.result()
-                for j, more in holds.items():
-                    held.setdefault(j, []).extend(more)
+                prepared = pending.result()
                 if i + 1 < len(chunks):
-                    pending = reader.submit(load, i + 1, held.pop(i + 1, []))
+                    pending = preparer.submit(lambda read_next=rows[i + 1]: load(read_next.result()))
+                if i + 2 < len(chunks):
+                    rows.append(reader.submit(read_chunk, i + 2))
+                rows[i] = None  # read and prepared: its rows go with the Prepared
                 if prepared is not None:
                     batch = self.cluster.decide(prepared)
                     if batch is not None:

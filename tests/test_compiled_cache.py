@@ -18,7 +18,8 @@ import json
 import numpy as np
 from quota_pipeline.core import kernel
 assert ".zip" in kernel.__file__, kernel.__file__
-kernel.filled(np.zeros(1, np.int64), np.zeros(1), np.zeros(1, np.int64), np.full(1, np.nan), 1)
+kernel.filled(np.zeros(1, np.int64), np.ones(1, np.int64), np.zeros(1, np.int64), np.zeros(1, bool),
+              np.array([0, 1]), np.full(1, np.nan))
 s = kernel.filled.stats
 print(json.dumps([sum(s.cache_hits.values()), sum(s.cache_misses.values())]))
 """

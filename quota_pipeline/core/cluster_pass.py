@@ -440,7 +440,7 @@ class ClusterPass:
         # A few distinct log dirs over millions of rows: hashed, then each row looked up among them, instead of a
         # sort of every row (np.unique).
         key_ids = np.sort(pc.unique(pa.array(composite, pa.int64())).to_numpy())
-        key_of = np.searchsorted(key_ids, composite)
+        key_of = _lookup(key_ids, composite)
         key_name = uniq_names[key_ids % width] if len(key_ids) else np.zeros(0, object)
         return key_ids // width, key_name, key_of[:len(self.keys[0])], key_of[len(self.keys[0]):]
 
@@ -450,8 +450,9 @@ class ClusterPass:
         each carried broker's new number)."""
         b_vals, b_at = _flat(brokers)
         f_vals, f_at = _flat(fenced)
-        broker_ids, inverse = np.unique(np.concatenate([key_broker_id, b_vals, f_vals, self.brokers]),
-                                        return_inverse=True)
+        every = np.concatenate([key_broker_id, b_vals, f_vals, self.brokers])
+        broker_ids = np.sort(pc.unique(pa.array(every, pa.int64())).to_numpy()) if len(every) else every
+        inverse = _lookup(broker_ids, every)
         k_n, b_n, f_n = len(key_broker_id), len(b_vals), len(f_vals)
         lists = (b_at, inverse[k_n:k_n + b_n], f_at, inverse[k_n + b_n:k_n + b_n + f_n])
         return broker_ids, lists, inverse[:k_n], inverse[k_n + b_n + f_n:]
@@ -826,10 +827,7 @@ def filled_bytes(chunk: kernel.Chunk, used: np.ndarray, carried_key_of: np.ndarr
     next chunk, numbered as this chunk's log dirs."""
     last = np.full(keys, np.nan)
     last[carried_key_of] = used
-    online = np.flatnonzero(~chunk.offline)
-    u = (chunk.total[online] - chunk.available[online]).astype(float)
-    out = kernel.filled(chunk.key[online], u, _row_snapshots(chunk)[online], last, len(chunk.t))
-    return out, last
+    return kernel.filled(chunk.key, chunk.total, chunk.available, chunk.offline, chunk.rows_at, last), last
 
 
 def least_headroom(chunk: kernel.Chunk, p: kernel.Params) -> np.ndarray:
@@ -844,11 +842,6 @@ def least_headroom(chunk: kernel.Chunk, p: kernel.Params) -> np.ndarray:
     if some.any():
         out[some] = np.fmin.reduceat(head, begins[some])
     return out
-
-
-def _row_snapshots(chunk: kernel.Chunk) -> np.ndarray:
-    """Each volume row's snapshot (its rows are chunk.rows_at[i] .. rows_at[i + 1])."""
-    return np.repeat(np.arange(len(chunk.t)), np.diff(chunk.rows_at))
 
 
 def _reasons(available: np.ndarray, fill: np.ndarray) -> pa.Array:
@@ -877,6 +870,16 @@ def _index_in(column: pa.ChunkedArray, values: Sequence[str], null: int = -1) ->
         found = np.append(_np(pc.index_in(chunk.dictionary, wanted).fill_null(-1)), null)
         parts.append(found[_np(chunk.indices.fill_null(len(chunk.dictionary)))])
     return np.concatenate(parts) if parts else np.zeros(0, np.int64)
+
+
+def _lookup(ids: np.ndarray, values: np.ndarray) -> np.ndarray:
+    """Each value's index in `ids` (sorted, distinct, holding every value): a table indexed by value when the ids
+    span a small range (a few log dirs or brokers, looked up for millions of rows), else a binary search."""
+    if len(ids) and int(ids[-1]) - int(ids[0]) <= 4 * len(values) + 1024:
+        table = np.zeros(int(ids[-1]) - int(ids[0]) + 1, np.int64)
+        table[ids - ids[0]] = np.arange(len(ids))
+        return table[values - ids[0]]
+    return np.searchsorted(ids, values)
 
 
 def _first_where(flags: np.ndarray, starts: np.ndarray) -> np.ndarray:

@@ -176,16 +176,22 @@ class Out:
 
 
 @numba.njit(cache=True, nogil=True)
-def filled(key: np.ndarray, used: np.ndarray, snap: np.ndarray, last: np.ndarray, snapshots: int) -> np.ndarray:
-    """Per snapshot, the bytes its log dirs grew by since their previous readings (replay's deferred bytes): rows in
-    time order, each a reading of log dir key[i] with used[i] bytes in snapshot snap[i]; `last` (per log dir, NaN:
-    none yet) is updated in place. Whole bytes as doubles: the sums are exact in any order."""
-    out = np.zeros(snapshots)
-    for i in range(len(key)):
-        before = last[key[i]]
-        if not np.isnan(before) and used[i] > before:
-            out[snap[i]] += used[i] - before
-        last[key[i]] = used[i]
+def filled(key: np.ndarray, total: np.ndarray, available: np.ndarray, offline: np.ndarray, rows_at: np.ndarray,
+           last: np.ndarray) -> np.ndarray:
+    """Per snapshot, the bytes its log dirs grew by since their previous readings (replay's deferred bytes): the
+    readings of snapshot i are rows rows_at[i] .. rows_at[i + 1], in time order, each of log dir key[r] with
+    total[r] - available[r] bytes used unless offline[r]; `last` (per log dir, NaN: none yet) is updated in place.
+    Whole bytes as doubles: the sums are exact in any order."""
+    out = np.zeros(len(rows_at) - 1)
+    for i in range(len(rows_at) - 1):
+        for r in range(rows_at[i], rows_at[i + 1]):
+            if offline[r]:
+                continue
+            used = float(total[r] - available[r])
+            before = last[key[r]]
+            if not np.isnan(before) and used > before:
+                out[i] += used - before
+            last[key[r]] = used
     return out
 
 

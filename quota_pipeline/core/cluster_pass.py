@@ -249,7 +249,7 @@ def _readings(table: pa.Table, order: np.ndarray | None, t: np.ndarray, starts: 
     new_index = np.cumsum(keep) - 1
     # Every volume row, a failed poll's too: a partial view's readings are observations of the brokers that
     # answered (a failed poll that reached none has no volume row).
-    positions = np.flatnonzero(keep[snap_of] & _sorted(_np(table.column("broker_id").is_valid()), order))
+    positions = np.flatnonzero(keep[snap_of] & _sorted(_valid(table.column("broker_id")), order))
     rows_at = np.searchsorted(new_index[snap_of[positions]], np.arange(len(first_rows) + 1)) if len(positions) else \
         np.zeros(len(first_rows) + 1, np.int64)
     vrows = _table_rows(positions, order)
@@ -264,7 +264,7 @@ def _readings(table: pa.Table, order: np.ndarray | None, t: np.ndarray, starts: 
         partitions=at.take(table.column("top_partitions")),
         total=tot.fill_null(0).to_numpy(zero_copy_only=False).astype(np.int64),
         available=av.fill_null(0).to_numpy(zero_copy_only=False).astype(np.int64),
-        offline=_np(err.is_valid()) | _np(tot.is_null()) | _np(av.is_null()))
+        offline=_valid(err) | _null(tot) | _null(av))
 
 
 def _first_non_null(column: pa.ChunkedArray, order: np.ndarray | None, starts: np.ndarray,
@@ -273,7 +273,7 @@ def _first_non_null(column: pa.ChunkedArray, order: np.ndarray | None, starts: n
     if not column.null_count:
         first = starts[keep]
     else:
-        first = _first_where(_sorted(_np(column.is_valid()), order), starts)[keep]
+        first = _first_where(_sorted(_valid(column), order), starts)[keep]
         first = np.where(first >= len(column), starts[keep], first)  # none has it: the first row (a null)
     return Rows(_table_rows(first, order)).take(column)
 
@@ -712,7 +712,9 @@ def stop_column(o: kernel.Out, topics: RowTopics) -> pa.Array:
 
 def _mark(code: np.ndarray, cond, c: int) -> None:
     """Rule c broken on the rows where `cond`: a row keeps the first rule it breaks (the lowest code)."""
-    np.minimum(code, np.where(np.asarray(cond, bool), c, VALID), out=code)
+    cond = np.asarray(cond, bool)
+    if cond.any():  # most rules are broken by no row
+        np.minimum(code, np.where(cond, code.dtype.type(c), code.dtype.type(VALID)), out=code)
 
 
 def _any(flags: np.ndarray, starts: np.ndarray) -> np.ndarray:
@@ -723,7 +725,7 @@ def _any(flags: np.ndarray, starts: np.ndarray) -> np.ndarray:
 def _row_codes(table: pa.Table) -> np.ndarray:
     """Per row of the table, in its order, the first rule the row breaks on its own (VALID: none): the broker lists'
     and top partitions' null elements (rules.SNAPSHOT_RULES), the volume rules (rules.VOLUME_RULES)."""
-    code = np.full(table.num_rows, VALID, np.int64)
+    code = np.full(table.num_rows, VALID, np.int8)  # rule codes: a few dozen
     _mark(code, _null_elements(table.column("brokers")), C_BROKERS)
     _mark(code, _null_elements(table.column("fenced_brokers")), C_FENCED)
     parts = table.column("top_partitions")
@@ -741,12 +743,12 @@ def _row_codes(table: pa.Table) -> np.ndarray:
     tot, av, err = table.column("total_bytes"), table.column("available_bytes"), table.column("error")
     # Each rule is looked at row by row only when a whole-column count says a row may break it.
     if bid.null_count:
-        _mark(code, is_volume & _np(bid.is_null()), C_VOLUME)
+        _mark(code, is_volume & _null(bid), C_VOLUME)
     no_dir = _equal(ldir, "", null=True)
     if no_dir.any():
         _mark(code, is_volume & no_dir, C_VOLUME + 1)
     if tot.null_count or av.null_count:
-        _mark(code, is_volume & _np(err.is_null()) & (_np(tot.is_null()) | _np(av.is_null())), C_VOLUME + 2)
+        _mark(code, is_volume & _null(err) & (_null(tot) | _null(av)), C_VOLUME + 2)
     if min(_min(tot), _min(av)) < 0:
         _mark(code, is_volume & (_np(pc.less(tot, 0).fill_null(False)) | _np(pc.less(av, 0).fill_null(False))),
               C_VOLUME + 3)
@@ -761,7 +763,7 @@ def _row_codes(table: pa.Table) -> np.ndarray:
 
 def _is_volume(table: pa.Table) -> np.ndarray:
     """Per row: it reads a volume (a broker id or a log dir); a snapshot without volumes has one row without."""
-    return _np(table.column("broker_id").is_valid()) | _np(table.column("log_dir").is_valid())
+    return _valid(table.column("broker_id")) | _valid(table.column("log_dir"))
 
 
 def _snapshot_codes(table: pa.Table, order: np.ndarray | None, starts: np.ndarray, snap_of: np.ndarray,
@@ -769,7 +771,7 @@ def _snapshot_codes(table: pa.Table, order: np.ndarray | None, starts: np.ndarra
     """The rules over a snapshot's rows marked on `code` (per sorted position): statuses that disagree or are
     missing, a successful poll without brokers, the same log dir twice."""
     status = table.column("status")
-    st_valid = _sorted(_np(status.is_valid()), order)
+    st_valid = _sorted(_valid(status), order)
     # Statuses of a snapshot must agree (nulls aside): its first non-null status is its status.
     codes = _sorted(_index_in(status, rules.STATUSES), order)
     first = _first_where(st_valid, starts)
@@ -778,7 +780,7 @@ def _snapshot_codes(table: pa.Table, order: np.ndarray | None, starts: np.ndarra
     _mark(code, _any(disagree, starts)[snap_of], 0)
     _mark(code, first_status[snap_of] < 0, C_STATUS)
     success = first_status == rules.STATUSES.index("SUCCESS")
-    has_brokers = _any(_sorted(_np(table.column("brokers").is_valid()), order), starts)
+    has_brokers = _any(_sorted(_valid(table.column("brokers")), order), starts)
     _mark(code, (success & ~has_brokers)[snap_of], C_BROKERS)
     positions = np.flatnonzero(_sorted(_is_volume(table), order))
     broker = _sorted(_np(table.column("broker_id").fill_null(-1)).astype(np.int64, copy=False), order)
@@ -833,15 +835,8 @@ def filled_bytes(chunk: kernel.Chunk, used: np.ndarray, carried_key_of: np.ndarr
 def least_headroom(chunk: kernel.Chunk, p: kernel.Params) -> np.ndarray:
     """Per snapshot of `chunk`, the least bytes any log dir it read had above `p`'s hard limit (negative: past it);
     NaN when it read none."""
-    total = chunk.total.astype(float)
-    hard = np.full(len(total), float(p.hard_value)) if p.hard_kind == kernel.BYTES else total * p.hard_value
-    head = np.where(chunk.offline, np.nan, chunk.available - hard)
-    out = np.full(len(chunk.t), np.nan)
-    begins = chunk.rows_at[:-1]
-    some = begins < chunk.rows_at[1:]  # a snapshot's volume rows are consecutive, from rows_at[i]
-    if some.any():
-        out[some] = np.fmin.reduceat(head, begins[some])
-    return out
+    return kernel.least_headroom(chunk.total, chunk.available, chunk.offline, chunk.rows_at, p.hard_kind,
+                                 float(p.hard_value))
 
 
 def _reasons(available: np.ndarray, fill: np.ndarray) -> pa.Array:
@@ -864,7 +859,7 @@ def _index_in(column: pa.ChunkedArray, values: Sequence[str], null: int = -1) ->
     wanted = pa.array(values, pa.string())
     if not pa.types.is_dictionary(column.type):
         found = _np(pc.index_in(column, wanted).fill_null(-1))
-        return np.where(_np(column.is_null()), null, found) if column.null_count else found
+        return np.where(_null(column), null, found) if column.null_count else found
     parts = []
     for chunk in column.chunks:
         found = np.append(_np(pc.index_in(chunk.dictionary, wanted).fill_null(-1)), null)
@@ -875,10 +870,11 @@ def _index_in(column: pa.ChunkedArray, values: Sequence[str], null: int = -1) ->
 def _lookup(ids: np.ndarray, values: np.ndarray) -> np.ndarray:
     """Each value's index in `ids` (sorted, distinct, holding every value): a table indexed by value when the ids
     span a small range (a few log dirs or brokers, looked up for millions of rows), else a binary search."""
-    if len(ids) and int(ids[-1]) - int(ids[0]) <= 4 * len(values) + 1024:
-        table = np.zeros(int(ids[-1]) - int(ids[0]) + 1, np.int64)
-        table[ids - ids[0]] = np.arange(len(ids))
-        return table[values - ids[0]]
+    if len(ids) and int(ids[-1]) - min(int(ids[0]), 0) <= 4 * len(values) + 1024:
+        base = min(int(ids[0]), 0)  # ids from 0 (broker ids, log dir numbers) index the table as they are
+        table = np.zeros(int(ids[-1]) - base + 1, np.int64)
+        table[ids - base] = np.arange(len(ids))
+        return table[values - base if base else values]
     return np.searchsorted(ids, values)
 
 
@@ -905,6 +901,16 @@ def take_runs(table: pa.Table, order: np.ndarray) -> pa.Table:
     begins = np.concatenate([[0], cuts])
     ends = np.append(cuts, len(order))
     return pa.concat_tables([table.slice(order[b], e - b) for b, e in zip(begins, ends)]).combine_chunks()
+
+
+def _valid(values: pa.Array | pa.ChunkedArray) -> np.ndarray:
+    """Per row: not null."""
+    return np.ones(len(values), bool) if values.null_count == 0 else _np(values.is_valid())
+
+
+def _null(values: pa.Array | pa.ChunkedArray) -> np.ndarray:
+    """Per row: null."""
+    return np.zeros(len(values), bool) if values.null_count == 0 else _np(values.is_null())
 
 
 def _np(values) -> np.ndarray:

@@ -195,6 +195,22 @@ def filled(key: np.ndarray, total: np.ndarray, available: np.ndarray, offline: n
     return out
 
 
+@numba.njit(cache=True, nogil=True)
+def least_headroom(total: np.ndarray, available: np.ndarray, offline: np.ndarray, rows_at: np.ndarray,
+                   hard_kind: int, hard_value: float) -> np.ndarray:
+    """Per snapshot, the least bytes any log dir it read had above the hard limit (negative: past it), NaN when it
+    read none online: snapshot i's readings are rows rows_at[i] .. rows_at[i + 1]."""
+    out = np.full(len(rows_at) - 1, np.nan)
+    for i in range(len(rows_at) - 1):
+        for r in range(rows_at[i], rows_at[i + 1]):
+            if offline[r]:
+                continue
+            head = float(available[r]) - (hard_value if hard_kind == BYTES else float(total[r]) * hard_value)
+            if np.isnan(out[i]) or head < out[i]:
+                out[i] = head
+    return out
+
+
 def run(state: State, chunk: Chunk, params: Params) -> Out:
     """Advance `state` (in place) over `chunk`; what each snapshot decided."""
     s = len(chunk.t)

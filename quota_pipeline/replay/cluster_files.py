@@ -55,7 +55,8 @@ DICTIONARY = ("cluster_id", "observed_at", "status", "log_dir", "error")
 
 
 def read(path: str, groups: Sequence[int], columns: Sequence[str]) -> pa.Table:
-    """Row groups of one file, the journal's columns (absent ones as nulls), with each row's origin."""
+    """Row groups of one file, the journal's columns asked for (absent ones as nulls; ORIGIN's: each row's
+    origin)."""
     schema = pq.ParquetFile(path).schema_arrow
     names = set(schema.names)
     encoded = [c for c in DICTIONARY if c in columns and c in names and pa.types.is_string(schema.field(c).type)]
@@ -67,10 +68,6 @@ def read(path: str, groups: Sequence[int], columns: Sequence[str]) -> pa.Table:
     # A nested column read as dictionary comes one row group at a time.
     table = pa.concat_tables([f.read_row_groups([g], columns=wanted, use_threads=True) for g in groups]) \
         if len(groups) != 1 else f.read_row_groups(list(groups), columns=wanted, use_threads=True)
-    sizes = [f.metadata.row_group(g).num_rows for g in range(f.metadata.num_row_groups)]
-    begins = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
-    lines = np.concatenate([np.arange(begins[g], begins[g + 1], dtype=np.int64) + 1 for g in groups]) \
-        if groups else np.zeros(0, np.int64)
     out = {}
     for c in columns:
         if c == "_file" and c in names:
@@ -83,8 +80,14 @@ def read(path: str, groups: Sequence[int], columns: Sequence[str]) -> pa.Table:
             out[c] = col if c in ORIGIN or col.type == want else pc.cast(col, want)
         elif c in TYPES:
             out[c] = pa.nulls(table.num_rows, TOPICS_READ if c == "topics" else TYPES[c])
-    if "_file" not in names:
-        out["_file"] = pa.DictionaryArray.from_arrays(pa.array(np.zeros(table.num_rows, np.int32)), pa.array([path]))
+    if "_file" in columns and "_file" not in names:  # a Parquet journal: a row's origin is its row number
+        sizes = [f.metadata.row_group(g).num_rows for g in range(f.metadata.num_row_groups)]
+        begins = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+        lines = np.concatenate([np.arange(begins[g] + 1, begins[g + 1] + 1, dtype=np.int64) for g in groups]) \
+            if groups else np.zeros(0, np.int64)
+        # Every index 0, into a one-word dictionary: nothing to check (from_arrays checks each index otherwise).
+        out["_file"] = pa.DictionaryArray.from_arrays(pa.array(np.zeros(table.num_rows, np.int32)), pa.array([path]),
+                                                      safe=False)
         out["_offset"] = pa.array(np.zeros(table.num_rows, np.int64))
         out["_line"] = pa.array(lines)
     return pa.table(out)
@@ -153,26 +156,35 @@ class ClusterFiles:
         return self.cluster.outcome
 
     def _spans(self) -> list[Span]:
-        """Each row group's span of this cluster's rows; rows without a valid time are rejected here."""
+        """Each row group's span of this cluster's rows; rows without a valid time are rejected here. The groups
+        are read on two threads (pyarrow reads and parses without the GIL), looked at in file order."""
+        groups = [(path, g) for path in self.task.files for g in range(pq.ParquetFile(path).metadata.num_row_groups)]
         spans = []
-        for path in self.task.files:
-            f = pq.ParquetFile(path)
-            for g in range(f.metadata.num_row_groups):
-                table = read(path, [g], ("cluster_id", "observed_at", "observed_us", *ORIGIN))
-                mine = self.cluster.mine(table)
-                t = times(table)
-                bad = mine & (t == BAD_TIME)
-                far = mine & (t != BAD_TIME) & ((t < rules.EARLIEST_US) | (t >= rules.LATEST_US))
-                if bad.any() or far.any():  # rare: read the group again with what a rejection shows
+        with ThreadPoolExecutor(2, thread_name_prefix="plan") as pool:
+            for (path, g), (span, bad, far) in zip(groups, pool.map(lambda group: self._span(*group), groups)):
+                if bad is not None:  # rare: read the group again with what a rejection shows
                     table = read(path, [g], (*COLUMNS, *ORIGIN))
                     for rows, code in ((bad, C_TIME), (far, C_RANGE)):
                         if rows.any():
                             self.cluster.reject_rows(table.filter(pa.array(rows)), code)
-                good = t[mine & in_range(t)]
-                if len(good):  # every k-th row's time: how the group's rows spread over time, without a sort
-                    sample = good[::max(1, len(good) // SAMPLE)]
-                    spans.append(Span(int(good.min()), int(good.max()), len(good), path, g, sample))
+                if span is not None:
+                    spans.append(span)
         return spans
+
+    def _span(self, path: str, g: int) -> tuple[Span | None, np.ndarray | None, np.ndarray | None]:
+        """Row group g's span of this cluster's rows with a valid time (None: no such row), and its rows of this
+        cluster whose time is not a timestamp and those out of the journal's range (None, None: there are none)."""
+        table = read(path, [g], ("cluster_id", "observed_at", "observed_us"))
+        mine = self.cluster.mine(table)
+        t = times(table)
+        bad = mine & (t == BAD_TIME)
+        far = mine & (t != BAD_TIME) & ((t < rules.EARLIEST_US) | (t >= rules.LATEST_US))
+        good = t[mine & in_range(t)]
+        span = None
+        if len(good):  # every k-th row's time: how the group's rows spread over time, without a sort
+            sample = good[::max(1, len(good) // SAMPLE)]
+            span = Span(int(good.min()), int(good.max()), len(good), path, g, sample)
+        return (span, bad, far) if bad.any() or far.any() else (span, None, None)
 
     def _bounds(self, spans: list[Span]) -> list[tuple[int, int]]:
         """Chunks' time ranges [lo, hi): cut where the row groups ending so far hold chunk_rows rows, at the start of

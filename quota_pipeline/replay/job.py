@@ -214,7 +214,7 @@ def plan_tasks(files: list[str]) -> list[Task]:
             holders.setdefault(None, []).append(f)
             continue
         ids = pq.read_table(f, columns=["cluster_id"], read_dictionary=["cluster_id"]).column("cluster_id")
-        for c in set(ids.combine_chunks().dictionary.to_pylist()) if len(ids) else ():
+        for c in {c for chunk in ids.chunks for c in chunk.dictionary.to_pylist()}:  # no copy of the indices
             holders.setdefault(c or None, []).append(f)
         if ids.null_count:
             holders.setdefault(None, []).append(f)

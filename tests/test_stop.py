@@ -242,13 +242,14 @@ def test_lists_that_join_alike_are_told_apart(tmp_path):
                                          {"scope": "topics", "topics": ["a\x1fb"]}]
 
 
-@pytest.mark.parametrize("rows", [[3, 0, 1, 2, 3], [0, 2, 3], [1, 2, 3], [2], [0, 0, 3, 3], []])
-def test_rows_are_taken_chunk_by_chunk_in_the_order_asked(rows):
+@pytest.mark.parametrize("values", [[["a"], None, [], ["b", "c"]], [7, None, 8, 9]])
+@pytest.mark.parametrize("rows", [[3, 0, 1, 2, 3], [0, 2, 3], [1, 2, 3], [2], [0, 0, 3, 3], [3, 1], []])
+def test_rows_are_taken_chunk_by_chunk_in_the_order_asked(rows, values):
     from quota_pipeline.core.cluster_pass import Rows
-    column = pa.chunked_array([pa.array([["a"], None], pa.list_(pa.string())), pa.array([[], ["b", "c"]],
-                                                                                         pa.list_(pa.string()))])
-    values = [["a"], None, [], ["b", "c"]]
+    column = pa.chunked_array([pa.array(values[:2]), pa.array(values[2:])])
     taken = Rows(np.array(rows, np.int64)).take(column)
     assert isinstance(taken, pa.Array) and taken.to_pylist() == [values[r] for r in rows]
+    assert Rows(np.array(rows, np.int64)).take(pa.chunked_array([column.combine_chunks()])).to_pylist() == \
+        [values[r] for r in rows]
     assert Rows(np.array(rows, np.int64)).take(pa.chunked_array([column.combine_chunks()])).to_pylist() == \
         [values[r] for r in rows]

@@ -312,10 +312,14 @@ class Rows:
             cut = np.searchsorted(rows, bounds)
             return pa.concat_arrays([column.chunk(c).take(pa.array(rows[cut[c]:cut[c + 1]] - bounds[c]))
                                      for c in range(column.num_chunks) if cut[c + 1] > cut[c]])
+        if not pa.types.is_nested(column.type):  # a gather over the chunks copies no more than the rows taken
+            return column.take(pa.array(rows)).combine_chunks()
         which = np.searchsorted(bounds, rows, side="right") - 1
-        order = np.argsort(which, kind="stable")
-        taken = pa.concat_arrays([column.chunk(c).take(pa.array(rows[order][which[order] == c] - bounds[c]))
-                                  for c in np.unique(which)])
+        order = np.argsort(which, kind="stable")  # the rows chunk by chunk, each chunk's in the order asked
+        by_chunk = rows[order]
+        cut = np.searchsorted(which[order], np.arange(column.num_chunks + 1))
+        taken = pa.concat_arrays([column.chunk(c).take(pa.array(by_chunk[cut[c]:cut[c + 1]] - bounds[c]))
+                                  for c in range(column.num_chunks) if cut[c + 1] > cut[c]])
         back = np.empty(len(rows), np.int64)
         back[order] = np.arange(len(rows))
         return taken.take(pa.array(back))

@@ -49,6 +49,7 @@ def assert_no_secrets(cluster: RealKafka, *texts: str) -> None:
 def one_error_line(err: str, listener: str) -> str:
     """The stderr of a refused command: its last line is the error, naming host:port; no traceback anywhere."""
     assert "Traceback" not in err, err
+    assert "|FAIL|" not in err, err  # librdkafka's own lines, written from its threads, after the error line too
     last = err.strip().splitlines()[-1]
     assert last.startswith("error: ") and listener in last, err
     return last

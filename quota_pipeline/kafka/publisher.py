@@ -35,7 +35,9 @@ def librdkafka_settings(settings: Mapping[str, str]) -> dict[str, str]:
 def ensure_topic(settings: Mapping[str, str], topic: str, timeout: float = 15.0) -> str:
     """Create the compacted topic if missing; replication and min.insync.replicas fit the cluster size."""
     watch = RefusalWatch(settings, OUTPUT_SETTINGS, log)
-    admin = AdminClient({**librdkafka_settings(settings), "error_cb": watch})
+    # librdkafka's own log off: the watch reports a refusal once; librdkafka wrote each failed attempt to stderr
+    # from its own thread, sometimes after the command's one error line.
+    admin = AdminClient({**librdkafka_settings(settings), "error_cb": watch, "log_level": 0})
     metadata = _metadata(admin, watch, timeout)
     if topic in metadata.topics:
         return "exists"

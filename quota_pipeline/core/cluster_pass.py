@@ -788,26 +788,21 @@ def _snapshot_codes(table: pa.Table, order: np.ndarray | None, starts: np.ndarra
     _mark(code, (success & ~has_brokers)[snap_of], C_BROKERS)
     positions = np.flatnonzero(_sorted(_is_volume(table), order))
     broker = _sorted(_np(table.column("broker_id").fill_null(-1)).astype(np.int64, copy=False), order)
-    if len(positions) and not row_order.increasing_at(snap_of, broker, _sorted(_value_numbers(table.column("log_dir")),
-                                                                               order), positions):
-        at = Rows(_table_rows(positions, order))
-        dup = _duplicate_volumes(at.take(table.column("broker_id")), at.take(table.column("log_dir")), positions,
-                                 snap_of)
+    log_dir = _sorted(_value_numbers(table.column("log_dir")), order)
+    if len(positions) and not row_order.increasing_at(snap_of, broker, log_dir, positions):
+        dup = _duplicate_volumes(snap_of, broker, log_dir, positions)
         _mark(code, _any(dup, starts)[snap_of], C_DUP_VOLUMES)
 
 
-def _duplicate_volumes(bid: pa.Array, ldir: pa.Array, vrows: np.ndarray, snap_of: np.ndarray) -> np.ndarray:
-    """Per sorted position: the same (broker, log dir) came earlier in its snapshot. `bid`, `ldir`: the broker ids
-    and log dirs of the volume rows at positions `vrows`."""
-    d = pc.dictionary_encode(ldir)
-    di = d.indices.fill_null(-1).to_numpy(zero_copy_only=False).astype(np.int64) + 1
-    bi = bid.fill_null(-1).to_numpy(zero_copy_only=False)
-    bi = bi.astype(np.int64) - bi.min() + 1
-    key = (snap_of[vrows] * (int(bi.max()) + 1) + bi) * (len(d.dictionary) + 2) + di
-    sk = np.argsort(key, kind="stable")
-    same = key[sk][1:] == key[sk][:-1]
+def _duplicate_volumes(snap_of: np.ndarray, broker: np.ndarray, log_dir: np.ndarray,
+                       positions: np.ndarray) -> np.ndarray:
+    """Per sorted position: among the volume rows at `positions`, the same (snapshot, broker, log dir) came
+    earlier (per sorted position: its snapshot, broker id and log dir number)."""
+    s, b, d = snap_of[positions], broker[positions], log_dir[positions]
+    by_key = np.lexsort((d, b, s))  # stable: of equal keys, the earliest position first
+    same = (s[by_key][1:] == s[by_key][:-1]) & (b[by_key][1:] == b[by_key][:-1]) & (d[by_key][1:] == d[by_key][:-1])
     dup = np.zeros(len(snap_of), bool)
-    dup[vrows[sk][1:][same]] = True
+    dup[positions[by_key][1:][same]] = True
     return dup
 
 

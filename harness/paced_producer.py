@@ -64,6 +64,21 @@ class PacedProducer:
         """Bytes/s acknowledged in [start, end) (monotonic times)."""
         return (self.bytes_by(end) - self.bytes_by(start)) / (end - start)
 
+    def paced_rate(self, window: float = 3.0, settle: float = 1.5, within: float = 30.0) -> float:
+        """Bytes/s acknowledged over `window` s that start `settle` s after the first acknowledgement (0.0 if none
+        comes within `within` s).
+
+        The first acknowledgement waits for the connection and metadata, seconds on a loaded machine, and brings the
+        records queued meanwhile at once: a window at a fixed time after start() measured that wait, not the pace."""
+        deadline = time.monotonic() + within
+        while not self.acked and time.monotonic() < deadline:
+            time.sleep(0.05)
+        if not self.acked:
+            return 0.0
+        start = self.acked[0][0] + settle
+        time.sleep(max(0.0, start + window - time.monotonic()))
+        return self.rate_between(start, start + window)
+
     def stop(self) -> None:
         self._stop.set()
         self._thread.join(10)

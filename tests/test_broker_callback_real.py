@@ -261,9 +261,7 @@ def end_to_end(callback_jar: Path, real_kafka: RealKafka, tmp_path_factory) -> I
             watcher.wait_for(lambda r: r["throttle_factor"] == 1.0, timeout=300)  # a first batch takes 90 s at load 15
             app = PacedProducer(cluster.client_config(), "load", "app", E2E_RATE, partition).start()
             excluded = PacedProducer(cluster.client_config(rc.SASL), "load", "ops", E2E_RATE, partition).start()
-            time.sleep(5)
-            now = time.monotonic()
-            events["pre"] = (app.rate_between(now - 3, now), excluded.rate_between(now - 3, now))
+            events["pre"] = (app.paced_rate(), excluded.paced_rate())
 
             ballast = os.path.join(tmpfs_dir, "ballast")
             free = os.statvfs(tmpfs_dir).f_bavail * os.statvfs(tmpfs_dir).f_frsize

@@ -73,8 +73,7 @@ def story(real_kafka: RealKafka, tmp_path_factory) -> Iterator[dict[str, Any]]:
         load = PacedProducer(real_kafka.client_config(), load_topic, "app-load", RATE).start()
         try:
             enforcer.start()
-            time.sleep(4)
-            events["pre"] = (load.rate_between(time.monotonic() - 3, time.monotonic()),)
+            events["pre"] = (load.paced_rate(),)
             observed = dt.datetime.now(dt.timezone.utc)
             throttled_at = time.monotonic()
             publish_decisions(real_kafka, decisions, [(CLUSTER, 0.0, observed)])

@@ -7,7 +7,6 @@ from typing import Any, Callable, Mapping
 
 import kafka.errors as Errors
 from kafka.admin import KafkaAdminClient
-from kafka.net.compat import KafkaNetClient
 
 from quota_pipeline.kafka.refusal import ADMIN_SETTINGS, PROBE_SECONDS, ClusterRefused, probe
 from quota_pipeline.kafka.settings import to_kafka_python
@@ -19,10 +18,15 @@ PROBE_AFTER_MS = 2000
 MIN_BOOTSTRAP_MS = 100
 
 
-def _client_without_sensors(**configs: Any) -> KafkaNetClient:
+# The admin client's own network client class, named by its public default rather than by a module path of
+# kafka-python's internals.
+_NETWORK_CLIENT = KafkaAdminClient.DEFAULT_CONFIG["kafka_client"]
+
+
+def _client_without_sensors(**configs: Any) -> Any:
     """kafka-python's network client without its per-connection sensors: nothing reads them, and recording them for
     every request was about a tenth of a poll's CPU."""
-    return KafkaNetClient(**{**configs, "metrics": None})
+    return _NETWORK_CLIENT(**{**configs, "metrics": None})
 
 
 class ClosingAdminClient(KafkaAdminClient):

@@ -212,8 +212,9 @@ def prepare(table: pa.Table, t: np.ndarray) -> Prepared:
     new[1:] = (t[1:] != t[:-1]) | (file_rank[1:] != file_rank[:-1])
     starts = np.flatnonzero(new)
     snap_of = np.cumsum(new) - 1
-    code = _sorted(_row_codes(table), order)
-    _snapshot_codes(table, order, starts, snap_of, code)
+    is_volume = _is_volume(table)
+    code = _sorted(_row_codes(table, is_volume), order)
+    _snapshot_codes(table, order, starts, snap_of, code, _sorted(is_volume, order))
     code = np.minimum.reduceat(code, starts)
     # The same time from another file is a duplicate of the first valid one (by file, then line).
     # Valid snapshots are in (time, file) order: a duplicate follows the first of its time directly.
@@ -726,9 +727,10 @@ def _any(flags: np.ndarray, starts: np.ndarray) -> np.ndarray:
     return np.logical_or.reduceat(flags, starts) if len(flags) else np.zeros(0, bool)
 
 
-def _row_codes(table: pa.Table) -> np.ndarray:
+def _row_codes(table: pa.Table, is_volume: np.ndarray) -> np.ndarray:
     """Per row of the table, in its order, the first rule the row breaks on its own (VALID: none): the broker lists'
-    and top partitions' null elements (rules.SNAPSHOT_RULES), the volume rules (rules.VOLUME_RULES)."""
+    and top partitions' null elements (rules.SNAPSHOT_RULES), the volume rules (rules.VOLUME_RULES) on the rows
+    that read a volume (`is_volume`, per row)."""
     code = np.full(table.num_rows, VALID, np.int8)  # rule codes: a few dozen
     _mark(code, _null_elements(table.column("brokers")), C_BROKERS)
     _mark(code, _null_elements(table.column("fenced_brokers")), C_FENCED)
@@ -743,7 +745,6 @@ def _row_codes(table: pa.Table) -> np.ndarray:
                              broken.to_numpy(zero_copy_only=False))
             _mark(code, per_row, C_PARTS)
     bid, ldir = table.column("broker_id"), table.column("log_dir")
-    is_volume = _is_volume(table)
     tot, av, err = table.column("total_bytes"), table.column("available_bytes"), table.column("error")
     # Each rule is looked at row by row only when a whole-column count says a row may break it.
     if bid.null_count:
@@ -771,9 +772,10 @@ def _is_volume(table: pa.Table) -> np.ndarray:
 
 
 def _snapshot_codes(table: pa.Table, order: np.ndarray | None, starts: np.ndarray, snap_of: np.ndarray,
-                    code: np.ndarray) -> None:
+                    code: np.ndarray, is_volume: np.ndarray) -> None:
     """The rules over a snapshot's rows marked on `code` (per sorted position): statuses that disagree or are
-    missing, a successful poll without brokers, the same log dir twice."""
+    missing, a successful poll without brokers, the same log dir twice among the volume rows (`is_volume`, per
+    sorted position)."""
     status = table.column("status")
     st_valid = _sorted(_valid(status), order)
     # Statuses of a snapshot must agree (nulls aside): its first non-null status is its status.
@@ -786,7 +788,7 @@ def _snapshot_codes(table: pa.Table, order: np.ndarray | None, starts: np.ndarra
     success = first_status == rules.STATUSES.index("SUCCESS")
     has_brokers = _any(_sorted(_valid(table.column("brokers")), order), starts)
     _mark(code, (success & ~has_brokers)[snap_of], C_BROKERS)
-    positions = np.flatnonzero(_sorted(_is_volume(table), order))
+    positions = np.flatnonzero(is_volume)
     broker = _sorted(_np(table.column("broker_id").fill_null(-1)).astype(np.int64, copy=False), order)
     log_dir = _sorted(_value_numbers(table.column("log_dir")), order)
     if len(positions) and not row_order.increasing_at(snap_of, broker, log_dir, positions):

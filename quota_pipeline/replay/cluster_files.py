@@ -57,13 +57,14 @@ DICTIONARY = ("cluster_id", "observed_at", "status", "log_dir", "error")
 def read(path: str, groups: Sequence[int], columns: Sequence[str]) -> pa.Table:
     """Row groups of one file, the journal's columns asked for (absent ones as nulls; ORIGIN's: each row's
     origin)."""
-    schema = pq.ParquetFile(path).schema_arrow
+    footer = pq.ParquetFile(path)  # its schema says which columns to read as dictionaries; the footer is read once
+    schema = footer.schema_arrow
     names = set(schema.names)
     encoded = [c for c in DICTIONARY if c in columns and c in names and pa.types.is_string(schema.field(c).type)]
     if "topics" in columns and "topics" in names and pa.types.is_list(schema.field("topics").type) and \
             pa.types.is_string(schema.field("topics").type.value_type):
         encoded.append("topics.list.element")
-    f = pq.ParquetFile(path, read_dictionary=encoded or None)
+    f = pq.ParquetFile(path, metadata=footer.metadata, read_dictionary=encoded or None)
     wanted = [c for c in columns if c in names]
     # A nested column read as dictionary comes one row group at a time.
     table = pa.concat_tables([f.read_row_groups([g], columns=wanted, use_threads=True) for g in groups]) \

@@ -310,20 +310,21 @@ class Rows:
             return pa.array([], column.type)
         bounds = np.concatenate([[0], np.cumsum([len(c) for c in column.chunks])])
         if self.ascending:  # each chunk's rows are a run of them
-            cut = np.searchsorted(rows, bounds)
-            return pa.concat_arrays([column.chunk(c).take(pa.array(rows[cut[c]:cut[c + 1]] - bounds[c]))
-                                     for c in range(column.num_chunks) if cut[c + 1] > cut[c]])
+            return _take_by_chunk(column, rows, bounds)
         if not pa.types.is_nested(column.type):  # a gather over the chunks copies no more than the rows taken
             return column.take(pa.array(rows)).combine_chunks()
-        which = np.searchsorted(bounds, rows, side="right") - 1
-        order = np.argsort(which, kind="stable")  # the rows chunk by chunk, each chunk's in the order asked
-        by_chunk = rows[order]
-        cut = np.searchsorted(which[order], np.arange(column.num_chunks + 1))
-        taken = pa.concat_arrays([column.chunk(c).take(pa.array(by_chunk[cut[c]:cut[c + 1]] - bounds[c]))
-                                  for c in range(column.num_chunks) if cut[c + 1] > cut[c]])
+        order = np.argsort(np.searchsorted(bounds, rows, side="right"), kind="stable")  # chunk by chunk, each
+        taken = _take_by_chunk(column, rows[order], bounds)                             # chunk's in the order asked
         back = np.empty(len(rows), np.int64)
         back[order] = np.arange(len(rows))
         return taken.take(pa.array(back))
+
+
+def _take_by_chunk(column: pa.ChunkedArray, rows: np.ndarray, bounds: np.ndarray) -> pa.Array:
+    """column.take(rows) for rows grouped by chunk in chunk order (bounds: each chunk's first row, then the end)."""
+    cut = np.searchsorted(rows, bounds)
+    return pa.concat_arrays([column.chunk(c).take(pa.array(rows[cut[c]:cut[c + 1]] - bounds[c]))
+                             for c in range(column.num_chunks) if cut[c + 1] > cut[c]])
 
 
 class ClusterPass:

@@ -89,10 +89,10 @@ def full_cluster():
 
 def test_planted_tick_files_for_future_ticks_are_set_aside_and_the_real_decision_is_published(
         spark, tmp_path, monkeypatch, full_cluster):
-    from quota_pipeline.kafka.observer import Observer
+    from quota_pipeline.kafka.observer import poll_once
 
     conf = config(tmp_path, full_cluster)
-    real = Observer(conf).poll()
+    real = poll_once(conf)
     assert real.status.value == "SUCCESS" and len(real.volumes) == 2, real
     journal = tmp_path / "checkpoint" / "journal" / "full"
     now = source.current_tick(conf, dt.datetime.now(dt.timezone.utc))

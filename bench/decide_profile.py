@@ -2,6 +2,7 @@
 
     python3 -m bench.decide_profile --brokers 5 --log-dirs 100 --batches 20
     python3 -m bench.decide_profile --brokers 5 --log-dirs 100 --batches 20 --profile   # cProfile's top functions
+    python3 -m bench.decide_profile --batches 100 --json    # the medians as JSON (bench/host.py's reference)
 
 One cluster's snapshot rows, as the source emits them (`streaming/source.snapshot_rows`: one row per snapshot, its
 log dirs packed, each with three top partitions), go through `DecisionProcessor` batch
@@ -16,6 +17,7 @@ from __future__ import annotations
 import argparse
 import cProfile
 import datetime as dt
+import json
 import os
 import pstats
 import statistics
@@ -64,6 +66,7 @@ def main() -> int:
     ap.add_argument("--batches", type=int, default=20, help="micro-batches, one snapshot each")
     ap.add_argument("--interval", type=float, default=10.0, help="seconds between snapshots")
     ap.add_argument("--profile", action="store_true", help="also print cProfile's 25 costliest functions")
+    ap.add_argument("--json", action="store_true", help="print only each part's median in ms, as JSON")
     args = ap.parse_args()
     if args.brokers < 1 or args.log_dirs < 1 or args.batches < 2:
         print("error: --brokers and --log-dirs at least 1, --batches at least 2", file=sys.stderr)
@@ -93,12 +96,16 @@ def main() -> int:
         assert len(out) == 1, "one record per batch"
     if profiler:
         profiler.disable()
+    medians = {name: statistics.median([v for v in values[1:] if v > 0] or [0.0]) * 1000
+               for name, values in [("handleInputRows", totals)] + sorted(parts.items())}
+    if args.json:
+        print(json.dumps({name: round(ms, 2) for name, ms in medians.items()}))
+        return 0
     volumes = args.brokers * args.log_dirs
     print(f"one cluster, {volumes} log dirs, {args.batches} batches (the first, numba's compile and the first "
           f"state, left out); ms per batch, median (max):")
     for name, values in [("handleInputRows", totals)] + sorted(parts.items()):
-        rest = [v for v in values[1:] if v > 0] or [0.0]
-        print(f"  {name:28} {statistics.median(rest) * 1000:8.1f} ({max(rest) * 1000:.1f})")
+        print(f"  {name:28} {medians[name]:8.1f} ({max([v for v in values[1:] if v > 0] or [0.0]) * 1000:.1f})")
     print(f"load average before {load_before[0]:.1f}, after {os.getloadavg()[0]:.1f} ({os.cpu_count()} cores)")
     if profiler:
         pstats.Stats(profiler).sort_stats("tottime").print_stats(25)

@@ -9,7 +9,8 @@ The simulated clusters run in a child process, the decision topic on a local Tan
 spark://...` with --standalone). Latency = the record's timestamp in the topic (set when the job publishes it)
 minus its observed_at, after a warm-up; the arrival time at this process is printed beside it. Micro-batch
 durations and time per Spark stage come from the job's --log-batches lines; RSS is sampled from /proc every
-2 s (peak per process group). The load average is printed: the machine is shared.
+2 s (peak per process group). The load average is printed: the machine is shared; so is the host's reference
+(bench/host.py) before and after the run, which tells a slower host from slower code.
 """
 from __future__ import annotations
 
@@ -32,6 +33,7 @@ from typing import Iterator
 
 from confluent_kafka import Consumer, TopicPartition
 
+from bench.host import reference
 from bench.stats import percentile
 from quota_pipeline.core import config as cfg
 from quota_pipeline.core.model import parse_time
@@ -351,6 +353,7 @@ def main() -> int:
     args = ap.parse_args()
 
     work = Path(tempfile.mkdtemp(prefix="bench-fleet-"))
+    host_before = reference()
     load_before = os.getloadavg()
     broker = spark = job = None
     log = work / "job.log"
@@ -381,6 +384,7 @@ def main() -> int:
                 broker.stop()
     summary = summarize(args, records, loads, memory, log, cpu)
     summary["load_average_before"] = [round(x, 2) for x in load_before]
+    summary["host_reference"] = {"before": host_before, "after": reference()}
     summary["job_log"] = str(log)
     emit(summary, args.json)
     return 0

@@ -27,6 +27,7 @@ from typing import Callable, Iterator, Mapping
 from rich.console import Console
 from rich.table import Table
 
+from bench.host import reference
 from bench.stats import percentile
 from quota_pipeline.core import config as cfg
 from quota_pipeline.core.model import parse_time
@@ -193,6 +194,7 @@ def main() -> int:
     work = Path(tempfile.mkdtemp(prefix="bench-real-latency-"))
     console = Console(width=160)  # the table must not wrap when the output goes to a file
     rows = []
+    console.print(f"host reference (bench/host.py): {reference()}")
     for run in (run_real, run_simulated):
         console.print(f"[bold]{run.__name__}[/]: load average {load1():.1f}, work dir {work}")
         rows.append(run(work, args))

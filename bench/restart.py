@@ -35,6 +35,7 @@ from pathlib import Path
 from confluent_kafka import Consumer, TopicPartition
 
 from bench.fleet_scale import ROOT, TOPIC, _children, _descendants, emit, simulated_clusters, start_job, write_configs
+from bench.host import reference
 from quota_pipeline.core import config as cfg
 from quota_pipeline.core.model import parse_time
 from quota_pipeline.demo.local_broker import LocalBroker
@@ -116,6 +117,7 @@ def main() -> int:
     args.package_path = None
     args.driver_memory = args.executor_memory = "1g"
     work = Path(tempfile.mkdtemp(prefix="bench-restart-"))
+    host_before = reference()
     load_before = os.getloadavg()
     broker = job = topic = None
     rounds, loads = [], []
@@ -204,6 +206,7 @@ def main() -> int:
         "every_decision_after_a_restart_at_factor_0": all(r["factor_after"] == 0.0 for r in rounds),
         "validity_outlasted_every_restart": all(r["valid_left_s"] > 0 for r in rounds),
         "load_average_at_kills": loads, "load_average_before": [round(x, 2) for x in load_before],
+        "host_reference": {"before": host_before, "after": reference()},
         "job_logs": str(work / "job-*.log"),
     }
     emit(summary, args.json)

@@ -96,16 +96,17 @@ def main() -> int:
         assert len(out) == 1, "one record per batch"
     if profiler:
         profiler.disable()
-    medians = {name: statistics.median([v for v in values[1:] if v > 0] or [0.0]) * 1000
-               for name, values in [("handleInputRows", totals)] + sorted(parts.items())}
+    # The first batch (numba's compile, the first state) left out, and batches a part did not run in.
+    measured = {name: [v * 1000 for v in values[1:] if v > 0] or [0.0]
+                for name, values in [("handleInputRows", totals)] + sorted(parts.items())}
     if args.json:
-        print(json.dumps({name: round(ms, 2) for name, ms in medians.items()}))
+        print(json.dumps({name: round(statistics.median(ms), 2) for name, ms in measured.items()}))
         return 0
     volumes = args.brokers * args.log_dirs
     print(f"one cluster, {volumes} log dirs, {args.batches} batches (the first, numba's compile and the first "
           f"state, left out); ms per batch, median (max):")
-    for name, values in [("handleInputRows", totals)] + sorted(parts.items()):
-        print(f"  {name:28} {medians[name]:8.1f} ({max([v for v in values[1:] if v > 0] or [0.0]) * 1000:.1f})")
+    for name, ms in measured.items():
+        print(f"  {name:28} {statistics.median(ms):8.1f} ({max(ms):.1f})")
     print(f"load average before {load_before[0]:.1f}, after {os.getloadavg()[0]:.1f} ({os.cpu_count()} cores)")
     if profiler:
         pstats.Stats(profiler).sort_stats("tottime").print_stats(25)

@@ -250,7 +250,8 @@ def test_the_state_file_round_trips_and_refuses_a_binding_it_never_writes(tmp_pa
     (tmp_path / "c1.refusals.json").write_text(json.dumps(raw))
     with pytest.raises(BaselineError, match="never writes"):
         store.load()
-    assert RefusalFile.beside(tmp_path / "enforce" / "c1.json").path == tmp_path / "enforce" / "c1.refusals.json"
+    beside = RefusalFile.beside(BaselineFile(tmp_path / "enforce" / "c1.json"))
+    assert beside.path == tmp_path / "enforce" / "c1.refusals.json" and beside.root == tmp_path / "enforce"
 
 
 # ---- with the quota enforcer ---------------------------------------------------------------------------------------

@@ -131,10 +131,10 @@ def run(args: argparse.Namespace, stop: threading.Event | None = None) -> int:
                       file=sys.stderr)
                 return EXIT_FAILED
             try:
-                store = baseline_file(args.baseline, conf.checkpoint_path, cluster)
+                store = baseline_file(args.baseline, conf.checkpoint_path, cluster, conf.signing_keys)
             except UnsafePath as exc:
                 fail(str(exc))
-            refusal_store = RefusalFile.beside(store.path, store.root)
+            refusal_store = RefusalFile.beside(store)
             acl_admin = acl_admin_for(conf, mode, refusal_store)
             with Reader(conf, cluster=cluster) as reader:
                 wake = threading.Event()

@@ -90,7 +90,8 @@ def run(args: argparse.Namespace) -> int:
     try:
         with RemedyAdmin(conf.admin) as admin:
             cluster_id, _ = admin.cluster()
-            store = remedy_file(args.state, conf.checkpoint_path, conf.cluster_name or cluster_id)
+            store = remedy_file(args.state, conf.checkpoint_path, conf.cluster_name or cluster_id,
+                                conf.signing_keys)
             executor = Executor(admin, conf, store, say=say, interval=args.interval)
             state = store.load()
             if args.abort or state is not None:

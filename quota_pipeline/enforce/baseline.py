@@ -8,9 +8,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from quota_pipeline.core import names
+from quota_pipeline.core import names, signing
 from quota_pipeline.core.config import CHECKPOINT_PATH
 from quota_pipeline.core.display import visible
+from quota_pipeline.core.signing import SigningKey
 from quota_pipeline.kafka.client_quotas import Quotas, quotas_from_json, quotas_to_json
 
 FORMAT_VERSION = 1
@@ -53,18 +54,28 @@ class BaselineError(RuntimeError):
     """The baseline file cannot be read or written; the message names the file and what to do."""
 
 
+SIGNATURE = "signature"
+
+
 class StateFile:
     """A JSON state file confined to its root, written with temp file + fsync + rename (+ fsync of the directory), so a
     crash leaves the old record or the new one, never a torn one. Subclasses name it and say what to do when it
-    cannot be read (`BROKEN`) and what a failed write left unchanged (`NOT_WRITTEN`)."""
+    cannot be read (`BROKEN`) and what a failed write left unchanged (`NOT_WRITTEN`).
+
+    With signing keys (quota.pipeline.signing.keys) the file carries a `signature` field: an HMAC-SHA-256 with the
+    first key over the file's kind and name and its canonical JSON, so that whoever can write the directory but holds
+    no key cannot make the command act on a file of theirs, nor pass one cluster's or one command's file off as
+    another's. A file without a valid signature is refused with one line and nothing is sent."""
 
     WHAT = "state file"
     BROKEN = ""
     NOT_WRITTEN = ""
 
-    def __init__(self, path: str | os.PathLike[str], root: str | os.PathLike[str] | None = None):
+    def __init__(self, path: str | os.PathLike[str], root: str | os.PathLike[str] | None = None,
+                 keys: tuple[SigningKey, ...] = ()):
         self.path = Path(path)
         self.root = Path(root) if root is not None else self.path.parent  # nothing is written outside it
+        self.keys = keys
 
     def _confined(self) -> None:
         try:
@@ -82,11 +93,40 @@ class StateFile:
         except OSError as exc:
             raise BaselineError(f"cannot read the {self.WHAT} {self.path}: {exc}") from None
         try:
-            return parse(json.loads(text))
-        except (ValueError, KeyError, TypeError) as exc:
-            raise BaselineError(f"the {self.WHAT} {self.path} is not valid ({exc}); {self.BROKEN}") from None
+            raw = json.loads(text)
+        except ValueError as exc:
+            raise BaselineError(f"the {self.WHAT} {visible(self.path)} is not valid ({exc}); {self.BROKEN}") from None
+        if self.keys:
+            self._verify(raw)
+        if isinstance(raw, dict):
+            raw.pop(SIGNATURE, None)
+        try:
+            return parse(raw)
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:
+            raise BaselineError(f"the {self.WHAT} {visible(self.path)} is not valid ({visible(str(exc))}); "
+                                f"{self.BROKEN}") from None
+
+    def _signed_bytes(self, body: dict[str, Any]) -> tuple[bytes, bytes]:
+        """(what names the file, its canonical JSON): the two parts the signature covers."""
+        canonical = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+        return f"{self.WHAT}:{self.path.name}".encode("utf-8"), canonical.encode("ascii")
+
+    def _verify(self, raw: Any) -> None:
+        header = raw.get(SIGNATURE) if isinstance(raw, dict) else None
+        parts = signing.split(header.encode("utf-8")) if isinstance(header, str) else None
+        if parts is not None:
+            body = {k: v for k, v in raw.items() if k != SIGNATURE}
+            name, value = self._signed_bytes(body)
+            if any(k.key_id == parts[0] and signing.valid(k, name, value, parts[1]) for k in self.keys):
+                return
+        why = "is not signed" if header is None else "has a signature that none of the keys makes"
+        raise BaselineError(f"the {self.WHAT} {visible(self.path)} {why} (quota.pipeline.signing.keys): this "
+                            f"pipeline did not write it, so nothing was done; check it and delete it")
 
     def _save(self, raw: dict[str, Any]) -> None:
+        if self.keys:
+            name, value = self._signed_bytes(raw)
+            raw = {**raw, SIGNATURE: signing.sign(self.keys[0], name, value).decode("ascii")}
         data = json.dumps(raw, indent=1, sort_keys=True).encode()
         self._confined()
         try:
@@ -116,18 +156,19 @@ class BaselineFile(StateFile):
         self._save(state.to_json())
 
 
-def baseline_file(explicit: str | None, checkpoint_path: str, cluster: str) -> BaselineFile:
+def baseline_file(explicit: str | None, checkpoint_path: str, cluster: str,
+                  keys: tuple[SigningKey, ...] = ()) -> BaselineFile:
     """--baseline PATH (confined to its directory), else <checkpoint>/enforce/<cluster>.json with the cluster name
-    checked (names.UnsafePath) and the file confined to <checkpoint>/enforce."""
+    checked (names.UnsafePath) and the file confined to <checkpoint>/enforce; signed with `keys` when there are any."""
     if explicit:
-        return BaselineFile(explicit)
+        return BaselineFile(explicit, keys=keys)
     if "://" in checkpoint_path:  # the job's checkpoint on an object store: enforce keeps its baseline locally
         raise names.UnsafePath(f"{CHECKPOINT_PATH} is {checkpoint_path}, not a local directory, so it cannot hold "
                                f"enforce's baseline file; pass --baseline PATH")
     names.checked(cluster, "the cluster to enforce (--cluster, quota.pipeline.cluster.name or the cluster id) "
                            "names the baseline file")
     root = Path(checkpoint_path) / "enforce"
-    return BaselineFile(root / f"{cluster}.json", root)
+    return BaselineFile(root / f"{cluster}.json", root, keys)
 
 
 def write_atomically(path: Path, data: bytes) -> None:

@@ -71,9 +71,9 @@ class RefusalFile(StateFile):
     NOT_WRITTEN = "no binding was created"
 
     @classmethod
-    def beside(cls, baseline_path: Path, root: Path | None = None) -> "RefusalFile":
-        """`<cluster>.refusals.json` next to `<cluster>.json`."""
-        return cls(baseline_path.with_name(baseline_path.stem + ".refusals.json"), root)
+    def beside(cls, baseline: StateFile) -> "RefusalFile":
+        """`<cluster>.refusals.json` next to `<cluster>.json`, in the same root and signed with the same keys."""
+        return cls(baseline.path.with_name(baseline.path.stem + ".refusals.json"), baseline.root, baseline.keys)
 
     def load(self) -> RefusalState | None:
         return self._load(RefusalState.from_json)

@@ -8,6 +8,7 @@ from typing import Any
 
 from quota_pipeline.core import names
 from quota_pipeline.core.config import CHECKPOINT_PATH
+from quota_pipeline.core.signing import SigningKey
 from quota_pipeline.enforce.baseline import StateFile
 from quota_pipeline.remedy.plan import Plan
 from quota_pipeline.remedy.throttles import Setting
@@ -48,13 +49,15 @@ class RemedyFile(StateFile):
         self._save(state.to_json())
 
 
-def remedy_file(explicit: str | None, checkpoint_path: str, cluster: str) -> RemedyFile:
-    """--state PATH, else <checkpoint>/remedy/<cluster>.json (the cluster name checked, the file kept inside)."""
+def remedy_file(explicit: str | None, checkpoint_path: str, cluster: str,
+                keys: tuple[SigningKey, ...] = ()) -> RemedyFile:
+    """--state PATH, else <checkpoint>/remedy/<cluster>.json (the cluster name checked, the file kept inside); signed
+    with `keys` when there are any."""
     if explicit:
-        return RemedyFile(explicit)
+        return RemedyFile(explicit, keys=keys)
     if "://" in checkpoint_path:
         raise names.UnsafePath(f"{CHECKPOINT_PATH} is {checkpoint_path}, not a local directory, so it cannot hold "
                                "remedy's state file; pass --state PATH")
     names.checked(cluster, "the cluster (quota.pipeline.cluster.name or the cluster id) names remedy's state file")
     root = Path(checkpoint_path) / "remedy"
-    return RemedyFile(root / f"{cluster}.json", root)
+    return RemedyFile(root / f"{cluster}.json", root, keys)

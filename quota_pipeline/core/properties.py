@@ -15,6 +15,8 @@ from typing import Any, Callable
 
 import isodate
 
+from quota_pipeline.core.secrets import MASK, redact, secret_name
+
 P = "client.quota.callback.static."
 Q = "quota.pipeline."
 ADMIN_PREFIX = P + "kafka.admin."
@@ -38,24 +40,20 @@ DEFAULT_MAX_CLOCK_SKEW = dt.timedelta(seconds=30)
 DEFAULT_ETA_WINDOW = dt.timedelta(hours=1)
 
 
-_SECRET = re.compile(r"password|secret|token|credential|sasl\.jaas\.config|(^|[._])keys?$", re.IGNORECASE)
-MASK = "******"
-
-
 def is_secret(key: str) -> bool:
     """A key whose value is never shown: one Kafka types as a password (its own ConfigDefs), or one that looks like
-    a secret by its name (a setting Kafka does not know, or a plugin's)."""
+    a secret by its name (a setting Kafka does not know, or a plugin's: secrets.secret_name)."""
     from quota_pipeline.core.client_names import is_password
 
-    return bool(_SECRET.search(key)) or is_password(key)
+    return secret_name(key) or is_password(key)
 
 
 def shown(key: str, value: Any) -> str:
     """A value as it may be printed or logged: secrets masked by the key's name, and by the value's look (a
-    password= inside a misspelled JAAS key, a PEM private key under any name: core/secrets.py)."""
-    from quota_pipeline.core.secrets import redact
-
-    return MASK if is_secret(key) else redact(str(value))
+    password= inside a misspelled JAAS key, a URI's userinfo, a PEM private key under any name: core/secrets.py).
+    An empty value stays empty: it holds no secret, and says the setting is unset."""
+    text = str(value)
+    return MASK if text and is_secret(key) else redact(text)
 
 
 class Invalid(ValueError):

@@ -340,7 +340,7 @@ def test_the_command_executes_and_a_second_run_finds_nothing_to_do(config_file, 
 @pytest.mark.parametrize("argv, message", [
     (["--margin", "lots"], "--margin/--throttle: not a size"),
     (["--throttle", "5%"], "--margin/--throttle: not a size"),
-    (["--throttle", "0"], "--throttle must be more than 0"),
+    (["--throttle", "0"], "--throttle must be 1 byte/s or more"),
     (["--execute", "--abort"], "give --execute or --abort, not both"),
     (["--sample", "-1"], "--sample must be 0 or more"),
 ])

@@ -39,7 +39,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                     "distinct brokers and racks; partitions already moving and the decision topic stay. Nothing "
                     "changes without --execute, which applies the plan, shows progress, and takes back the "
                     "throttles it set (and only those); interrupted, run it again to resume. Data is never deleted "
-                    "and retention never lowered: the plan only suggests it. Exit code 0, 3 when some dir cannot be "
+                    "and retention never lowered: the plan only suggests it. A state file is acted on only for what "
+                    "a plan can hold (one replica moved per partition, its replication factor kept, onto active "
+                    "brokers and their log dirs; remedy's own throttles and cordons): anything else is refused and "
+                    "nothing is sent. Exit code 0, 3 when some dir cannot be "
                     "brought back, 1 when the cluster fails, 2 for bad input, 130 when interrupted. "
                     "Semantics: docs/design.md, \"Remedy\".")
     add_config_argument(p, "the .properties file of the observed cluster (its limits)")
@@ -76,8 +79,8 @@ def options(args: argparse.Namespace) -> tuple[Margin, float]:
         rate = parse_size(args.throttle)
     except ValueError as exc:
         fail(f"--margin/--throttle: {exc}")
-    if rate.value <= 0:
-        fail("--throttle must be more than 0 bytes/s")
+    if rate.value < 1:
+        fail("--throttle must be 1 byte/s or more")
     return margin, rate.value
 
 
@@ -127,8 +130,7 @@ def running_plan(args: argparse.Namespace, executor: Executor, store: RemedyFile
         print("aborted; its throttles are taken back")
         return 0
     if args.execute:
-        executor.say(f"resuming the plan started {started} ({visible(store.path)})")
-        return execute(executor, state)
+        return execute(executor, state, f"resuming the plan started {started} ({visible(store.path)})")
     show(state.plan, args.json)
     view = executor.view()
     executor.say(f"this plan was started {started} and is not finished: "
@@ -137,9 +139,9 @@ def running_plan(args: argparse.Namespace, executor: Executor, store: RemedyFile
     return 0
 
 
-def execute(executor: Executor, state: RemedyState) -> int:
+def execute(executor: Executor, state: RemedyState, note: str = "") -> int:
     try:
-        states = executor.execute(state)
+        states = executor.execute(state, note)
     except KeyboardInterrupt:
         print(INTERRUPTED, file=sys.stderr)
         return EXIT_INTERRUPTED

@@ -8,10 +8,10 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Protocol
 
 from quota_pipeline.core.config import Config
-from quota_pipeline.remedy import throttles
+from quota_pipeline.remedy import throttles, vet
 from quota_pipeline.remedy.gather import ReadPort, read_view
 from quota_pipeline.remedy.inputs import ClusterView
-from quota_pipeline.remedy.plan import CROSS, INTRA, Move, Plan, human
+from quota_pipeline.remedy.plan import CROSS, INTRA, Forbidden, Move, Plan, human
 from quota_pipeline.remedy.progress import DONE, PENDING, RUNNING, copied, finished, state_of, summary
 from quota_pipeline.remedy.state import RemedyFile, RemedyState
 
@@ -45,6 +45,13 @@ class Executor:
         res, keys = throttles.resources(settings)
         return self.admin.configs(res, keys)
 
+    def vetted(self, state: RemedyState, view: ClusterView) -> None:
+        """Before any request: the state asks only for what a plan can (vet.check), or the one line naming its file."""
+        try:
+            vet.check(state, view)
+        except Forbidden as exc:
+            raise self.store.refused(exc) from None
+
     def begin(self, plan: Plan) -> RemedyState:
         """Write-ahead: what it will set goes to the state file before the cluster changes."""
         want = throttles.wanted(plan)
@@ -54,6 +61,7 @@ class Executor:
 
     def apply(self, state: RemedyState, view: ClusterView) -> None:
         """Its configs where not in place yet, then every move still pending (each call repeats safely)."""
+        self.vetted(state, view)
         ours = list(state.ours)
         changes = throttles.to_apply(ours, self.current(ours))
         if changes:
@@ -113,6 +121,7 @@ class Executor:
         """Cancel its moves still running (a reassignment is cancelled, a future replica sent back to its dir), then
         take back its configs."""
         view = self.view()
+        self.vetted(state, view)
         running = [m for m in state.plan.moves if state_of(m, view) in (RUNNING, PENDING)]
         cross = {(m.topic, m.partition): None for m in running if m.kind == CROSS and state_of(m, view) == RUNNING}
         if cross:
@@ -125,9 +134,14 @@ class Executor:
             self.say(f"cancelled {m.topic}-{m.partition}")
         self.finish(state)
 
-    def execute(self, state: RemedyState) -> dict[Move, str]:
-        """Apply, follow, and (when every move is done) clean up; an interrupted run leaves the state file."""
-        self.apply(state, self.view())
+    def execute(self, state: RemedyState, note: str = "") -> dict[Move, str]:
+        """Apply, follow, and (when every move is done) clean up; an interrupted run leaves the state file. `note`
+        is said once the state is found sound, before the first change."""
+        view = self.view()
+        self.vetted(state, view)
+        if note:
+            self.say(note)
+        self.apply(state, view)
         states = self.follow(state)
         if finished(states):
             self.finish(state)

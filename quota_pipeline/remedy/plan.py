@@ -9,6 +9,45 @@ INTRA, CROSS = "intra-broker", "cross-broker"
 FORMAT_VERSION = 1
 
 
+class Forbidden(Exception):
+    """A plan or its state asks for what remedy never does (the message says what, after the file's name). Not a
+    ValueError: such a file is refused as asking for it, not reported as broken."""
+
+
+def field_of(raw: Any, key: str, kind: type | tuple[type, ...], optional: bool = False) -> Any:
+    """`raw[key]` when it is of `kind` (a JSON number for float, never a bool), else ValueError naming the field."""
+    if not isinstance(raw, dict):
+        raise ValueError(f"{key}: expected an object, found {type(raw).__name__}")
+    value = raw.get(key) if optional else raw[key]
+    if value is None and optional:
+        return None
+    kinds = kind if isinstance(kind, tuple) else (kind,)
+    if float in kinds:
+        kinds = (*kinds, int)
+    if isinstance(value, bool) and bool not in kinds or not isinstance(value, kinds):
+        raise ValueError(f"{key} is {value!r}, not {' or '.join(k.__name__ for k in kinds)}")
+    return value
+
+
+def ints_of(raw: Any, key: str) -> tuple[int, ...]:
+    values = field_of(raw, key, list)
+    if not all(isinstance(v, int) and not isinstance(v, bool) for v in values):
+        raise ValueError(f"{key} is {values!r}, not a list of integers")
+    return tuple(values)
+
+
+def strs_of(raw: Any, key: str) -> tuple[str, ...]:
+    values = field_of(raw, key, list, optional=True) or []
+    if not all(isinstance(v, str) for v in values):
+        raise ValueError(f"{key} is {values!r}, not a list of strings")
+    return tuple(values)
+
+
+def _where(raw: Any, key: str) -> tuple[int, str]:
+    at = field_of(raw, key, dict)
+    return field_of(at, "broker", int), field_of(at, "log_dir", str)
+
+
 @dataclass(frozen=True)
 class Move:
     """One replica from one log dir to another: on its broker (`INTRA`) or to another broker (`CROSS`)."""
@@ -38,12 +77,10 @@ class Move:
 
     @classmethod
     def from_json(cls, raw: dict[str, Any]) -> "Move":
-        return cls(str(raw["topic"]), int(raw["partition"]), int(raw["size_bytes"]),
-                   float(raw["growth_bytes_per_second"]),
-                   (int(raw["from"]["broker"]), str(raw["from"]["log_dir"])),
-                   (int(raw["to"]["broker"]), str(raw["to"]["log_dir"])),
-                   tuple(int(b) for b in raw["replicas_before"]), tuple(int(b) for b in raw["replicas_after"]),
-                   float(raw["duration_seconds"]), str(raw["why"]))
+        return cls(field_of(raw, "topic", str), field_of(raw, "partition", int), field_of(raw, "size_bytes", int),
+                   float(field_of(raw, "growth_bytes_per_second", float)), _where(raw, "from"), _where(raw, "to"),
+                   ints_of(raw, "replicas_before"), ints_of(raw, "replicas_after"),
+                   float(field_of(raw, "duration_seconds", float)), field_of(raw, "why", str))
 
 
 @dataclass(frozen=True)
@@ -71,12 +108,15 @@ class DirPlan:
 
     @classmethod
     def from_json(cls, raw: dict[str, Any]) -> "DirPlan":
-        def num(v: Any) -> float:
-            return math.inf if v is None else float(v)
-        return cls(int(raw["broker"]), str(raw["log_dir"]), str(raw["why"]), raw["available_bytes"],
-                   raw["total_bytes"], num(raw["limit_bytes"]), num(raw["goal_bytes"]), int(raw["freed_bytes"]),
-                   None if raw["available_after_bytes"] is None else float(raw["available_after_bytes"]),
-                   bool(raw["resolved"]), str(raw["note"]), tuple(raw.get("suggestions") or ()))
+        def num(key: str) -> float:
+            value = field_of(raw, key, float, optional=True)
+            return math.inf if value is None else float(value)
+        after = field_of(raw, "available_after_bytes", float, optional=True)
+        return cls(field_of(raw, "broker", int), field_of(raw, "log_dir", str), field_of(raw, "why", str),
+                   field_of(raw, "available_bytes", int, optional=True), field_of(raw, "total_bytes", int, optional=True),
+                   num("limit_bytes"), num("goal_bytes"), field_of(raw, "freed_bytes", int),
+                   None if after is None else float(after), field_of(raw, "resolved", bool), field_of(raw, "note", str),
+                   strs_of(raw, "suggestions"))
 
 
 @dataclass(frozen=True)
@@ -92,6 +132,11 @@ class Skipped:
     def to_json(self) -> dict[str, Any]:
         return {"topic": self.topic, "partition": self.partition, "broker": self.broker, "log_dir": self.log_dir,
                 "why": self.why}
+
+    @classmethod
+    def from_json(cls, raw: dict[str, Any]) -> "Skipped":
+        return cls(field_of(raw, "topic", str), field_of(raw, "partition", int), field_of(raw, "broker", int),
+                   field_of(raw, "log_dir", str), field_of(raw, "why", str))
 
 
 @dataclass(frozen=True)
@@ -116,11 +161,13 @@ class Plan:
 
     @classmethod
     def from_json(cls, raw: dict[str, Any]) -> "Plan":
-        if raw.get("format_version") != FORMAT_VERSION:
+        if field_of(raw, "format_version", int, optional=True) != FORMAT_VERSION:
             raise ValueError(f"unknown plan format_version {raw.get('format_version')!r}")
-        return cls(str(raw["cluster"]), float(raw["throttle_bytes_per_second"]), str(raw["margin"]),
-                   tuple(DirPlan.from_json(d) for d in raw["dirs"]), tuple(Move.from_json(m) for m in raw["moves"]),
-                   tuple(Skipped(**s) for s in raw.get("skipped") or ()), bool(raw.get("cordon")))
+        return cls(field_of(raw, "cluster", str), float(field_of(raw, "throttle_bytes_per_second", float)),
+                   field_of(raw, "margin", str), tuple(DirPlan.from_json(d) for d in field_of(raw, "dirs", list)),
+                   tuple(Move.from_json(m) for m in field_of(raw, "moves", list)),
+                   tuple(Skipped.from_json(s) for s in field_of(raw, "skipped", list, optional=True) or ()),
+                   bool(field_of(raw, "cordon", bool, optional=True)))
 
 
 def _finite(value: float | None) -> float | None:

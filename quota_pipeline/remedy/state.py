@@ -8,9 +8,10 @@ from typing import Any
 
 from quota_pipeline.core import names
 from quota_pipeline.core.config import CHECKPOINT_PATH
+from quota_pipeline.core.display import visible
 from quota_pipeline.core.signing import SigningKey
-from quota_pipeline.enforce.baseline import StateFile
-from quota_pipeline.remedy.plan import Plan
+from quota_pipeline.enforce.baseline import BaselineError, StateFile
+from quota_pipeline.remedy.plan import Forbidden, Plan, field_of
 from quota_pipeline.remedy.throttles import Setting
 
 FORMAT_VERSION = 1
@@ -30,10 +31,11 @@ class RemedyState:
 
     @classmethod
     def from_json(cls, raw: dict[str, Any]) -> "RemedyState":
-        if raw.get("format_version") != FORMAT_VERSION:
+        if field_of(raw, "format_version", int, optional=True) != FORMAT_VERSION:
             raise ValueError(f"unknown format_version {raw.get('format_version')!r}")
-        return cls(Plan.from_json(raw["plan"]), tuple(Setting.from_json(s) for s in raw["ours"]),
-                   float(raw["started_at"]))
+        return cls(Plan.from_json(field_of(raw, "plan", dict)),
+                   tuple(Setting.from_json(s) for s in field_of(raw, "ours", list)),
+                   float(field_of(raw, "started_at", float)))
 
 
 class RemedyFile(StateFile):
@@ -43,7 +45,15 @@ class RemedyFile(StateFile):
     NOT_WRITTEN = "nothing was changed on the cluster"
 
     def load(self) -> RemedyState | None:
-        return self._load(RemedyState.from_json)
+        try:
+            return self._load(RemedyState.from_json)
+        except Forbidden as exc:
+            raise self.refused(exc) from None
+
+    def refused(self, why: Forbidden) -> BaselineError:
+        """The one line for a state that asks for what remedy never does: nothing is sent."""
+        return BaselineError(f"the {self.WHAT} {visible(self.path)} {why}: nothing was sent; check the file and "
+                             "delete it")
 
     def save(self, state: RemedyState) -> None:
         self._save(state.to_json())

@@ -2,17 +2,26 @@
 a value only where none was set, list entries only where absent; at the end only what still is what it set."""
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any, Mapping
 
+from quota_pipeline.core.display import visible
 from quota_pipeline.remedy.gather import CORDON_KEY
-from quota_pipeline.remedy.plan import CROSS, INTRA, Plan
+from quota_pipeline.remedy.plan import CROSS, INTRA, Forbidden, Plan, field_of, strs_of
 
 BROKER, TOPIC = "broker", "topic"
 LEADER_RATE, FOLLOWER_RATE = "leader.replication.throttled.rate", "follower.replication.throttled.rate"
 LEADER_REPLICAS, FOLLOWER_REPLICAS = "leader.replication.throttled.replicas", "follower.replication.throttled.replicas"
 INTRA_RATE = "replica.alter.log.dirs.io.max.bytes.per.second"
 SET_SOURCES = ("DYNAMIC_BROKER_CONFIG", "DYNAMIC_TOPIC_CONFIG")
+RATES, REPLICA_LISTS = (LEADER_RATE, FOLLOWER_RATE, INTRA_RATE), (LEADER_REPLICAS, FOLLOWER_REPLICAS)
+# Every config remedy ever sets, by the kind of resource it sets it on: a Setting can be nothing else, so no state
+# file can make it set (or take back) retention, min.insync.replicas or any other config.
+KEYS = {BROKER: (*RATES, CORDON_KEY), TOPIC: REPLICA_LISTS}
+NAMES = {BROKER: re.compile(r"0|[1-9][0-9]{0,9}"), TOPIC: re.compile(r"[A-Za-z0-9._-]{1,249}")}
+RATE = re.compile(r"[1-9][0-9]{0,18}")  # bytes/s, a whole number: what wanted() writes
+REPLICA = re.compile(r"(0|[1-9][0-9]{0,9}):(0|[1-9][0-9]{0,9})")  # partition:broker, never `*`
 Current = Mapping[tuple[str, str], Mapping[str, tuple[str | None, str]]]  # (kind, name) -> key -> (value, source)
 
 
@@ -26,6 +35,21 @@ class Setting:
     value: str = ""
     entries: tuple[str, ...] = ()
 
+    def __post_init__(self) -> None:
+        what = f"{visible(self.key)} on {visible(self.kind)} {visible(self.name)}"
+        if self.key not in KEYS.get(self.kind, ()):
+            raise Forbidden(f"asks for {what}, which remedy never sets")
+        if not NAMES[self.kind].fullmatch(self.name):
+            raise Forbidden(f"asks for {what}, which is not a {self.kind} name")
+        if self.key in RATES:
+            if self.entries or not RATE.fullmatch(self.value):
+                raise Forbidden(f"asks for {visible(str(self))}, which is not a rate remedy writes "
+                                "(a whole number of bytes/s, 1 or more)")
+        elif self.value or not self.entries or not all(
+                REPLICA.fullmatch(e) if self.key in REPLICA_LISTS else e and "," not in e for e in self.entries):
+            form = "partition:broker entries" if self.key in REPLICA_LISTS else "log dirs"
+            raise Forbidden(f"asks for {visible(str(self))}, which is not a list of {form} remedy writes")
+
     @property
     def resource(self) -> tuple[str, str]:
         return self.kind, self.name
@@ -36,8 +60,8 @@ class Setting:
 
     @classmethod
     def from_json(cls, raw: dict[str, Any]) -> "Setting":
-        return cls(str(raw["kind"]), str(raw["name"]), str(raw["key"]), str(raw.get("value") or ""),
-                   tuple(raw.get("entries") or ()))
+        return cls(field_of(raw, "kind", str), field_of(raw, "name", str), field_of(raw, "key", str),
+                   field_of(raw, "value", str, optional=True) or "", strs_of(raw, "entries"))
 
     def __str__(self) -> str:
         what = f"{self.key}+={','.join(self.entries)}" if self.entries else f"{self.key}={self.value}"

@@ -16,8 +16,8 @@ from quota_pipeline.broker.rules import CLUSTER_SCOPE, StopScope
 from quota_pipeline.core.model import CLUSTER_STOP, Stop
 from quota_pipeline.core.record import stop_from_json
 from quota_pipeline.enforce.refuse import (
-    INTERNAL_TOPICS, RefusalPolicy, RefusalState, Scope, applies_to, companion_binding, deny_binding, plan,
-    refused_topics, stop_scope, wanted_bindings,
+    INTERNAL_TOPICS, RefusalPolicy, RefusalState, Scope, applies_to, companion_binding, creation_order, deletion_order, deny_binding,
+    kind_of, marker_binding, plan, refused_topics, stop_scope, wanted_bindings,
 )
 from quota_pipeline.enforce.refuser import RefusalFile, Refuser
 from quota_pipeline.kafka.acls import Binding
@@ -57,8 +57,13 @@ class FakeAcls:
         self.calls: list[tuple[str, list[Binding]]] = []
         self.kill_on_create = False
 
-    def topic_acls(self) -> list[Binding]:
-        return sorted(b for b in self.bindings if b.resource_type == "TOPIC")
+    def refusal_acls(self, marker_principal: str) -> list[Binding]:
+        return sorted(b for b in self.bindings if b.resource_type == "TOPIC" or b.principal == marker_principal)
+
+    @property
+    def on_topics(self) -> set[Binding]:
+        """What producers and consumers are subject to (the enforcer's markers are on a group no client uses)."""
+        return {b for b in self.bindings if b.resource_type == "TOPIC"}
 
     def create(self, bindings: Sequence[Binding]) -> None:
         if self.kill_on_create:
@@ -84,7 +89,8 @@ def state_file(tmp_path) -> set[str]:
     path = tmp_path / "c1.refusals.json"
     if not path.exists():
         return set()
-    return {f"{b['permission_type']} {b['operation']} {b['resource_name']}" for b in json.loads(path.read_text())["bindings"]}
+    return {f"{b['permission_type']} {b['operation']} {b['resource_name']}" for b in json.loads(path.read_text())["bindings"]
+            if b["resource_type"] == "TOPIC"}  # the markers: see the tests of ownership
 
 
 OPERATORS_DENY = deny_binding("A")  # an operator's own binding: identical to the one the enforcer would write
@@ -131,16 +137,20 @@ def test_which_acls_apply_to_a_topic():
 
 def test_plan_creates_the_missing_and_deletes_only_its_own():
     want = {deny_binding("A"), deny_binding("B")}
-    p = plan(want, present=[OPERATORS_DENY], ours=[deny_binding("C")])
-    assert p.create == (deny_binding("B"),) and p.record == (deny_binding("B"),)
+    mark_b, mark_c = marker_binding("c1", "B"), marker_binding("c1", "C")
+    p = plan(want, present=[OPERATORS_DENY], ours=[deny_binding("C"), mark_c], cluster="c1")
+    # B's marker is created (and recorded) with B's DENY, in a request before it; A, all someone else's, gets none.
+    assert p.create == (deny_binding("B"), mark_b) and p.record == p.create
+    assert creation_order(p.create) == [[mark_b], [deny_binding("B")]]
     assert p.operators == (OPERATORS_DENY,)  # someone else's: not created, not recorded, never deleted
-    assert p.delete == (deny_binding("C"),)
+    assert p.delete == (deny_binding("C"), mark_c) and deletion_order(p.delete) == [[deny_binding("C")], [mark_c]]
     # The release deletes ours whether or not Describe shows them (a create may not be visible yet).
-    release = plan(set(), present=[OPERATORS_DENY], ours=[deny_binding("B")])
-    assert release.delete == (deny_binding("B"),) and release.create == () and release.operators == ()
+    release = plan(set(), present=[OPERATORS_DENY], ours=[deny_binding("B"), mark_b], cluster="c1")
+    assert release.delete == (deny_binding("B"), mark_b) and release.create == () and release.operators == ()
     # One of ours created moments ago and not shown yet is not sent again; one that vanished later is.
-    assert plan(want, [OPERATORS_DENY], [deny_binding("B")], settling=[deny_binding("B")]).create == ()
-    again = plan(want, [OPERATORS_DENY], [deny_binding("B")])
+    settled = plan(want, [OPERATORS_DENY], [deny_binding("B"), mark_b], "c1", settling=[deny_binding("B"), mark_b])
+    assert settled.create == ()
+    again = plan(want, [OPERATORS_DENY, mark_b], [deny_binding("B"), mark_b], "c1")
     assert again.create == (deny_binding("B"),) and again.record == ()
 
 
@@ -161,7 +171,7 @@ def test_a_stop_refuses_its_topics_and_the_release_deletes_exactly_its_bindings(
     acls = FakeAcls(["A", "B", "C"], [OPERATORS_DENY, Binding("User:bob", "TOPIC", "B", "READ")])
     r = refuser(acls, tmp_path)
     changes = r.step(topics_stop("A", "B"))
-    assert {b for b in acls.bindings if b.permission_type == "DENY"} == {deny_binding("A"), deny_binding("B")}
+    assert {b for b in acls.on_topics if b.permission_type == "DENY"} == {deny_binding("A"), deny_binding("B")}
     assert state_file(tmp_path) == {"DENY WRITE B"}  # the operator's identical DENY on A is not taken as ours
     assert [c.action for c in changes] == ["deny", "operator"]
     assert "deny WRITE to User:*" in str(changes[0]) and "not the enforcer's" in str(changes[1])
@@ -172,7 +182,7 @@ def test_a_stop_refuses_its_topics_and_the_release_deletes_exactly_its_bindings(
     assert state_file(tmp_path) == {"DENY WRITE C"}
     released = r.step(Answer(1.0))
     assert [str(c) for c in released] == ["topic C: release, the DENY WRITE deleted: factor 1, no stop"]
-    assert acls.bindings == {OPERATORS_DENY, Binding("User:bob", "TOPIC", "B", "READ")}
+    assert acls.on_topics == {OPERATORS_DENY, Binding("User:bob", "TOPIC", "B", "READ")}
     assert not (tmp_path / "c1.refusals.json").exists()
     acls.calls.clear()
     assert r.step(Answer(1.0)) == [] and acls.calls == []  # no stop, nothing of ours: no request
@@ -182,26 +192,28 @@ def test_a_cluster_wide_stop_refuses_every_listed_topic_but_the_decision_topic(t
     acls = FakeAcls(["A", "B", DECISIONS, "__consumer_offsets"])
     r = refuser(acls, tmp_path, allow_everyone=True)
     r.step(Answer(0.0, "fallback"))
-    assert acls.bindings == {deny_binding("A"), companion_binding("A"), deny_binding("B"), companion_binding("B")}
-    # Companions are created before the DENYs, deleted after them: no moment refuses reads.
-    assert [[b.permission_type for b in batch] for op, batch in acls.calls] == [["ALLOW", "ALLOW"], ["DENY", "DENY"]]
+    assert acls.on_topics == {deny_binding("A"), companion_binding("A"), deny_binding("B"), companion_binding("B")}
+    # Markers first; companions are created before the DENYs, deleted after them: no moment refuses reads.
+    assert [[kind_of(b) for b in batch] for op, batch in acls.calls] == [
+        ["marker"] * 2, ["companion"] * 2, ["deny"] * 2]
     acls.listed.append("new")  # a topic created during the stop is refused at the next step
     r.step(Answer(0.0, "fallback"))
     assert deny_binding("new") in acls.bindings
     acls.calls.clear()
     r.step(Answer(0.3))
-    assert [[b.permission_type for b in batch] for op, batch in acls.calls] == [["DENY"] * 3, ["ALLOW"] * 3]
+    assert [[kind_of(b) for b in batch] for op, batch in acls.calls] == [
+        ["deny"] * 3, ["companion"] * 3, ["marker"] * 3]
     assert acls.bindings == set()
 
 
 def test_a_graded_factor_after_a_stop_releases_and_throttle_mode_releases_what_a_refusing_run_left(tmp_path):
     acls = FakeAcls()
     refuser(acls, tmp_path).step(topics_stop("A"))
-    assert acls.bindings == {deny_binding("A")}
+    assert acls.on_topics == {deny_binding("A")}
     # Restarted in throttle mode: it writes no binding, at factor 0 either, and removes the one it wrote.
     later = refuser(acls, tmp_path, mode="throttle")
     assert [c.action for c in later.step(topics_stop("A"))] == ["release"]
-    assert acls.bindings == set() and state_file(tmp_path) == set()
+    assert acls.on_topics == set() and state_file(tmp_path) == set()
 
 
 def test_write_ahead_a_kill_between_recording_and_creating_leaves_a_record_and_a_restart_finishes(tmp_path):
@@ -215,7 +227,7 @@ def test_write_ahead_a_kill_between_recording_and_creating_leaves_a_record_and_a
     restarted.step(topics_stop("A", "B"))  # still a stop: it creates what it recorded
     assert deny_binding("B") in acls.bindings
     restarted.step(Answer(1.0))
-    assert acls.bindings == {OPERATORS_DENY}
+    assert acls.on_topics == {OPERATORS_DENY}
 
 
 def test_a_kill_before_creating_then_a_release_deletes_nothing_but_its_own(tmp_path):
@@ -226,8 +238,9 @@ def test_a_kill_before_creating_then_a_release_deletes_nothing_but_its_own(tmp_p
     acls.kill_on_create = False
     acls.bindings.add(Binding("User:ops", "TOPIC", "B", "WRITE", permission_type="DENY"))  # someone else's, on B
     refuser(acls, tmp_path).step(Answer(1.0))
-    assert acls.calls == [("delete", [deny_binding("B")])]  # the exact binding recorded, nothing else
-    assert acls.bindings == {OPERATORS_DENY, Binding("User:ops", "TOPIC", "B", "WRITE", permission_type="DENY")}
+    # The exact binding recorded, then its marker: nothing else.
+    assert acls.calls == [("delete", [deny_binding("B")]), ("delete", [marker_binding("c1", "B")])]
+    assert acls.on_topics == {OPERATORS_DENY, Binding("User:ops", "TOPIC", "B", "WRITE", permission_type="DENY")}
     assert state_file(tmp_path) == set()
 
 
@@ -236,7 +249,7 @@ def test_dry_run_says_what_it_would_write_and_writes_nothing(tmp_path):
     changes = refuser(acls, tmp_path, dry_run=True).step(topics_stop("A"))
     assert [str(c) for c in changes] == ["topic A: would deny WRITE to User:* (producers are refused): factor 0, "
                                          "the record stops this topic"]
-    assert acls.bindings == set() and acls.calls == [] and state_file(tmp_path) == set()
+    assert acls.on_topics == set() and acls.calls == [] and state_file(tmp_path) == set()
 
 
 def test_the_state_file_round_trips_and_refuses_a_binding_it_never_writes(tmp_path):
@@ -293,11 +306,11 @@ def test_at_factor_0_no_quota_is_lowered_and_graded_factors_still_throttle(tmp_p
     assert enforcer.step().action == "throttle" and quotas.describe()[Entity.of("alice")] == {PBR: 1000.0}
     answers.value = topics_stop("A")
     result = enforcer.step()  # refused, and the graded throttle lifted: a stop hands out no mute
-    assert acls.bindings == {deny_binding("A")} and quotas.describe() == base
+    assert acls.on_topics == {deny_binding("A")} and quotas.describe() == base
     assert [c.action for c in result.refusals] == ["deny"] and result.factor == 0.0
     answers.value = Answer(0.5)
     enforcer.step()
-    assert acls.bindings == set() and quotas.describe()[Entity.of("alice")] == {PBR: 1000.0}
+    assert acls.on_topics == set() and quotas.describe()[Entity.of("alice")] == {PBR: 1000.0}
     answers.value = Answer(1.0)
     enforcer.step()
     enforcer.step()
@@ -345,9 +358,66 @@ def test_the_companion_goes_when_an_operators_acl_comes_to_apply_to_the_topic(tm
     acls = FakeAcls()
     r = refuser(acls, tmp_path, allow_everyone=True)
     r.step(topics_stop("A"))
-    assert acls.bindings == {deny_binding("A"), companion_binding("A")}
+    assert acls.on_topics == {deny_binding("A"), companion_binding("A")}
     theirs = Binding("User:alice", "TOPIC", "A", "READ", pattern_type="PREFIXED")
     acls.bindings.add(theirs)
     [change] = r.step(topics_stop("A"))
     assert change.action == "release" and "another ACL applies" in str(change)
-    assert acls.bindings == {deny_binding("A"), theirs} and state_file(tmp_path) == {"DENY WRITE A"}
+    assert acls.on_topics == {deny_binding("A"), theirs} and state_file(tmp_path) == {"DENY WRITE A"}
+
+
+# ---- whose binding it is: a state file claims, the cluster's markers decide ----------------------------------------
+
+def planted(tmp_path, *bindings: Binding) -> None:
+    """A refusal state file written by someone who can write the directory (no signing keys configured)."""
+    RefusalFile(tmp_path / "c1.refusals.json").save(RefusalState("c1", frozenset(bindings)))
+
+
+@pytest.mark.parametrize("mode", ["refuse", "throttle"])
+def test_a_planted_file_listing_an_operators_binding_never_gets_it_deleted(tmp_path, mode):
+    operators = {OPERATORS_DENY, companion_binding("A")}  # their DENY and ALLOW on A, of the shapes enforce writes
+    acls = FakeAcls(bindings=operators)
+    planted(tmp_path, *operators, marker_binding("c1", "A"))  # a marker in the file proves nothing: Kafka's does
+    r = refuser(acls, tmp_path, mode=mode)
+    said = [str(c) for c in r.step(topics_stop("A"))]
+    assert sum("not the enforcer's, left as it is and dropped from the file" in line for line in said) == 2, said
+    r.step(Answer(1.0))
+    assert acls.on_topics == operators and ("delete", [OPERATORS_DENY]) not in acls.calls
+    assert state_file(tmp_path) == set()
+    # A restart finds nothing left to claim.
+    assert refuser(acls, tmp_path, mode=mode).step(Answer(1.0)) == [] and acls.on_topics == operators
+
+
+def test_an_identical_binding_created_while_the_enforcer_was_down_after_its_record_is_never_deleted(tmp_path):
+    acls = FakeAcls()
+    acls.kill_on_create = True
+    with pytest.raises(Killed):  # recorded, then killed before its first CreateAcls (the marker's)
+        refuser(acls, tmp_path).step(topics_stop("B"))
+    assert state_file(tmp_path) == {"DENY WRITE B"}
+    acls.kill_on_create = False
+    acls.bindings.add(deny_binding("B"))  # the operator's, while the enforcer is down
+    restarted = refuser(acls, tmp_path)
+    assert [c.action for c in restarted.step(topics_stop("B"))] == ["unclaimed", "operator"]
+    restarted.step(Answer(1.0))
+    assert acls.on_topics == {deny_binding("B")} and acls.bindings == {deny_binding("B")}  # no marker left either
+    assert not (tmp_path / "c1.refusals.json").exists()
+
+
+def test_after_a_kill_its_own_bindings_shown_with_their_marker_are_still_released(tmp_path):
+    acls = FakeAcls(["A"])
+    refuser(acls, tmp_path, allow_everyone=True).step(topics_stop("A"))  # then kill -9: the file stays
+    assert acls.bindings == {deny_binding("A"), companion_binding("A"), marker_binding("c1", "A")}
+    restarted = refuser(acls, tmp_path, allow_everyone=True, mode="throttle")
+    assert [c.action for c in restarted.step(topics_stop("A"))] == ["release", "release"]
+    assert acls.bindings == set()
+
+
+def test_a_state_file_of_the_earlier_format_or_with_another_clusters_marker_is_refused(tmp_path):
+    path = tmp_path / "c1.refusals.json"
+    store = RefusalFile(path)
+    store.save(RefusalState("c1", frozenset({deny_binding("A"), marker_binding("c2", "A")})))
+    with pytest.raises(BaselineError, match="never writes"):
+        store.load()
+    path.write_text(json.dumps({"format_version": 1, "cluster": "c1", "bindings": []}))
+    with pytest.raises(BaselineError, match="earlier release"):
+        store.load()

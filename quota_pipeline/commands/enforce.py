@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import signal
 import sys
 import threading
@@ -10,11 +11,13 @@ from pathlib import Path
 
 from quota_pipeline.core.display import visible
 from quota_pipeline.core.names import UnsafePath
-from quota_pipeline.enforce.baseline import BaselineError, baseline_file
+from quota_pipeline.enforce.baseline import (
+    ABSOLUTE_STATE_ENV, BaselineError, baseline_file, check_durable, state_checkpoint,
+)
 from quota_pipeline.commands.common import (
     EXIT_CONFIG, add_bootstrap_override, add_config_argument, configure_logging, fail, load_with_override,
 )
-from quota_pipeline.core.config import Config
+from quota_pipeline.core.config import CHECKPOINT_PATH, Config
 from quota_pipeline.enforce import admits
 from quota_pipeline.enforce.plan import Policy, stop_floor
 from quota_pipeline.enforce.enforcer import DEFAULT_INTERVAL_SECONDS, DEFAULT_SETTLE_SECONDS, Enforcer, StepResult
@@ -53,7 +56,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--cluster", metavar="NAME",
                    help="the decision key to follow (default: quota.pipeline.cluster.name, else the cluster id)")
     p.add_argument("--baseline", metavar="PATH",
-                   help="the baseline file (default: <quota.pipeline.checkpoint.path>/enforce/<cluster>.json)")
+                   help="the baseline file; the refusal state file goes beside it (default: "
+                        "<quota.pipeline.checkpoint.path>/enforce/<cluster>.json, /var/lib/quota-pipeline/enforce/ "
+                        "when CONFIG does not set the path; it must survive a restart)")
     p.add_argument("--stop", choices=STOP_MODES, default=None,
                    help="what factor 0 does (default: quota.pipeline.enforce.stop, else refuse). refuse: DENY WRITE "
                         "bindings for User:* on each topic of the stop (the record's topics, or every topic with "
@@ -118,6 +123,12 @@ def run(args: argparse.Namespace, stop: threading.Event | None = None) -> int:
     configure_logging(args.verbose, logging.INFO, timestamps=True)
     conf = load_with_override(args.config, args.bootstrap_server, "give CONFIG")
     mode = stop_mode(args, conf)
+    checkpoint = state_checkpoint(conf.checkpoint_path, CHECKPOINT_PATH in conf.raw)
+    try:
+        check_durable(args.baseline, checkpoint, bool(os.environ.get(ABSOLUTE_STATE_ENV)), create=not args.dry_run)
+    except BaselineError as exc:
+        print(f"error: {visible(exc)}", file=sys.stderr)
+        return EXIT_CONFIG
     stop = stop or threading.Event()
     if threading.current_thread() is threading.main_thread():
         for sig in (signal.SIGINT, signal.SIGTERM):
@@ -131,7 +142,7 @@ def run(args: argparse.Namespace, stop: threading.Event | None = None) -> int:
                       file=sys.stderr)
                 return EXIT_FAILED
             try:
-                store = baseline_file(args.baseline, conf.checkpoint_path, cluster, conf.signing_keys)
+                store = baseline_file(args.baseline, checkpoint, cluster, conf.signing_keys)
             except UnsafePath as exc:
                 fail(str(exc))
             refusal_store = RefusalFile.beside(store)

@@ -171,6 +171,43 @@ def baseline_file(explicit: str | None, checkpoint_path: str, cluster: str,
     return BaselineFile(root / f"{cluster}.json", root, keys)
 
 
+DEFAULT_STATE_ROOT = "/var/lib/quota-pipeline"  # enforce's checkpoint root when CONFIG sets none
+ABSOLUTE_STATE_ENV = "QUOTA_PIPELINE_ABSOLUTE_STATE"  # set (the job's image sets it): a relative state path is refused
+
+
+def state_checkpoint(checkpoint_path: str, set_in_config: bool) -> str:
+    """Where enforce keeps its state files: quota.pipeline.checkpoint.path when CONFIG sets it, else
+    /var/lib/quota-pipeline, never the job's relative default (./checkpoints): a container loses its working directory,
+    and with the files the only record of the quotas and bindings to undo."""
+    return checkpoint_path if set_in_config else DEFAULT_STATE_ROOT
+
+
+def check_durable(explicit: str | None, checkpoint_path: str, absolute_required: bool, create: bool) -> None:
+    """Raises BaselineError, before anything is sent, when the state path (--baseline, else the checkpoint) is relative
+    where an absolute one is required (the job's image), or (`create`) its directory cannot be created and written:
+    otherwise the first stop would find out, or a restart in a new container would forget what to undo."""
+    given = explicit or checkpoint_path
+    if not explicit and "://" in checkpoint_path:
+        return  # not a local directory: baseline_file says so
+    if absolute_required and not Path(given).is_absolute():
+        raise BaselineError(f"enforce's state path {visible(given)} is relative (to a working directory this image "
+                            f"does not keep; {ABSOLUTE_STATE_ENV} is set): set {CHECKPOINT_PATH} to an absolute "
+                            f"directory on a persistent volume, or pass --baseline /ABSOLUTE/PATH")
+    if not create:
+        return
+    directory = Path(explicit).parent if explicit else Path(checkpoint_path) / "enforce"
+    why = "not writable"
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        writable = os.access(directory, os.W_OK | os.X_OK)
+    except OSError as exc:
+        writable, why = False, str(exc.strerror or exc)
+    if not writable:
+        raise BaselineError(f"enforce keeps its baseline and refusal state files in {visible(directory)}, which "
+                            f"cannot be used ({why}): set {CHECKPOINT_PATH} to a durable directory this user can "
+                            f"write, or pass --baseline PATH; nothing was changed on the cluster")
+
+
 def write_atomically(path: Path, data: bytes) -> None:
     """Temporary file, fsync, rename, fsync of the directory: a crash leaves the old content or the new, never a torn
     file (raises OSError)."""

@@ -18,7 +18,9 @@ __all__ = ["INTERNAL_TOPICS", "SCOPE_CLUSTER", "SCOPE_TOPICS", "RefusalPolicy"]
 STOP_REFUSE, STOP_THROTTLE = "refuse", "throttle"
 STOP_MODES = (STOP_REFUSE, STOP_THROTTLE)
 EVERYONE = "User:*"
-DENY, COMPANION = "deny", "companion"
+DENY, COMPANION, MARKER = "deny", "companion", "marker"
+MARKER_PRINCIPAL = "User:quota-pipeline.enforce.marker"
+MARKER_GROUP_PREFIX = "quota-pipeline.enforce/"
 
 
 def deny_binding(topic: str) -> Binding:
@@ -35,8 +37,33 @@ def companion_binding(topic: str) -> Binding:
     return Binding(EVERYONE, "TOPIC", topic, "ALL", pattern_type="LITERAL", host=ANY_HOST, permission_type="ALLOW")
 
 
+def marker_binding(cluster: str, topic: str) -> Binding:
+    """The enforcer's mark of ownership on `topic`: Kafka keeps one binding for identical ones, so an operator's DENY is
+    the enforcer's DENY, and only a binding that no operator writes can say which topics the enforcer holds bindings
+    on. It is on a consumer group no client uses (`quota-pipeline.enforce/<cluster>/<topic>`; `/` is not a topic's
+    character), for a principal no client is, and denies: it grants nothing and changes nothing on the topic. It is
+    created before the enforcer's first binding on the topic and deleted after its last; a state file's claim on a
+    binding that the cluster shows without this marker is refused (`unclaimed`): writing the state file is not enough
+    to make the enforcer delete an operator's binding, creating the marker takes the right to alter ACLs."""
+    return Binding(MARKER_PRINCIPAL, "GROUP", f"{MARKER_GROUP_PREFIX}{cluster}/{topic}", "READ",
+                   pattern_type="LITERAL", host=ANY_HOST, permission_type="DENY")
+
+
+def topic_of(binding: Binding) -> str:
+    """The topic a binding of the enforcer's is about (a marker names it after its cluster)."""
+    if kind_of(binding) == MARKER:
+        return binding.resource_name[len(MARKER_GROUP_PREFIX):].rpartition("/")[2]
+    return binding.resource_name
+
+
 def kind_of(binding: Binding) -> str | None:
-    """DENY or COMPANION when `binding` is one of the two this module writes, else None."""
+    """DENY, COMPANION or MARKER when `binding` is one of the three this module writes, else None."""
+    if binding.resource_type == "GROUP" and binding.principal == MARKER_PRINCIPAL:
+        name = binding.resource_name
+        if name.startswith(MARKER_GROUP_PREFIX) and "/" in name[len(MARKER_GROUP_PREFIX):] and \
+                binding == marker_binding(*name[len(MARKER_GROUP_PREFIX):].rsplit("/", 1)):
+            return MARKER
+        return None
     if binding.resource_type != "TOPIC" or binding.pattern_type != "LITERAL" or binding.principal != EVERYONE \
             or binding.host != ANY_HOST:
         return None
@@ -131,12 +158,12 @@ def wanted_bindings(topics: Iterable[str], present: Iterable[Binding], ours: Ite
     return out
 
 
-def plan(wanted: Iterable[Binding], present: Iterable[Binding], ours: Iterable[Binding],
+def plan(wanted: Iterable[Binding], present: Iterable[Binding], ours: Iterable[Binding], cluster: str,
          settling: Iterable[Binding] = ()) -> Plan:
-    """The changes that make the enforcer's bindings exactly `wanted`.
+    """The changes that make the enforcer's bindings exactly `wanted`, with the marker of each topic it holds one on.
 
     - A wanted binding the cluster already shows and the state file does not hold is someone else's: never created,
-      recorded or deleted by us.
+      recorded or deleted by us. A topic where all it wants is someone else's gets no marker.
     - A wanted binding that is not shown is created; when the state file does not hold it yet it is recorded first.
       One of ours that was created moments ago (`settling`) may not be shown yet (ACLs reach the brokers through the
       metadata log): not sent again.
@@ -145,29 +172,40 @@ def plan(wanted: Iterable[Binding], present: Iterable[Binding], ours: Iterable[B
     wanted_set, present_set, ours_set = set(wanted), set(present), set(ours)
     settling_set = set(settling)
     operators = sorted(b for b in wanted_set & present_set if b not in ours_set)
-    create = sorted(b for b in wanted_set - present_set if b not in settling_set)
+    held = wanted_set - set(operators)
+    held |= {marker_binding(cluster, b.resource_name) for b in held}
+    create = sorted(b for b in held - present_set if b not in settling_set)
     record = tuple(b for b in create if b not in ours_set)
-    delete = sorted(ours_set - wanted_set)
+    delete = sorted(ours_set - held)
     return Plan(tuple(create), record, tuple(delete), tuple(operators))
 
 
 def creation_order(bindings: Iterable[Binding]) -> list[list[Binding]]:
-    """CreateAcls requests in order: companions before the DENYs they accompany, so that no moment refuses reads."""
+    """CreateAcls requests in order: markers first (a binding is created only once its topic's marker exists), then
+    companions before the DENYs they accompany, so that no moment refuses reads."""
     items = list(bindings)
-    return [batch for batch in ([b for b in items if kind_of(b) == COMPANION], [b for b in items if kind_of(b) != COMPANION])
-            if batch]
+    return [batch for batch in ([b for b in items if kind_of(b) == MARKER], [b for b in items if kind_of(b) == COMPANION],
+                                [b for b in items if kind_of(b) not in (MARKER, COMPANION)]) if batch]
 
 
 def deletion_order(bindings: Iterable[Binding]) -> list[list[Binding]]:
-    """DeleteAcls requests in order: DENYs before their companions, for the same reason."""
-    items = list(bindings)
-    return [batch for batch in ([b for b in items if kind_of(b) != COMPANION], [b for b in items if kind_of(b) == COMPANION])
-            if batch]
+    """DeleteAcls requests in order: DENYs before their companions, for the same reason, and markers last."""
+    return list(reversed(creation_order(bindings)))
+
+
+def unclaimed(claims: Iterable[Binding], present: Iterable[Binding], cluster: str) -> set[Binding]:
+    """The bindings a state file lists that are not the enforcer's: the cluster shows them, and not the marker of
+    their topic (which the enforcer creates before its first binding there and deletes after its last). A listed
+    binding the cluster does not show is the enforcer's to create or to forget; one shown with the marker is its own
+    (one DescribeAcls shows both: the marker, committed first, is shown wherever the binding is)."""
+    shown = set(present)
+    return {b for b in claims if kind_of(b) != MARKER and b in shown
+            and marker_binding(cluster, b.resource_name) not in shown}
 
 
 # ---- the state file's content ------------------------------------------------------------------------------------
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2  # 1: before markers; its bindings cannot be told from an operator's
 
 
 @dataclass(frozen=True)
@@ -189,15 +227,20 @@ class RefusalState:
 
     @classmethod
     def from_json(cls, raw: dict[str, Any]) -> "RefusalState":
+        if raw.get("format_version") == 1:
+            raise ValueError("format_version 1, written by an earlier release without ownership markers: finish the "
+                             "stop with that release, or delete the bindings it lists by hand")
         if raw.get("format_version") != FORMAT_VERSION:
             raise ValueError(f"unknown format_version {raw.get('format_version')!r}")
         bindings = frozenset(Binding(str(b["principal"]), str(b["resource_type"]), str(b["resource_name"]),
                                      str(b["operation"]), pattern_type=str(b["pattern_type"]), host=str(b["host"]),
                                      permission_type=str(b["permission_type"])) for b in raw["bindings"])
-        strange = [b for b in bindings if kind_of(b) is None]
+        cluster = str(raw["cluster"])
+        strange = [b for b in bindings if kind_of(b) is None
+                   or (kind_of(b) == MARKER and b != marker_binding(cluster, topic_of(b)))]
         if strange:
             raise ValueError(f"holds a binding the enforcer never writes: {strange[0]}")
-        return cls(str(raw["cluster"]), bindings)
+        return cls(cluster, bindings)
 
 
 def _binding_json(b: Binding) -> dict[str, str]:

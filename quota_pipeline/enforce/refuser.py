@@ -2,7 +2,9 @@
 
 The planning is in refuse.py. The state file lists every binding the enforcer created or is about to create, and
 nothing else: it is written before CreateAcls, and a binding leaves it only after DeleteAcls. So a kill -9 at any
-point leaves a record of every binding that may be ours, and a restarted enforcer deletes exactly those.
+point leaves a record of every binding that may be ours. What a started enforcer reads from the file is a claim: a
+listed binding that the cluster shows without the enforcer's marker on its topic is not its own (refuse.unclaimed)
+and is never deleted.
 """
 from __future__ import annotations
 
@@ -16,8 +18,9 @@ from typing import Any, Callable, Protocol, Sequence
 from quota_pipeline.core.display import visible
 from quota_pipeline.enforce.baseline import StateFile
 from quota_pipeline.enforce.refuse import (
-    COMPANION, DENY, STOP_REFUSE, Plan, RefusalPolicy, RefusalState, Scope, creation_order, deletion_order,
-    deny_binding, kind_of, plan, refused_topics, stop_scope, wanted_bindings,
+    COMPANION, DENY, MARKER, MARKER_PRINCIPAL, STOP_REFUSE, Plan, RefusalPolicy, RefusalState, Scope,
+    creation_order, deletion_order, deny_binding, kind_of, plan, refused_topics, stop_scope, unclaimed,
+    wanted_bindings,
 )
 from quota_pipeline.kafka.acls import Binding
 
@@ -27,7 +30,7 @@ DEFAULT_SETTLE_SECONDS = 10.0  # an ACL reaches the brokers' DescribeAcls throug
 
 
 class AclPort(Protocol):
-    def topic_acls(self) -> list[Binding]: ...
+    def refusal_acls(self, marker_principal: str) -> list[Binding]: ...
     def create(self, bindings: Sequence[Binding]) -> None: ...
     def delete(self, bindings: Sequence[Binding]) -> list[Binding]: ...
     def topics(self) -> list[str]: ...
@@ -41,9 +44,10 @@ class AnswerLike(Protocol):
 
 @dataclass(frozen=True)
 class RefusalChange:
-    """One printed line: a binding created (deny, companion), deleted (release), or someone else's left alone."""
+    """One printed line: a binding created (deny, companion), deleted (release), someone else's left alone
+    (operator), or listed in the state file but not the enforcer's (unclaimed)."""
 
-    action: str  # deny | release | operator
+    action: str  # deny | release | operator | unclaimed
     binding: Binding
     why: str
     dry_run: bool = False
@@ -53,6 +57,10 @@ class RefusalChange:
         would = "would " if self.dry_run else ""
         if self.action == "operator":
             return f"topic {topic}: already refused by a binding that is not the enforcer's; left as it is ({self.why})"
+        if self.action == "unclaimed":
+            return (f"topic {topic}: the refusal state file lists {self.binding.permission_type} "
+                    f"{self.binding.principal} {self.binding.operation}, which the cluster shows without the "
+                    f"enforcer's marker: not the enforcer's, left as it is and dropped from the file ({self.why})")
         if self.action == "deny":
             if kind_of(self.binding) == COMPANION:
                 return (f"topic {topic}: {would}allow every other operation to User:* (no other ACL applies to it, so "
@@ -105,6 +113,7 @@ class Refuser:
         self.settle_seconds = settle_seconds
         self._monotonic = monotonic
         self._state = store.load() or RefusalState(cluster)
+        self._claims: frozenset[Binding] = self._state.bindings  # read, not written by this process: checked once
         self._created: dict[Binding, float] = {}  # when this process sent each create (not shown at once)
         self._deleted: dict[Binding, float] = {}  # ... and each delete (still shown for a moment)
         self._operators_said: set[Binding] = set()
@@ -128,16 +137,24 @@ class Refuser:
             self._operators_said.clear()
             return []  # nothing to refuse, nothing of ours to release: no request at all
         now = self._monotonic()
+        shown = self.admin.refusal_acls(MARKER_PRINCIPAL)
+        # A file's claim is judged on what the cluster shows, before this process deletes anything.
+        disowned = unclaimed(self._claims, shown, self.cluster)
         # A binding this process deleted moments ago may still be shown: it is not someone else's.
-        present = [b for b in self.admin.topic_acls() if now - self._deleted.get(b, -math.inf) >= self.settle_seconds]
-        ours = self._state.bindings
+        present = [b for b in shown if now - self._deleted.get(b, -math.inf) >= self.settle_seconds]
+        ours = self._state.bindings - disowned
         listed = self.admin.topics() if scope is not None and scope.cluster_wide else []
         topics = refused_topics(scope, listed, [b.resource_name for b in ours if kind_of(b) == DENY], self.policy)
         wanted = wanted_bindings(topics, present, ours, self.allow_everyone)
         settling = [b for b, at in self._created.items() if now - at < self.settle_seconds and b in ours]
-        todo = plan(wanted, present, ours, settling)
-        changes = self._describe(todo, scope, answer, wanted)
+        todo = plan(wanted, present, ours, self.cluster, settling)
+        changes = [RefusalChange("unclaimed", b, "someone else created it, or the enforcer did not "
+                                                   "write the file") for b in sorted(disowned)]
+        changes += self._describe(todo, scope, answer, wanted)
         if not self.dry_run:
+            if disowned:
+                self._save(self._state.without(disowned))
+            self._claims = frozenset()  # what is left is ours: shown with its marker, or to be created by us
             self._apply(todo, now)
         return changes
 
@@ -152,9 +169,9 @@ class Refuser:
             return "the topic left the stop's scope"
         why = scope.why if scope is not None else ""
         out = [RefusalChange("deny", b, why, self.dry_run)
-               for batch in creation_order(todo.create) for b in batch]  # in the order they are sent
+               for batch in creation_order(todo.create) for b in batch if kind_of(b) != MARKER]  # in the order sent
         out += [RefusalChange("release", b, released(b), self.dry_run)
-                for batch in deletion_order(todo.delete) for b in batch]
+                for batch in deletion_order(todo.delete) for b in batch if kind_of(b) != MARKER]
         fresh = [b for b in todo.operators if b not in self._operators_said]
         self._operators_said = set(todo.operators)
         out += [RefusalChange("operator", b, why) for b in fresh]

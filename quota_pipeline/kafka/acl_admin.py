@@ -131,6 +131,17 @@ class AclAdmin:
         return [from_acl_binding(a) for a in self._guarded(lambda: self._wait(
             self._admin.describe_acls(acl_filter, request_timeout=self.timeout), "DescribeAcls"))]
 
+    def refusal_acls(self, marker_principal: str) -> list[Binding]:
+        """Every binding on topics, and `marker_principal`'s on consumer groups, from ONE DescribeAcls (one broker's
+        view of the metadata log: whatever was committed before a binding it shows, it shows too)."""
+        from confluent_kafka.admin import AclBindingFilter, AclOperation, AclPermissionType, ResourcePatternType
+        acl_filter = AclBindingFilter(_resource_type("ANY"), None, ResourcePatternType.ANY, None, None,
+                                      AclOperation.ANY, AclPermissionType.ANY)
+        found = [from_acl_binding(a) for a in self._guarded(lambda: self._wait(
+            self._admin.describe_acls(acl_filter, request_timeout=self.timeout), "DescribeAcls"))]
+        return [b for b in found if b.resource_type == "TOPIC"
+                or (b.resource_type == "GROUP" and b.principal == marker_principal)]
+
     def create(self, bindings: Sequence[Binding]) -> None:
         """CreateAcls of `bindings` in one request (creating a binding that exists already changes nothing)."""
         if not bindings:

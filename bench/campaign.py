@@ -334,6 +334,7 @@ class Campaign:
         callback = {} if jar is None else {
             "client.quota.callback.class": CALLBACK, "quota.pipeline.cluster.name": CLUSTER,
             "quota.pipeline.output.kafka.bootstrap.servers": output, "quota.pipeline.output.topic": self.topic,
+            "quota.pipeline.output.topic.on.this.cluster": str(s.output_on_observed).lower(),
             "quota.pipeline.throttle.max.mute": f"PT{s.max_mute_s:g}S",
             f"{P}throttle.factor.validity.duration": f"PT{s.validity_s:g}S",
             f"{P}throttle.factor.fallback": str(s.fallback),
@@ -380,7 +381,9 @@ class Campaign:
                  "quota.pipeline.throttle.max.mute": f"PT{s.max_mute_s:g}S",
                  "quota.pipeline.cluster.name": CLUSTER, "quota.pipeline.output.topic": self.topic,
                  "quota.pipeline.checkpoint.path": str(self.work / "checkpoint"),
-                 "quota.pipeline.output.kafka.bootstrap.servers": self.output_bootstrap, **dict(s.job_properties)}
+                 "quota.pipeline.output.kafka.bootstrap.servers": self.output_bootstrap,
+                 "quota.pipeline.output.topic.on.this.cluster": str(s.output_on_observed).lower(),
+                 **dict(s.job_properties)}
         self.conf.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
 
     def _start_job(self) -> None:

@@ -96,6 +96,7 @@ def round_trip(version: str, home: Path, jar: Path) -> Outcome:
     overrides = {"client.quota.callback.class": CALLBACK, "authorizer.class.name": authorizer,
                  "allow.everyone.if.no.acl.found": "true", "quota.pipeline.cluster.name": CLUSTER,
                  "quota.pipeline.output.kafka.bootstrap.servers": SELF_PLAINTEXT,
+                 "quota.pipeline.output.topic.on.this.cluster": "true",
                  "client.quota.callback.static.throttle.factor.validity.duration": "PT5M"}
     os.environ["CLASSPATH"] = str(jar)  # kafka-run-class.sh puts it before Kafka's own libs
     try:

@@ -25,6 +25,8 @@ def _load() -> dict[str, Any]:
 
 DOC = _load()
 DEFAULTS = DOC["defaults"]
+# Which (principal, topic) a stop lets through, with the decision topic on this cluster or not: cases of the same form.
+BEHAVIOUR = DOC["cases"] + DOC["stop_exemption_cases"]
 
 
 def properties(case: dict[str, Any]) -> dict[str, str]:
@@ -65,7 +67,7 @@ def check(reader: Reader, step: dict[str, Any], where: str) -> None:
             assert tags == limit["tags"], f"{where}: tags of {limit['type']} for {principal} / {client_id}"
         got = reader.quota_limit(limit["type"], principal, client_id)
         assert got == expected, f"{where}: limit of {limit['type']} for {principal} / {client_id}"
-    for write in step.get("refused_writes", ()):
+    for write in step.get("refused_writes", ()):  # a write's client_id is not asked: the reader takes none
         principal = write.get("principal", "User:ANONYMOUS")
         assert reader.refuses(write["topic"], principal) is write["refused"], \
             f"{where}: write of {principal} to {write['topic']}"
@@ -75,7 +77,7 @@ def test_the_file_holds_enough_cases():
     assert len(DOC["cases"]) >= 25
 
 
-@pytest.mark.parametrize("case", DOC["cases"], ids=[c["name"] for c in DOC["cases"]])
+@pytest.mark.parametrize("case", BEHAVIOUR, ids=[c["name"] for c in BEHAVIOUR])
 def test_behaviour(case: dict[str, Any]):
     clock = ManualClock(parse_time(case["start"]))
     reader = Reader(cfg.parse(properties(case), "<vectors>", require_admin=False), clock=clock)

@@ -15,8 +15,9 @@ from quota_pipeline.enforce.plan import Policy
 from quota_pipeline.broker.rules import CLUSTER_SCOPE, StopScope
 from quota_pipeline.core.model import CLUSTER_STOP, Stop
 from quota_pipeline.core.record import stop_from_json
+from quota_pipeline.core.exemption import INTERNAL_TOPICS, StopExemption
 from quota_pipeline.enforce.refuse import (
-    INTERNAL_TOPICS, RefusalPolicy, RefusalState, Scope, applies_to, companion_binding, creation_order, deletion_order, deny_binding,
+    RefusalPolicy, RefusalState, Scope, applies_to, companion_binding, creation_order, deletion_order, deny_binding,
     kind_of, marker_binding, plan, refused_topics, stop_scope, wanted_bindings,
 )
 from quota_pipeline.enforce.refuser import RefusalFile, Refuser
@@ -24,7 +25,8 @@ from quota_pipeline.kafka.acls import Binding
 from quota_pipeline.kafka.client_quotas import PRODUCER_BYTE_RATE as PBR, Entity
 
 DECISIONS = "__quota_throttle_factors"
-POLICY = RefusalPolicy(DECISIONS, frozenset({"pipeline"}))  # an excluded principal: no binding can exempt it
+# An excluded principal: no binding can exempt it.
+POLICY = RefusalPolicy(StopExemption(DECISIONS, frozenset({"pipeline"})))
 
 
 @dataclass
@@ -106,7 +108,7 @@ def test_the_scope_follows_the_rule_the_broker_side_shares():
     assert scope is not None and not scope.cluster_wide and scope.topics == {"A"}
     # The whole cluster: the property, the fallback or the reader's start, or a record whose stop names no topics
     # (absent, null, cluster or malformed: core.record reads each leniently).
-    cluster_policy = RefusalPolicy(DECISIONS, cluster_wide=True)
+    cluster_policy = RefusalPolicy(StopExemption(DECISIONS), cluster_wide=True)
     assert stop_scope(cluster_policy, 0.0, "record", named).cluster_wide
     assert stop_scope(POLICY, 0.0, "fallback", named).cluster_wide
     assert stop_scope(POLICY, 0.0, "initial", None).cluster_wide

@@ -59,6 +59,7 @@ def stopping_cluster(jar: Path, nodes: int, log_dirs: int) -> Iterator[RealKafka
                     # (the refusing stop refuses super users' writes like anyone's).
                     "super.users": rc.BOOTSTRAP_ADMIN,
                     "quota.pipeline.output.kafka.bootstrap.servers": SELF_PLAINTEXT,
+                    "quota.pipeline.output.topic.on.this.cluster": "true",
                     "client.quota.callback.static.throttle.factor.validity.duration": "PT1M"}))
         except TmpfsUnavailable as exc:
             pytest.skip(str(exc))

@@ -44,6 +44,7 @@ def signed_broker(callback_jar: Path) -> Iterator[RealKafka]:  # noqa: F811
             "allow.everyone.if.no.acl.found": "true",
             "quota.pipeline.signing.keys": KEYS,
             "quota.pipeline.output.kafka.bootstrap.servers": SELF_PLAINTEXT,
+            "quota.pipeline.output.topic.on.this.cluster": "true",
             "client.quota.callback.static.throttle.factor.validity.duration": "PT5M"}) as cluster:
         create_topic(cluster.bootstrap(), DECISIONS)
         _create_data_topic(cluster.bootstrap(), "data")

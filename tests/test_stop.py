@@ -253,3 +253,20 @@ def test_rows_are_taken_chunk_by_chunk_in_the_order_asked(rows, values):
         [values[r] for r in rows]
     with_an_empty_chunk = pa.chunked_array([column.chunk(0), pa.array([], column.type), column.chunk(1)])
     assert Rows(np.array(rows, np.int64)).take(with_an_empty_chunk).to_pylist() == [values[r] for r in rows]
+
+
+def test_the_stop_lists_only_what_it_refuses_the_decision_topic_only_where_another_cluster_holds_it(tmp_path):
+    """Kafka's internal topics are never refused, nor the decision topic on the cluster that holds it: the record's
+    stop does not list them. With the decision topic on an output cluster of its own, a topic of its name on the
+    observed cluster is anyone's, refused and listed like any other."""
+    from quota_pipeline.core import config as cfg
+    from quota_pipeline.core.settings import Settings
+    held = ["orders", "__consumer_offsets", "__quota_throttle_factors", "__transaction_state"]
+    snaps = [ok(0, topics(1, 5 * GB, held), topics(2, 5 * GB, ["__share_group_state"]))]
+    assert stops(tmp_path, snaps, settings()) == [{"scope": "topics", "topics": ["orders"]}]
+    base = {cfg.BOOTSTRAP: "observed:9092", cfg.HARD_BYTES: str(10 * GB)}
+    output = {**base, "quota.pipeline.output.kafka.bootstrap.servers": "output:9092"}
+    for props, listed in ((base, ["orders"]), (output, ["__quota_throttle_factors", "orders"]),
+                          ({**output, cfg.OUTPUT_TOPIC_HERE: "true"}, ["orders"])):
+        s = replace(settings(), exemption=Settings.of(cfg.parse(props)).exemption)
+        assert stops(tmp_path, snaps, s) == [{"scope": "topics", "topics": listed}], props

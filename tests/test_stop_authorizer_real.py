@@ -39,6 +39,8 @@ def stop_broker(callback_jar: Path) -> Iterator[RealKafka]:  # noqa: F811
             "authorizer.class.name": AUTHORIZER,
             "allow.everyone.if.no.acl.found": "true",
             "quota.pipeline.output.kafka.bootstrap.servers": SELF_PLAINTEXT,
+            # Another listener of this cluster: its decision topic, exempt from a stop.
+            "quota.pipeline.output.topic.on.this.cluster": "true",
             "client.quota.callback.static.throttle.factor.validity.duration": "PT5M"}) as cluster:
         create_topic(cluster.bootstrap(), DECISIONS)
         for topic in ("data-a", "data-b", "data-c"):

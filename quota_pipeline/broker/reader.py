@@ -1,7 +1,6 @@
 """Broker-side reader: follow the decision topic, answer the current throttle factor and Strimzi's quota limits."""
 from __future__ import annotations
 
-import dataclasses
 import datetime as dt
 import logging
 import threading
@@ -97,7 +96,7 @@ class Reader(Background):
         self.max_clock_skew = config.max_clock_skew
         self.signing_keys = config.signing_keys
         self.policy = QuotaPolicy.of(config)
-        self.refusals = dataclasses.replace(RefusalPolicy.of(config), decision_topic=self.topic)
+        self.refusals = RefusalPolicy.of(config, self.topic)
         # The last stop's topic set with the record it came from: a lookup is one hash, the set is built once.
         self._scope_of: tuple[ThrottleDecision | None, StopScope | None] = (None, None)
         self._resets = ResetTracker()

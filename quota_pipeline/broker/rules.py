@@ -1,5 +1,5 @@
 """The pure rules a broker applies: which records it reads (and refuses), Strimzi's quota rule with the pipeline's
-exemptions, Kafka's quotaResetRequired, and which writes a stop refuses.
+exemptions, Kafka's quotaResetRequired, and which writes a stop refuses (its exemptions: core/exemption.py).
 
 The Java callback and authorizer (broker-callback/: DecisionRecord, QuotaPolicy, StopLimit, ResetTracker,
 RefusalPolicy) apply the same rules; tests/vectors/broker_quota_vectors.json holds both to them.
@@ -20,6 +20,7 @@ import isodate
 
 from quota_pipeline.core import signing
 from quota_pipeline.core.config import MAX_CLOCK_SKEW, Config
+from quota_pipeline.core.exemption import StopExemption
 from quota_pipeline.core.signing import SigningKey
 from quota_pipeline.core.model import DecisionSource, RecordError, Status, WorstVolume, format_time, parse_time
 from quota_pipeline.core.record import READABLE_VERSIONS, ThrottleDecision
@@ -345,8 +346,6 @@ class QuotaPolicy:
         return tags
 
 
-# Kafka's internal topics, written by the broker on the clients' behalf: a stop never refuses them.
-INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state", "__share_group_state"})
 SCOPE_TOPICS, SCOPE_CLUSTER = "topics", "cluster"
 
 
@@ -367,20 +366,19 @@ CLUSTER_SCOPE = StopScope()
 class RefusalPolicy:
     """Which writes a stop refuses (the Java StopAuthorizer's RefusalPolicy says the same).
 
-    At factor 0 a write to a topic is refused unless the topic is the decision topic (the record that lifts the stop
-    must get through) or one of Kafka's internal topics, or the principal is excluded. Within those, the stop's scope
-    decides: the whole cluster when the reader says so (quota.pipeline.stop.scope=cluster), when the factor is not a
-    published decision (the fallback, the initial period) or when the record names no well-formed topic list; else the
-    topics it lists. No exemption goes by client id: a client chooses its own."""
+    At factor 0 a write to a topic is refused unless the exemption lets it through (core/exemption.py: Kafka's
+    internal topics, the decision topic on the cluster that holds it, the excluded principals). Within those, the
+    stop's scope decides: the whole cluster when the reader says so (quota.pipeline.stop.scope=cluster), when the
+    factor is not a published decision (the fallback, the initial period) or when the record names no well-formed
+    topic list; else the topics it lists. No exemption goes by client id: a client chooses its own."""
 
-    decision_topic: str
-    excluded_names: frozenset[str] = frozenset()
+    exemption: StopExemption = StopExemption()
     cluster_wide: bool = False
 
     @classmethod
-    def of(cls, config: Config) -> "RefusalPolicy":
-        return cls(config.output_topic, frozenset(p[len(USER_PREFIX):] for p in config.excluded_principals),
-                   config.stop_scope == SCOPE_CLUSTER)
+    def of(cls, config: Config, topic: str | None = None) -> "RefusalPolicy":
+        """The policy on the cluster `config` observes; `topic` overrides the decision topic's name."""
+        return cls(StopExemption.of(config, topic), config.stop_scope == SCOPE_CLUSTER)
 
     def in_force(self, factor: float, basis: str, stop: Any) -> StopScope | None:
         """The stop in force, None when writes are not stopped. `basis` is "record", "fallback" or "initial";
@@ -395,12 +393,7 @@ class RefusalPolicy:
     def refuses(self, scope: StopScope | None, topic: str, principal: str | None) -> bool:
         """Whether the stop `scope` (None: none) refuses `principal`'s write to `topic`; `principal` is a name or
         "User:name"."""
-        if scope is None or topic == self.decision_topic or topic in INTERNAL_TOPICS:
-            return False
-        name = _name(principal)
-        if name is not None and name in self.excluded_names:
-            return False
-        return scope.covers(topic)
+        return scope is not None and not self.exemption.exempt(principal, topic) and scope.covers(topic)
 
 
 class QuotaWindows:

@@ -16,6 +16,7 @@ from quota_pipeline.core.model import (
     OFFLINE, OFFLINE_FILLING, ClosestVolume, PartitionSize, PredictiveThrottle, SnapshotSummary, Status, Volume, VolumeSnapshot, WorstVolume, epoch_micros,
     sorted_unique,
 )
+from quota_pipeline.core.exemption import StopExemption
 from quota_pipeline.core.settings import Settings
 
 Key = tuple[int, str]
@@ -227,13 +228,14 @@ def predictive_throttle(etas: list[tuple[float, float | None, Entry]], limits_fa
     return PredictiveThrottle(least[2].broker_id, least[2].log_dir, least[1], settings.eta_horizon.total_seconds())
 
 
-def stop_topics(violating: list[Entry]) -> tuple[str, ...] | None:
-    """The sorted union of the violating entries' topics: what a stop refuses, so that every other topic keeps
-    producing (a full dir grows only through its partitions). None when none violates (a factor of 0 then comes
-    from the fallback or the predictive step: nothing to point at) or when one's topics are not known."""
+def stop_topics(violating: list[Entry], exemption: StopExemption) -> tuple[str, ...] | None:
+    """The sorted union of the violating entries' topics that a stop refuses (not those `exemption` lets through):
+    what a stop refuses, so that every other topic keeps producing (a full dir grows only through its partitions).
+    None when none violates (a factor of 0 then comes from the fallback or the predictive step: nothing to point at)
+    or when one's topics are not known."""
     if not violating or any(e.topics is None for e in violating):
         return None
-    return tuple(sorted(set().union(*(e.topics for e in violating))))
+    return exemption.refusable(set().union(*(e.topics for e in violating)))
 
 
 def summarize(snap: VolumeSnapshot, in_force: list[Entry], settings: Settings) -> SnapshotSummary:
@@ -262,5 +264,5 @@ def summarize(snap: VolumeSnapshot, in_force: list[Entry], settings: Settings) -
         min_available_ratio=min(ratios, default=None),
         closest_volumes=closest_volumes(in_force, settings),
         predictive=predictive_throttle(etas, min(volume, default=1.0), settings),
-        stop_topics=stop_topics(violating),
+        stop_topics=stop_topics(violating, settings.exemption),
     )

@@ -18,6 +18,7 @@ from quota_pipeline.core import cache, kernel, row_order
 from quota_pipeline.core.columns import COLUMNS, PARTITION, TOPICS, TYPES  # noqa: F401 - read by replay and the job
 from quota_pipeline.core.model import (STOP_CLUSTER, STOP_TOPICS, STOP_TOPICS_BUDGET, RecordError, epoch_micros,
                                        parse_time, stop_json_bytes)
+from quota_pipeline.core.exemption import StopExemption
 from quota_pipeline.core.settings import Settings
 from quota_pipeline.core import snapshot_rules as rules
 
@@ -334,6 +335,7 @@ class ClusterPass:
     def __init__(self, cluster_id: str | None, settings: Settings, sweep: Sequence[Settings] = ()):
         self.cluster_id = cluster_id
         self.params = [kernel.Params.of(settings)] + [kernel.Params.of(s) for s in sweep]
+        self.exemption = settings.exemption  # the records are the base settings': their stop's topics
         self.outcome = Outcome(decided=[[] for _ in self.params])
         self.states: list[kernel.State] | None = None
         self.last: kernel.Out | None = None  # the kernel's output for the last chunk, under the base settings
@@ -342,6 +344,12 @@ class ClusterPass:
         self.partitions = pa.array([], pa.list_(PARTITION))        # top partitions of carried readings
         self.topics = pa.array([], TOPICS)                         # their topics (null: not known), row for row
         self.used = np.zeros(0)                                    # per carried log dir: last used bytes read, NaN
+
+    def use(self, settings: Settings) -> None:
+        """Decide the next tables under `settings` alone (the streaming job: each run of snapshots under its own
+        configured cluster's), the carried state kept."""
+        self.params = [kernel.Params.of(settings)]
+        self.exemption = settings.exemption
 
     def mine(self, table: pa.Table) -> np.ndarray:
         """Per row: it belongs to this cluster (None: no cluster id, or an empty one)."""
@@ -587,7 +595,7 @@ class ClusterPass:
             pa.array(o.active_brokers.astype(np.int32)), pa.array(o.active_log_dirs), missing,
             pa.array(o.violations.astype(np.int32)), worst,
             pa.array(o.min_ratio, pa.float64(), mask=np.isnan(o.min_ratio)), since, closest,
-            self._predictive(o, key_broker_id, key_name), stop_column(o, topics),
+            self._predictive(o, key_broker_id, key_name), stop_column(o, topics, self.exemption),
         ], schema=RECORD)
 
     def _predictive(self, o: kernel.Out, key_broker_id: np.ndarray, key_name: np.ndarray) -> pa.Array:
@@ -671,12 +679,13 @@ def _list_ids(lists: pa.Array) -> tuple[np.ndarray, list]:
     return ids, first.tolist()
 
 
-def stop_column(o: kernel.Out, topics: RowTopics) -> pa.Array:
+def stop_column(o: kernel.Out, topics: RowTopics, exemption: StopExemption) -> pa.Array:
     """The record's `stop` per snapshot (record.stop_of), over every violating entry in force the kernel listed for
-    a snapshot it stopped: null above a factor of 0; the sorted union of their topics when there is one, each one's
-    topics are known and the list fits model.STOP_TOPICS_BUDGET as compact JSON; else the cluster (the fallback
-    included). Topics are taken for the listed rows only, and each distinct combination of lists is united once
-    (a long stop lists the same dirs' topics snapshot after snapshot)."""
+    a snapshot it stopped: null above a factor of 0; the sorted union of their topics that a stop refuses (not those
+    `exemption` lets through, as cache.stop_topics) when there is one, each one's topics are known and the list fits
+    model.STOP_TOPICS_BUDGET as compact JSON; else the cluster (the fallback included). Topics are taken for the
+    listed rows only, and each distinct combination of lists is united and filtered once (a long stop lists the same
+    dirs' topics snapshot after snapshot)."""
     n = len(o.factor)
     stopped = o.factor <= 0.0
     counts = np.diff(o.stop_at)
@@ -706,7 +715,7 @@ def stop_column(o: kernel.Out, topics: RowTopics) -> pa.Array:
             cache[k] = lists[first[k]].as_py()
         return cache[k]
 
-    unions = [sorted(set().union(*(of_list(k) for k in key))) for key in combos]
+    unions = [list(exemption.refusable(set().union(*(of_list(k) for k in key)))) for key in combos]
     fits = np.array([stop_json_bytes(u) <= STOP_TOPICS_BUDGET for u in unions] + [False])
     listed &= fits[combo_of]
     topic_lists = pa.array(unions, TOPICS).take(pa.array(np.where(listed, combo_of, 0), mask=~listed)) \

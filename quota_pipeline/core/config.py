@@ -42,6 +42,7 @@ VALIDITY = P + "throttle.factor.validity.duration"
 BOOTSTRAP = ADMIN_PREFIX + "bootstrap.servers"
 CLUSTER_NAME = Q + "cluster.name"
 OUTPUT_TOPIC = Q + "output.topic"
+OUTPUT_TOPIC_HERE = Q + "output.topic.on.this.cluster"
 EXCLUDED_CLIENT_IDS = Q + "excluded.client.ids"  # deprecated and ignored
 STOP_SCOPE = Q + "stop.scope"
 STOP_DELEGATE = Q + "stop.authorizer.delegate"
@@ -142,6 +143,7 @@ class Config:
     admin: Mapping[str, str] = field(default_factory=dict)
     cluster_name: str | None = None
     output_topic: str = DEFAULT_OUTPUT_TOPIC
+    output_topic_on_this_cluster: bool | None = None  # as set; decision_topic_here has the value in effect
     output_kafka: Mapping[str, str] = field(default_factory=dict)
     journal_path: str | None = None
     journal_period: dt.timedelta = dt.timedelta(hours=1)
@@ -169,6 +171,16 @@ class Config:
         return "bootstrap.servers" in self.output_kafka
 
     @property
+    def decision_topic_here(self) -> bool:
+        """The decision topic lives on the observed cluster (quota.pipeline.output.topic.on.this.cluster): as set,
+        else true unless the output settings name a cluster. A named output cluster may be another listener of this
+        one, but only the operator knows: the default then grants the decision topic's name no exemption from a
+        stop. The Java CallbackConfig.decisionTopicHere says the same."""
+        if self.output_topic_on_this_cluster is not None:
+            return self.output_topic_on_this_cluster
+        return not self.separate_output
+
+    @property
     def output_settings(self) -> dict[str, str]:
         """Client settings for the output cluster: the output settings alone when they name a cluster, else laid
         over the admin settings (without a bootstrap of their own they tune the observed cluster's client, which
@@ -189,6 +201,7 @@ class Config:
         out[CHECK_INTERVAL_ISO] = isodate.duration_isoformat(self.check_interval)
         out[CLUSTER_NAME] = self.cluster_name or "(cluster id)"
         out[JOURNAL_PATH] = self.effective_journal_path
+        out[OUTPUT_TOPIC_HERE] = str(self.decision_topic_here).lower()
         for kind, limit in (("hard", self.limits.hard), ("soft", self.limits.soft)):
             if limit is not None:
                 out[_LIMIT_KEYS[kind, limit.kind]] = _num(limit)
@@ -202,7 +215,8 @@ FIELDS = {
     PRODUCE: "produce", FETCH: "fetch", REQUEST: "request", EXCLUDED: "excluded_principals",
     OFFLINE_POLICY: "offline_policy", FENCED_POLICY: "fenced_policy", ETA_HORIZON: "eta_horizon",
     ETA_WINDOW: "eta_window", FALLBACK: "fallback_factor", VALIDITY: "validity",
-    OUTPUT_TOPIC: "output_topic", EXCLUDED_CLIENT_IDS: "excluded_client_ids", STOP_SCOPE: "stop_scope",
+    OUTPUT_TOPIC: "output_topic", OUTPUT_TOPIC_HERE: "output_topic_on_this_cluster",
+    EXCLUDED_CLIENT_IDS: "excluded_client_ids", STOP_SCOPE: "stop_scope",
     STOP_DELEGATE: "stop_authorizer_delegate", PRODUCE_FLOOR: "produce_floor", MAX_MUTE: "max_mute",
     MAX_CLOCK_SKEW: "max_clock_skew", SIGNING_KEYS: "signing_keys",
     CHECKPOINT_PATH: "checkpoint_path", METRICS_HOST: "metrics_host", METRICS_PORT: "metrics_port",

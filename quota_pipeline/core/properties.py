@@ -164,6 +164,13 @@ def text(raw: str) -> str | None:
     return raw or None
 
 
+def boolean(raw: str) -> bool:
+    """`true` or `false`, as Kafka's ConfigDef reads a boolean (any case)."""
+    if raw.lower() not in ("true", "false"):
+        raise Invalid("must be true or false")
+    return raw.lower() == "true"
+
+
 def signing_keys(raw: str) -> tuple[Any, ...]:
     """quota.pipeline.signing.keys: `<id>:<secret>` entries (core/signing.py); blank: none."""
     from quota_pipeline.core.signing import parse_keys
@@ -243,7 +250,8 @@ TABLE: tuple[Property, ...] = (
     Property(Q + "stop.scope", "choice", STOP_SCOPES[0], choice(*STOP_SCOPES),
              "(broker, `enforce`) what a stop refuses at factor 0: `topics`, the writes to the topics the decision "
              "record names (every topic when it names none, on the fallback and before the first decision); "
-             "`cluster`, every write. Never the decision topic, Kafka's internal topics or excluded principals"),
+             "`cluster`, every write. Never Kafka's internal topics, the decision topic on the cluster that holds it "
+             "(`quota.pipeline.output.topic.on.this.cluster`) or excluded principals"),
     Property(Q + "stop.authorizer.delegate", "string", None, text,
              "(broker) the authorizer `io.quotapipeline.callback.StopAuthorizer` asks about every action it does not "
              "refuse, with its ACLs and settings; `none`: the broker had no authorizer (all else allowed, no ACLs)",
@@ -290,6 +298,12 @@ TABLE: tuple[Property, ...] = (
     Property(Q + "metrics.host", "string", "127.0.0.1", text, "Prometheus endpoint of the driver"),
     Property(Q + "metrics.port", "int", 9404, integer(minimum=0, maximum=65535), "Prometheus endpoint port"),
     Property(Q + "output.topic", "string", DEFAULT_OUTPUT_TOPIC, topic, "compacted topic, created if missing"),
+    Property(Q + "output.topic.on.this.cluster", "boolean", None, boolean,
+             "(broker, `enforce`, the record's stop) the decision topic lives on the cluster these properties observe "
+             "(a broker's: its own), so its writes are never refused by a stop (the record that lifts the stop must "
+             "get through); `false`: a topic of that name here is anyone's topic and a stop refuses it like any other. "
+             "Set `true` when `quota.pipeline.output.kafka.bootstrap.servers` names another listener of this cluster",
+             "`true` without `quota.pipeline.output.kafka.bootstrap.servers`, else `false`"),
 )
 BY_NAME = {p.name: p for p in TABLE}
 INDEX = {p.name: i for i, p in enumerate(TABLE)}

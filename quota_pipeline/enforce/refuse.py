@@ -10,10 +10,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Iterable
 
-from quota_pipeline.broker.rules import INTERNAL_TOPICS, SCOPE_CLUSTER, SCOPE_TOPICS, RefusalPolicy, StopScope
+from quota_pipeline.broker.rules import SCOPE_CLUSTER, SCOPE_TOPICS, RefusalPolicy, StopScope
 from quota_pipeline.kafka.acls import ANY_HOST, Binding
 
-__all__ = ["INTERNAL_TOPICS", "SCOPE_CLUSTER", "SCOPE_TOPICS", "RefusalPolicy"]
+__all__ = ["SCOPE_CLUSTER", "SCOPE_TOPICS", "RefusalPolicy"]
 
 STOP_REFUSE, STOP_THROTTLE = "refuse", "throttle"
 STOP_MODES = (STOP_REFUSE, STOP_THROTTLE)
@@ -112,8 +112,9 @@ def stop_scope(policy: RefusalPolicy, factor: float, basis: str, decision: Any) 
 def refused_topics(scope: Scope | None, listed: Iterable[str], ours: Iterable[str], policy: RefusalPolicy) -> set[str]:
     """The topics to refuse now. Cluster-wide: every topic the cluster lists, and those the enforcer already refuses
     (a principal without DESCRIBE no longer sees a topic once it has an ACL: the stop must not lift itself).
-    Never the decision topic nor Kafka's internal topics (RefusalPolicy.refuses; no principal is named: a binding for
-    User:* exempts nobody, only the brokers' super.users pass)."""
+    Never what the stop exempts (RefusalPolicy.refuses, core/exemption.py: Kafka's internal topics, and the decision
+    topic when this cluster holds it; a topic of that name on a cluster that does not is refused like any other). No
+    principal is named: a binding for User:* exempts nobody, only the brokers' super.users pass."""
     if scope is None:
         return set()
     named = set(listed) | set(ours) if scope.cluster_wide else set(scope.topics)

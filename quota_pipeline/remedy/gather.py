@@ -6,6 +6,7 @@ import time
 from typing import Any, Callable, Protocol
 
 from quota_pipeline.core.config import Config
+from quota_pipeline.core.exemption import StopExemption
 from quota_pipeline.remedy.inputs import ClusterView, Dir, Replica, log_dir_replicas, with_growth
 
 CORDON_KEY = "cordoned.log.dirs"  # KIP-1066 (Kafka 4.3): a broker places no new replica on these dirs
@@ -46,4 +47,4 @@ def read_view(admin: ReadPort, conf: Config, sample_seconds: float = 0.0,
                 for (_, name), found in cordon.items()}
     return ClusterView(conf.cluster_name or cluster_id, racks, tuple(dirs), tuple(replicas), admin.assignments(),
                        frozenset(admin.reassignments()),
-                       frozenset() if conf.separate_output else frozenset({conf.output_topic}), supported, cordoned)
+                       StopExemption.of(conf).held, supported, cordoned)

@@ -250,7 +250,7 @@ class DecisionProcessor(StatefulProcessor):
         for run in runs:
             config_name = names[run[0]]
             settings = self.settings[config_name]
-            columns.params = [kernel.Params.of(settings)]
+            columns.use(settings)
             batch = columns.decide(table if len(runs) == 1 else table.filter(pa.array(np.isin(source_row, run))))
             if batch is None:
                 continue

@@ -141,12 +141,14 @@ public class BasicStopAuthorizer implements ClusterMetadataAuthorizer {
                     + "chooses its own); exempt the pipeline's principal with {}", CallbackConfig.EXCLUDED_CLIENT_IDS,
                     CallbackConfig.EXCLUDED_PRINCIPALS);
         }
-        log.info("stop authorizer for cluster {}: topic {}, at factor 0 writes refused to {}, never to {}, Kafka's "
+        log.info("stop authorizer for cluster {}: topic {} ({}), at factor 0 writes refused to {}, never to {}Kafka's "
                         + "internal topics or principals {}; every other action asked of {}; {}",
-                config.clusterName(), config.topic(), config.stopScopeClusterWide() ? "every topic ("
+                config.clusterName(), config.topic(), config.decisionTopicHere() ? "on this cluster"
+                        : "on another cluster: a topic of that name here is not exempt, "
+                        + CallbackConfig.OUTPUT_TOPIC_HERE + "=false", config.stopScopeClusterWide() ? "every topic ("
                         + CallbackConfig.STOP_SCOPE + "=cluster)" : "the topics the decision names (every topic "
                         + "when it names none, on the fallback and before the first decision)",
-                config.topic(), config.excludedPrincipalNames(), describe(made, delegateName),
+                exemptTopic(policy), config.excludedPrincipalNames(), describe(made, delegateName),
                 config.signature().describe());
     }
 
@@ -236,12 +238,17 @@ public class BasicStopAuthorizer implements ClusterMetadataAuthorizer {
                 log.info("stop of {} lifted: writes accepted again (factor {}, {})", c.holder().cluster(),
                         answer.factor(), answer.reason());
             } else {
-                log.info("stop of {} in force: writes to {} refused, never to the decision topic, Kafka's internal "
+                log.info("stop of {} in force: writes to {} refused, never to {}Kafka's internal "
                         + "topics or excluded principals (factor 0, {})", c.holder().cluster(),
-                        scope.describe(), answer.reason());
+                        scope.describe(), exemptTopic(c.policy()), answer.reason());
             }
         }
         return scope;
+    }
+
+    /** "topic, " for the decision topic a stop lets through (this cluster holds it), else nothing. */
+    private static String exemptTopic(RefusalPolicy policy) {
+        return policy.exemptDecisionTopic() == null ? "" : policy.exemptDecisionTopic() + ", ";
     }
 
     /** Which actions the stop refuses, or null when none. */

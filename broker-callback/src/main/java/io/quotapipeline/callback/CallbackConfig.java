@@ -39,6 +39,8 @@ final class CallbackConfig {
     static final String CLUSTER_NAME = Q + "cluster.name";
     static final String OUTPUT_TOPIC = Q + "output.topic";
     static final String OUTPUT_KAFKA_PREFIX = Q + "output.kafka.";
+    /** Whether the decision topic lives on this cluster, so that its name is exempt from a stop. */
+    static final String OUTPUT_TOPIC_HERE = Q + "output.topic.on.this.cluster";
     /** Deprecated and ignored: a client chooses its own id, so an exemption by client id exempts anyone. */
     static final String EXCLUDED_CLIENT_IDS = Q + "excluded.client.ids";
     /** What a stop refuses on this broker (StopAuthorizer): the record's topics, or every topic. */
@@ -83,6 +85,8 @@ final class CallbackConfig {
                     "The record key the pipeline publishes this cluster's decisions under (required)")
             .define(OUTPUT_TOPIC, STRING, DEFAULT_TOPIC, rule(PropertyRules::topic), MEDIUM,
                     "The compacted decision topic")
+            .define(OUTPUT_TOPIC_HERE, STRING, null, rule(PropertyRules::bool), MEDIUM,
+                    "true: the decision topic lives on this cluster, and a stop never refuses its writes (the record that lifts the stop must get through); false: a topic of that name here is anyone's and a stop refuses it like any other. Default: true without " + OUTPUT_KAFKA_PREFIX + "bootstrap.servers, else false; set true when that names another listener of this cluster")
             .define(EXCLUDED_CLIENT_IDS, STRING, null, rule(PropertyRules::clientIds), LOW,
                     "Deprecated and ignored: a client chooses its own id, so no client is exempt by its id; exempt the pipeline's principal with " + EXCLUDED_PRINCIPALS)
             .define(STOP_SCOPE, STRING, STOP_SCOPE_TOPICS, rule(PropertyRules::stopScope), MEDIUM,
@@ -100,15 +104,17 @@ final class CallbackConfig {
 
     private final Map<String, String> values;
     private final Map<String, Object> consumerSettings;
+    private final boolean separateOutput;
     private final String stateDir;
 
     private final int quotaWindowNum;
     private final int quotaWindowSizeSeconds;
 
-    private CallbackConfig(Map<String, String> values, Map<String, Object> consumerSettings, String stateDir,
-                           int quotaWindowNum, int quotaWindowSizeSeconds) {
+    private CallbackConfig(Map<String, String> values, Map<String, Object> consumerSettings, boolean separateOutput,
+                           String stateDir, int quotaWindowNum, int quotaWindowSizeSeconds) {
         this.values = values;
         this.consumerSettings = consumerSettings;
+        this.separateOutput = separateOutput;
         this.stateDir = stateDir;
         this.quotaWindowNum = quotaWindowNum;
         this.quotaWindowSizeSeconds = quotaWindowSizeSeconds;
@@ -151,7 +157,8 @@ final class CallbackConfig {
             throw new ConfigException(String.join("; ", problems));
         }
         String stateDir = values.get(STATE_DIR) != null ? values.get(STATE_DIR) : dataDir(props);
-        return new CallbackConfig(values, consumer, stateDir, windowNum(props), windowSizeSeconds(props));
+        boolean separate = props.containsKey(OUTPUT_KAFKA_PREFIX + ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG);
+        return new CallbackConfig(values, consumer, separate, stateDir, windowNum(props), windowSizeSeconds(props));
     }
 
     private static Map<String, Object> withPrefix(Map<String, String> props, String prefix) {
@@ -318,6 +325,17 @@ final class CallbackConfig {
     /** True when {@code quota.pipeline.stop.scope} is {@code cluster}: a stop refuses every topic's writes. */
     boolean stopScopeClusterWide() {
         return STOP_SCOPE_CLUSTER.equals(PropertyRules.stopScope(values.get(STOP_SCOPE)));
+    }
+
+    /**
+     * True when the decision topic lives on this cluster ({@code quota.pipeline.output.topic.on.this.cluster}): as
+     * set, else true unless {@code quota.pipeline.output.kafka.bootstrap.servers} names a cluster. That may be another
+     * listener of this one, but only the operator knows: the default then grants the decision topic's name no
+     * exemption from a stop. As the Python Config.decision_topic_here.
+     */
+    boolean decisionTopicHere() {
+        String raw = values.get(OUTPUT_TOPIC_HERE);
+        return raw == null ? !separateOutput : PropertyRules.bool(raw);
     }
 
     double fallback() {

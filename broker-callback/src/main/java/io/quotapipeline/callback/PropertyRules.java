@@ -97,6 +97,14 @@ final class PropertyRules {
         return String.join(",", servers);
     }
 
+    /** A boolean property: "true" or "false" in any case, as Kafka's ConfigDef reads one. */
+    static boolean bool(String raw) {
+        if (!"true".equalsIgnoreCase(raw) && !"false".equalsIgnoreCase(raw)) {
+            throw new IllegalArgumentException("must be true or false");
+        }
+        return "true".equalsIgnoreCase(raw);
+    }
+
     /** quota.pipeline.stop.scope: "topics" or "cluster". */
     static String stopScope(String raw) {
         if (!"topics".equals(raw) && !"cluster".equals(raw)) {

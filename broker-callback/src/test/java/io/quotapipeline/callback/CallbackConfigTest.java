@@ -43,6 +43,24 @@ class CallbackConfigTest {
     }
 
     @Test
+    void theDecisionTopicIsOnThisClusterOnlyWithoutAnOutputClusterOrWhenSaidSo() {
+        assertFalse(CallbackConfig.parse(minimal()).decisionTopicHere(), "an output cluster is named");
+        Map<String, Object> observed = minimal();
+        observed.remove("quota.pipeline.output.kafka.bootstrap.servers");
+        observed.put("client.quota.callback.static.kafka.admin.bootstrap.servers", "kafka-0:9092");
+        assertTrue(CallbackConfig.parse(observed).decisionTopicHere(), "read through the admin bootstrap");
+        Map<String, Object> listener = minimal();
+        listener.put("quota.pipeline.output.topic.on.this.cluster", "TRUE");
+        assertTrue(CallbackConfig.parse(listener).decisionTopicHere());
+        observed.put("quota.pipeline.output.topic.on.this.cluster", "false");
+        assertFalse(CallbackConfig.parse(observed).decisionTopicHere());
+        listener.put("quota.pipeline.output.topic.on.this.cluster", "yes");
+        ConfigException e = assertThrows(ConfigException.class, () -> CallbackConfig.parse(listener));
+        assertEquals("Invalid value yes for configuration quota.pipeline.output.topic.on.this.cluster: must be true "
+                + "or false", e.getMessage());
+    }
+
+    @Test
     void readsEveryProperty() {
         Map<String, Object> props = minimal();
         props.put("client.quota.callback.static.produce", "1000");

@@ -57,6 +57,17 @@ class SharedVectorsTest {
         });
     }
 
+    /** Which (principal, topic) a stop lets through, with the decision topic on this cluster or not. */
+    @TestFactory
+    Stream<DynamicTest> stopExemptionCases() throws Exception {
+        Map<String, Object> vectors = vectors();
+        Map<String, Object> defaults = map(vectors.get("defaults"));
+        return list(vectors.get("stop_exemption_cases")).stream().map(c -> {
+            Map<String, Object> testCase = map(c);
+            return DynamicTest.dynamicTest((String) testCase.get("name"), () -> run(testCase, defaults));
+        });
+    }
+
     @TestFactory
     Stream<DynamicTest> configCases() throws Exception {
         Map<String, Object> vectors = vectors();
@@ -127,7 +138,8 @@ class SharedVectorsTest {
             Map<String, Object> write = map(w);
             String topic = (String) write.get("topic");
             String principal = (String) write.getOrDefault("principal", "User:ANONYMOUS");
-            List<AuthorizationResult> results = authorizer.authorize(RequestContexts.of(principal, "client"),
+            String clientId = (String) write.getOrDefault("client_id", "client");
+            List<AuthorizationResult> results = authorizer.authorize(RequestContexts.of(principal, clientId),
                     List.of(RequestContexts.write(topic)));
             boolean refused = results.get(0) == AuthorizationResult.DENIED;
             assertEquals(write.get("refused"), refused, where + ": write of " + principal + " to " + topic);

@@ -74,6 +74,7 @@ class StopAuthorizerTest {
         Map<String, Object> props = new HashMap<>();
         props.put("quota.pipeline.cluster.name", "c1");
         props.put("quota.pipeline.output.kafka.bootstrap.servers", "127.0.0.1:9");
+        props.put("quota.pipeline.output.topic.on.this.cluster", "true");  // a listener of this broker's cluster
         props.put("quota.pipeline.state.dir", "");
         props.put("client.quota.callback.static.excluded.principal.name.list", "User:pipeline");
         props.putAll(extra);
@@ -130,6 +131,30 @@ class StopAuthorizerTest {
         assertEquals(List.of(List.of(actions.get(1), actions.get(3), actions.get(4), actions.get(5), actions.get(6))),
                 recording.asked);
         assertEquals(2, authorizer.refused());
+    }
+
+    @Test
+    void onAClusterThatDoesNotHoldTheDecisionTopicATopicOfItsNameIsRefusedLikeAnyOther() {
+        Map<String, Object> elsewhere = new HashMap<>();
+        elsewhere.put("quota.pipeline.output.topic.on.this.cluster", null);  // the default with an output bootstrap
+        elsewhere.put("quota.pipeline.stop.scope", "cluster");
+        StopAuthorizer authorizer = configured(elsewhere);
+        feed(START, 0.0, "{\"scope\": \"topics\", \"topics\": [\"orders\"]}");
+        AuthorizableRequestContext publisherNamed = RequestContexts.of("User:alice", "quota-pipeline-publisher");
+        assertEquals(List.of(DENIED, DENIED, ALLOWED, ALLOWED),
+                authorizer.authorize(publisherNamed, List.of(write("orders"), write("__quota_throttle_factors"),
+                        write("__consumer_offsets"), write("__transaction_state"))));
+        assertEquals(List.of(ALLOWED), authorizer.authorize(RequestContexts.of("User:pipeline", "app"),
+                List.of(write("__quota_throttle_factors"))), "an excluded principal still writes");
+        assertEquals(2, authorizer.refused());
+    }
+
+    @Test
+    void onTheClusterThatHoldsTheDecisionTopicItsWritesGetThroughATargetedStop() {
+        StopAuthorizer authorizer = configured(Map.of("quota.pipeline.output.topic", "decisions"));
+        feed(START, 0.0, "{\"scope\": \"topics\", \"topics\": [\"decisions\", \"__quota_throttle_factors\"]}");
+        assertEquals(List.of(ALLOWED, DENIED),
+                authorizer.authorize(ALICE, List.of(write("decisions"), write("__quota_throttle_factors"))));
     }
 
     @Test

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping
 
 from harness import kafka_config as rc
+from harness.kafka_client import wait_for
 from harness.ports import kafka_range
 from harness.kafka_process import NodeProcess, PortTaken, format_storage, mount_tmpfs, unmount, wait_metadata
 from harness.kafka_tls import BrokerTls, make_broker_tls
@@ -293,5 +294,4 @@ def partition_on(cluster: RealKafka, topic: str, log_dir: str) -> int:
         [broker] = with_admin(cluster, lambda a: a.describe_log_dirs())
         return [p["partition_index"] for d in broker["log_dirs"] if d["log_dir"] == log_dir
                 for t in d["topics"] if t["name"] == topic for p in t["partitions"]]
-    from harness.kafka_props import wait_for
     return wait_for(placed, 20, f"a partition of {topic} is placed on {log_dir}")[0]

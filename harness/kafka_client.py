@@ -43,12 +43,17 @@ def publish(bootstrap: str, topic: str, records: Iterable[tuple[bytes | None, by
     assert producer.flush(10) == 0
 
 
-def wait_until(predicate: Callable[[], Any], timeout: float = 10.0, interval: float = 0.02) -> Any:
+def wait_for(attempt: Callable[[], Any], timeout: float, what: str, every: float = 0.25) -> Any:
+    """The first truthy result of `attempt`, or AssertionError naming `what` and the last result."""
     deadline = time.monotonic() + timeout
     while True:
-        value = predicate()
-        if value:
-            return value
+        result = attempt()
+        if result:
+            return result
         if time.monotonic() > deadline:
-            raise AssertionError(f"condition not met within {timeout} s")
-        time.sleep(interval)
+            raise AssertionError(f"timed out after {timeout:.0f} s waiting until {what}; last: {result!r}")
+        time.sleep(every)
+
+
+def wait_until(predicate: Callable[[], Any], timeout: float = 10.0, interval: float = 0.02) -> Any:
+    return wait_for(predicate, timeout, "the condition holds", every=interval)

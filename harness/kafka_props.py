@@ -3,16 +3,15 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import time
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping
+from typing import Iterable, Mapping
 
 from quota_pipeline.core import config as cfg
 from quota_pipeline.core.properties import PUBLISHER_CLIENT_ID
 from quota_pipeline.kafka.client_quotas import Quotas
 from quota_pipeline.kafka.quota_admin import Change, QuotaAdmin
 from harness import kafka_config as rc
-from harness.kafka_client import decision
+from harness.kafka_client import decision, wait_for
 from harness.kafka import RealKafka
 
 SCRAM_MODULE = "org.apache.kafka.common.security.scram.ScramLoginModule"
@@ -60,18 +59,6 @@ def publish_decisions(cluster: RealKafka, topic: str, records: Iterable[tuple[st
     for key, factor, observed_at in records:
         producer.produce(topic, key=key.encode(), value=json.dumps(decision(key, factor, observed_at).to_json()))
     assert producer.flush(20) == 0, "decisions were not acknowledged"
-
-
-def wait_for(attempt: Callable[[], Any], timeout: float, what: str, every: float = 0.25) -> Any:
-    """The first truthy result of `attempt`, or AssertionError naming `what` and the last result."""
-    deadline = time.monotonic() + timeout
-    while True:
-        result = attempt()
-        if result:
-            return result
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:.0f} s waiting until {what}; last: {result!r}")
-        time.sleep(every)
 
 
 def restore_quotas(admin: QuotaAdmin, before: Quotas, timeout: float = 15.0) -> None:

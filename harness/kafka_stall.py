@@ -18,7 +18,7 @@ from typing import Mapping
 
 from harness.kafka import ClusterSpec, RealKafka, start_cluster, with_admin
 from harness.kafka_process import FAST_START_JVM
-from harness.kafka_props import wait_for
+from harness.kafka_client import wait_for
 
 LEADER, FOLLOWER = 2, 1
 TMPFS_MB = 32

@@ -18,10 +18,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness.kafka_client import create_topic, decision, publish
+from harness.kafka_client import create_topic, decision, publish, wait_for
 from harness.kafka import SELF_PLAINTEXT, ClusterSpec, free_ports, start_cluster
 from harness.kafka_process import FAST_START_JVM, KafkaStartError
-from harness.kafka_props import wait_for
 
 CLUSTER = "versions"
 DECISIONS = "__quota_throttle_factors"

@@ -209,7 +209,7 @@ def stop_outcome(clients: list[Client], pre_rate: float, published: float, stopp
     """What a stop admitted, once every client is back (a record acknowledged after `released`) or the max mute + 6 s
     since `release` (the 1.0 published) have passed: each client's `stop_admitted` from 0.5 s after `stopped` (a
     response to a request taken just before the stop is not the stop's) and when the decisions were seen."""
-    from harness.kafka_props import wait_for  # here: the producer process needs no more than confluent-kafka
+    from harness.kafka_client import wait_for  # here: the producer process needs no more than confluent-kafka
     wait_for(lambda: all(c.first_ack_after(released) for c in clients) or time.time() > release + max_mute_s + 6,
              max_mute_s + 10, "every client is back")
     return {"pre_rate": pre_rate, "stopped": stopped, "released": released,

@@ -5,13 +5,18 @@ hid which copy of a module ran), and the shipped package depends on none of it."
 from __future__ import annotations
 
 import ast
+import json
+import os
 import re
+import subprocess
+import sys
 import tomllib
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 BESIDE = ("bench", "tests", "harness")  # imported from the root, never shipped
 # An edit of the module search path, in code or in a code string run by a subprocess.
+IMPORT_BUDGET_S = 5.0  # one benchmark module's import, its libraries' first import included, on a busy 2-core host
 PATH_EDIT = re.compile(r"\bsys\s*\.\s*path\s*(?:\.\s*(?:insert|append|extend)\b|\+=|\[[^\]]*\]\s*=)")
 
 
@@ -73,3 +78,145 @@ def test_benchmarks_say_to_run_them_as_modules():
                   for line in (ast.get_docstring(ast.parse(p.read_text(encoding="utf-8"))) or "").splitlines()
                   if re.search(r"\bpython3? (?:-\S+ )*bench/", line)]
     assert as_scripts == []
+
+
+# What a benchmark's top level may call: only what makes a definition (a path, a pattern, a time, a number, a field,
+# a counter, a console), never the work itself; its work runs from main() under the main guard.
+DEFINING_CALLS = frozenset({
+    "Path", "Path().resolve", "re.compile", "dt.datetime", "dt.timedelta", "dt.timezone", "datetime", "timedelta",
+    "int", "float", "str", "bytes", "tuple", "frozenset", "field", "dataclasses.field", "count", "itertools.count",
+    "os.environ.get", "Console", "TypeVar", "namedtuple", "logging.getLogger"})
+DECORATORS = frozenset({
+    "dataclass", "dataclasses.dataclass", "contextmanager", "contextlib.contextmanager", "property", "staticmethod",
+    "classmethod", "cache", "functools.cache", "lru_cache", "functools.lru_cache"})
+LOOPS = (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
+
+
+def dotted(node: ast.AST) -> str:
+    """`a.b.c` for a name or an attribute chain, `()` marking a call in it (`Path().resolve`); '' for anything else."""
+    if isinstance(node, ast.Name):
+        return node.id
+    inner = dotted(node.func if isinstance(node, ast.Call) else node.value) \
+        if isinstance(node, (ast.Call, ast.Attribute)) else ""
+    return inner and (f"{inner}()" if isinstance(node, ast.Call) else f"{inner}.{node.attr}")
+
+
+def work_in(expr: ast.AST) -> str | None:
+    """What evaluating `expr` at import would run beyond making a definition (a lambda's body runs later), or None."""
+    todo = [expr]
+    while todo:
+        node = todo.pop()
+        if isinstance(node, LOOPS):
+            return "a loop"
+        if isinstance(node, ast.Call) and dotted(node.func) not in DEFINING_CALLS:
+            return f"a call of {dotted(node.func) or ast.unparse(node.func)}"
+        todo += [c for c in ast.iter_child_nodes(node) if not isinstance(node, ast.Lambda) or c is not node.body]
+    return None
+
+
+def runs_at_import(body: list[ast.stmt], where: str) -> list[str]:
+    """'path:line: what' for each statement of a module's (or a class's) body that does work when it is imported.
+
+    Allowed: imports, docstrings, defs and classes (their decorators, defaults, bases and class bodies held to the same
+    rule), assignments of definitions, `if`/`try` holding only those, and anything under the main guard."""
+    found = []
+    for node in body:
+        exprs: list[ast.AST] = []
+        inner: list[str] = []
+        if isinstance(node, (ast.Import, ast.ImportFrom, ast.Pass)) or \
+                isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant) or \
+                isinstance(node, ast.If) and ast.unparse(node.test) == "__name__ == '__main__'":
+            continue
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            for d in node.decorator_list:
+                if dotted(d.func if isinstance(d, ast.Call) else d) not in DECORATORS:
+                    found.append(f"{where}:{d.lineno}: a decorator {ast.unparse(d)} (a call at import)")
+                exprs += [*d.args, *(k.value for k in d.keywords)] if isinstance(d, ast.Call) else []
+            if isinstance(node, ast.ClassDef):
+                exprs += [*node.bases, *(k.value for k in node.keywords)]
+                inner = runs_at_import(node.body, where)
+            else:
+                exprs += [*node.args.defaults, *(d for d in node.args.kw_defaults if d)]
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+            exprs = [node.value] if node.value else []
+        elif isinstance(node, (ast.If, ast.Try)):
+            exprs = [node.test] if isinstance(node, ast.If) else [h.type for h in node.handlers if h.type]
+            for part in [node.body, node.orelse, *(h.body for h in getattr(node, "handlers", ())),
+                         getattr(node, "finalbody", [])]:
+                inner += runs_at_import(part, where)
+        else:
+            what = {ast.For: "a loop", ast.While: "a loop", ast.With: "a with-block", ast.Expr: "an expression"}
+            found.append(f"{where}:{node.lineno}: {what.get(type(node), type(node).__name__)}")
+        found += [f"{where}:{node.lineno}: {w}" for w in map(work_in, exprs) if w] + inner
+    return found
+
+
+def benchmarks(root: Path) -> list[Path]:
+    return [p for p in sorted((root / "bench").glob("*.py")) if p.name != "__init__.py"]
+
+
+def test_no_benchmark_runs_anything_at_import():
+    """A benchmark does its work from main() under `if __name__ == "__main__":`; its top level only defines."""
+    assert [w for p in benchmarks(ROOT) for w in runs_at_import(ast.parse(p.read_text(encoding="utf-8")).body,
+                                                                  str(p.relative_to(ROOT)))] == []
+
+
+def test_work_at_a_benchmarks_top_level_is_named(tmp_path):
+    """The check itself can fail: each statement or expression that works at import is named; definitions are not."""
+    (tmp_path / "bench").mkdir()
+    (tmp_path / "bench" / "x.py").write_text('''"""A benchmark."""
+import re
+from pathlib import Path
+ROOT = Path(__file__).resolve().parent
+LINE = re.compile(r"x")
+KEY = lambda r: sorted(r)
+def limit(h=float("inf")):
+    return h
+class Run:
+    size: int = 1
+    cases = [limit(h) for h in (1, 2)]
+print(limit())
+runs = {h: limit(h) for h in (0, 1)}
+first = limit(3)
+for h in (1, 2):
+    limit(h)
+with open(ROOT) as f:
+    pass
+if ROOT.exists():
+    limit()
+@dataclasses.dataclass(frozen=True)
+class Ok:
+    pass
+@atexit.register
+def cleanup(x=limit()):
+    pass
+if __name__ == "__main__":
+    print(limit())
+''')
+    [path] = benchmarks(tmp_path)
+    assert runs_at_import(ast.parse(path.read_text()).body, "bench/x.py") == [
+        "bench/x.py:11: a loop", "bench/x.py:12: an expression", "bench/x.py:13: a loop",
+        "bench/x.py:14: a call of limit", "bench/x.py:15: a loop", "bench/x.py:17: a with-block",
+        "bench/x.py:19: a call of ROOT.exists", "bench/x.py:20: an expression",
+        "bench/x.py:24: a decorator atexit.register (a call at import)", "bench/x.py:25: a call of limit"]
+
+
+def test_importing_every_benchmark_prints_writes_and_starts_nothing_and_is_quick(tmp_path):
+    """Imported in a fresh interpreter from an empty directory (as a test or a tool would), each benchmark module takes
+    seconds at most, prints nothing, writes nothing there and leaves no thread running."""
+    names = [p.stem for p in benchmarks(ROOT)]
+    child = ("import importlib, json, sys, threading, time\n"
+             "took = {}\n"
+             "for name in sys.argv[1:]:\n"
+             "    start = time.perf_counter()\n"
+             "    importlib.import_module(f'bench.{name}')\n"
+             "    took[name] = time.perf_counter() - start\n"
+             "sys.stderr.write(json.dumps({'took': took, 'threads': threading.active_count()}))\n")
+    work = tmp_path / "cwd"
+    work.mkdir()
+    done = subprocess.run([sys.executable, "-c", child, *names], cwd=work, capture_output=True, text=True, timeout=180,
+                          env={**os.environ, "PYTHONPATH": str(ROOT), "PYTHONDONTWRITEBYTECODE": "1"})
+    assert done.returncode == 0, done.stderr[-2000:]
+    report = json.loads(done.stderr.splitlines()[-1])
+    assert (done.stdout, sorted(p.name for p in work.iterdir()), report["threads"]) == ("", [], 1)
+    assert {n: round(s, 1) for n, s in report["took"].items() if s > IMPORT_BUDGET_S} == {}

@@ -30,7 +30,8 @@ import pytest
 from quota_pipeline.cli import main
 from quota_pipeline.core import config as cfg
 from quota_pipeline.core.properties import PUBLISHER_CLIENT_ID
-from quota_pipeline.enforce.refuse import companion_binding, deny_binding
+from quota_pipeline.enforce.refuse import MARKER_PRINCIPAL, RefusalState, companion_binding, deny_binding, marker_binding
+from quota_pipeline.enforce.refuser import RefusalFile
 from quota_pipeline.kafka.acl_admin import AclAdmin
 from quota_pipeline.kafka.acls import Binding
 from quota_pipeline.kafka.publisher import ensure_topic
@@ -102,12 +103,12 @@ class EnforceProcess:
         self._err.close()
 
 
-def publish(cluster: RealKafka, topic: str, factor: float, stop: dict[str, Any] | None) -> None:
+def publish(cluster: RealKafka, topic: str, factor: float, stop: dict[str, Any] | None, key: str = CLUSTER) -> None:
     """A decision as the pipeline publishes it: its client id, acks=all; `stop` as the record carries it."""
     from confluent_kafka import Producer
-    record = {**decision(CLUSTER, factor, dt.datetime.now(dt.timezone.utc)).to_json(), "stop": stop}
+    record = {**decision(key, factor, dt.datetime.now(dt.timezone.utc)).to_json(), "stop": stop}
     producer = Producer({**cluster.client_config(), "client.id": PUBLISHER_CLIENT_ID, "acks": "all", "linger.ms": 0})
-    producer.produce(topic, key=CLUSTER.encode(), value=json.dumps(record))
+    producer.produce(topic, key=key.encode(), value=json.dumps(record))
     assert producer.flush(20) == 0, "the decision was not acknowledged"
 
 
@@ -243,7 +244,9 @@ def test_a_topic_outside_the_stop_keeps_producing(story):
 def test_the_state_file_holds_the_enforcers_binding_only(story):
     held = {(b["principal"], b["resource_name"], b["operation"], b["permission_type"])
             for b in story["state_mid_stop"]["bindings"]}
-    assert held == {("User:*", "A", "WRITE", "DENY")}  # A has ACLs of its own: no companion
+    # A has ACLs of its own: no companion; A's marker says the DENY is the enforcer's.
+    assert held == {("User:*", "A", "WRITE", "DENY"), (MARKER_PRINCIPAL, f"quota-pipeline.enforce/{CLUSTER}/A", "READ",
+                                                       "DENY")}
 
 
 def test_after_a_kill_9_and_a_restart_a_cluster_wide_stop_refuses_b_but_never_the_decision_topic(story):
@@ -273,3 +276,91 @@ def test_enforce_refuse_on_a_cluster_without_an_authorizer_exits_2_with_one_line
     err = [line for line in capsys.readouterr().err.splitlines() if line.startswith("error")]
     assert len(err) == 1 and "authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer" in err[0]
     assert "--stop throttle" in err[0]
+
+
+def test_an_operators_own_deny_survives_a_stop_and_a_planted_state_file(authorized_kafka, tmp_path, capsys):
+    """The operator's `DENY WRITE User:*` on T exists before a stop of T and U; a state file claiming it is planted
+    (no signing keys: the claim is judged by the markers in Kafka; with keys: refused outright). The enforcer refuses
+    U with bindings of its own, leaves T's alone, and the release deletes U's only."""
+    cluster, key = authorized_kafka, "refuse-own"
+    run_id = uuid.uuid4().hex[:8]
+    own, other, decisions = f"T-{run_id}", f"U-{run_id}", f"decisions-own-{run_id}"
+    ckpt = tmp_path / "checkpoint"
+    props = pipeline_properties(cluster, **{cfg.CLUSTER_NAME: key, cfg.OUTPUT_TOPIC: decisions,
+                                            cfg.CHECKPOINT_PATH: str(ckpt), "allow.everyone.if.no.acl.found": "true"})
+    conf = write_properties(tmp_path / "c.properties", props)
+    signed = write_properties(tmp_path / "signed.properties", {**props, cfg.SIGNING_KEYS: "k1:" + "a" * 40})
+    acls = AclAdmin(client_properties(cluster), ADMIN_SETTINGS)
+    operators = deny_binding(own)
+    ensure_topic(client_properties(cluster), decisions)
+    acls.create([operators])
+    refusals = RefusalFile(ckpt / "enforce" / f"{key}.refusals.json", ckpt / "enforce")
+    refusals.save(RefusalState(key, frozenset({operators, marker_binding(key, own)})))  # planted, unsigned
+
+    def enforce(config: Path) -> tuple[int, str, str]:
+        code = main(["enforce", str(config), "--once", "--catch-up-timeout", "10"])
+        out, err = capsys.readouterr()
+        return code, out, err
+
+    def topic_acls() -> set[Binding]:
+        return {b for b in acls.topic_acls() if b.resource_name in (own, other)}
+    try:
+        wait_for(lambda: operators in acls.topic_acls() or None, 10, "the operator's DENY is shown")
+        # With signing keys, the unsigned file is refused in one line before anything is asked of the cluster.
+        code, out, err = enforce(signed)
+        errors = [line for line in err.splitlines() if line.startswith("error")]
+        assert code == 1 and len(errors) == 1 and "is not signed" in errors[0] and "nothing was done" in errors[0], err
+        assert topic_acls() == {operators}
+        # Without keys the file is read, and its claim on the operator's DENY is judged by Kafka: no marker, not ours.
+        publish(cluster, decisions, 0.0, {"scope": "topics", "topics": [own, other]}, key)
+        code, out, err = enforce(conf)
+        assert code == 0, err
+        assert f"topic {own}: the refusal state file lists DENY User:* WRITE" in out and "not the enforcer's" in out
+        assert f"topic {other}: deny WRITE" in out
+        assert marker_binding(key, other) in acls.refusal_acls(MARKER_PRINCIPAL)
+        assert marker_binding(key, own) not in acls.refusal_acls(MARKER_PRINCIPAL)
+        publish(cluster, decisions, 1.0, None, key)
+        code, out, err = enforce(conf)
+        assert code == 0 and f"topic {other}: release, the DENY WRITE deleted" in out and own not in out, (out, err)
+        assert wait_for(lambda: topic_acls() == {operators} or None, 10, "only the operator's DENY is left")
+        assert not acls.refusal_acls(MARKER_PRINCIPAL) or all(
+            not b.resource_name.startswith(f"quota-pipeline.enforce/{key}/") for b in acls.refusal_acls(MARKER_PRINCIPAL))
+        assert not refusals.path.exists()
+    finally:
+        acls.delete(sorted(topic_acls() | {b for b in acls.refusal_acls(MARKER_PRINCIPAL)
+                                           if b.resource_name.startswith(f"quota-pipeline.enforce/{key}/")}))
+
+
+def test_with_a_separate_output_cluster_a_topic_named_like_the_decision_topic_is_refused_during_a_stop(
+        authorized_kafka, real_kafka, tmp_path, capsys):
+    """The decisions live on another cluster (the session's `real_kafka`): on the observed cluster a topic named like
+    the decision topic is anyone's, so a cluster-wide stop denies its writes like any other topic's."""
+    observed, run_id = authorized_kafka, uuid.uuid4().hex[:8]
+    key, other, decisions = "refuse-separate", f"S-{run_id}", f"decisions-separate-{run_id}"
+    props = pipeline_properties(observed, **{
+        cfg.CLUSTER_NAME: key, cfg.OUTPUT_TOPIC: decisions, cfg.CHECKPOINT_PATH: str(tmp_path / "ckpt"),
+        "quota.pipeline.stop.scope": "cluster", "allow.everyone.if.no.acl.found": "true",
+        "quota.pipeline.output.kafka.bootstrap.servers": real_kafka.bootstrap()})
+    conf = write_properties(tmp_path / "c.properties", props)
+    from confluent_kafka.admin import AdminClient, NewTopic
+    admin_client = AdminClient(observed.client_config())
+    for topic in (decisions, other):  # a topic named like the decision topic, and another
+        admin_client.create_topics([NewTopic(topic, 1, 1)])[topic].result(30)
+    ensure_topic({"bootstrap.servers": real_kafka.bootstrap()}, decisions)
+    acls = AclAdmin(client_properties(observed), ADMIN_SETTINGS)
+    try:
+        wait_for(lambda: produce_once(observed, decisions) is None or None, 20, "the topic named like the decision topic takes records")
+        publish(real_kafka, decisions, 0.0, {"scope": "topics", "topics": [other]})
+        assert main(["enforce", str(conf), "--once", "--catch-up-timeout", "10"]) == 0
+        denied = {b.resource_name for b in acls.topic_acls() if b.permission_type == "DENY" and b.operation == "WRITE"
+                  and b.principal == "User:*"}
+        assert {decisions, other} <= denied and not any(t.startswith("__") for t in denied), denied
+        refusal = wait_for(lambda: produce_once(observed, decisions), 10, "a producer to the topic named like the decision topic is refused")
+        assert refusal.name() == "TOPIC_AUTHORIZATION_FAILED", refusal
+    finally:  # the release deletes every binding of the stop (on every topic of the cluster)
+        publish(real_kafka, decisions, 1.0, None)
+        assert main(["enforce", str(conf), "--once", "--catch-up-timeout", "10"]) == 0
+        capsys.readouterr()
+    assert wait_for(lambda: produce_once(observed, decisions) is None or None, 10, "the release lets it write")
+    for topic in (decisions, other):
+        admin_client.delete_topics([topic])[topic].result(30)

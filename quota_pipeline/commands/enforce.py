@@ -178,7 +178,8 @@ def run(args: argparse.Namespace, stop: threading.Event | None = None) -> int:
 def acl_admin_for(conf: Config, mode: str, refusal_store: RefusalFile) -> AclAdmin | None:
     """The ACL client the refusing stop needs (also to release what a refusing run left), None without one; raises
     AuthorizerMissing when the cluster has no authorizer to refuse with."""
-    if mode != STOP_REFUSE and refusal_store.load() is None:
+    held = refusal_store.load()  # before the reader: a file the enforcer cannot trust ends the command at once
+    if mode != STOP_REFUSE and held is None:
         return None
     acl_admin = AclAdmin(conf.admin, ADMIN_SETTINGS)
     if mode == STOP_REFUSE:

@@ -46,3 +46,13 @@ def test_in_the_image_a_relative_state_path_is_refused_in_one_line(tmp_path, mon
     [line] = error_lines(capsys)
     assert "is relative" in line and "/ABSOLUTE/PATH" in line and ABSOLUTE_STATE_ENV in line
     assert not (tmp_path / "ckpt").exists() and not (tmp_path / "state").exists()
+
+
+def test_the_jobs_image_sets_what_refuses_a_relative_state_path(tmp_path, monkeypatch, capsys):
+    from pathlib import Path
+    dockerfile = (Path(__file__).resolve().parent.parent / "deploy" / "job" / "Dockerfile").read_text()
+    [value] = [line.split("=", 1)[1] for line in dockerfile.splitlines() if line.startswith(f"ENV {ABSOLUTE_STATE_ENV}=")]
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv(ABSOLUTE_STATE_ENV, value)
+    assert main(["enforce", str(props(tmp_path, **{cfg.CHECKPOINT_PATH: "./checkpoints"})), "--once"]) == 2
+    assert "is relative" in error_lines(capsys)[0]

@@ -1,6 +1,6 @@
 """A remedy state file that asks for more than a plan can contain (a config other than its throttles, a move that
-changes a replication factor, a broker or dir the cluster lacks) is refused by --execute, its resume and --abort
-with one line naming the file, and no request reaches the cluster."""
+changes a replication factor, a broker or dir the cluster lacks) is refused by --execute, its resume, --abort and
+showing it, with one line naming the file, and no request reaches the cluster."""
 from __future__ import annotations
 
 import json
@@ -118,7 +118,7 @@ def plant(tmp_path: Path, raw: dict) -> Path:
     return path
 
 
-@pytest.mark.parametrize("flag", ["--execute", "--abort"])
+@pytest.mark.parametrize("flag", ["--execute", "--abort", "--json"])
 @pytest.mark.parametrize("case", sorted(PLANTED))
 def test_a_planted_state_is_refused_with_one_line_naming_it_and_nothing_is_sent(config_file, cluster, tmp_path,
                                                                                 capsys, flag, case):

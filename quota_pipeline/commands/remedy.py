@@ -131,8 +131,9 @@ def running_plan(args: argparse.Namespace, executor: Executor, store: RemedyFile
         return 0
     if args.execute:
         return execute(executor, state, f"resuming the plan started {started} ({visible(store.path)})")
-    show(state.plan, args.json)
     view = executor.view()
+    executor.vetted(state, view)  # shown as a plan only if it is one remedy could run
+    show(state.plan, args.json)
     executor.say(f"this plan was started {started} and is not finished: "
                  + executor.progress_line({m: state_of(m, view) for m in state.plan.moves}, view)
                  + "; --execute follows it and takes its throttles back, --abort cancels it")

@@ -175,11 +175,17 @@ def test_parquet_journal_replays_without_spark_as_on_spark(spark, tmp_path, caps
     assert_df_equality(got, expected, ignore_row_order=True)
 
 
-def test_a_local_engine_asked_for_what_only_spark_does_is_refused(tmp_path, capsys):
+def test_a_local_engine_asked_to_run_on_another_hosts_master_is_refused(tmp_path, capsys):
     out = tmp_path / "d.jsonl"
     code = main(["replay", "--config", CONF, "--input", str(EXAMPLES / "journal.jsonl"), "--output", str(out),
-                 "--engine", "local"])
+                 "--engine", "local", "--master", "spark://elsewhere:7077"])
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 2 and not out.exists()
-    assert err == ["error: --engine local cannot read JSONL journal files (Spark parses and checks them); "
-                   "use --engine spark (or auto)"]
+    assert err == ["error: --engine local runs on this host, not on --master spark://elsewhere:7077; leave one out"]
+
+
+def test_jsonl_replays_without_spark_unless_asked(tmp_path, capsys):
+    out = tmp_path / "d.jsonl"
+    assert main(["replay", "--config", CONF, "--input", str(EXAMPLES / "journal.jsonl"), "--output", str(out)]) == 0
+    assert "without Spark" in capsys.readouterr().err
+    assert len(read_jsonl(out)) == 400

@@ -48,16 +48,15 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "time with throttle episodes shaded, the log dir closest to the hard limit against the "
                         "limit lines, a per-broker heat map of the least available ratio, and the sweep "
                         "comparison with --sweep (needs matplotlib: pip install 'quota-pipeline[charts]')")
-    p.add_argument("--master", default=None, help="Spark master (default local[*]); a cluster's master (spark://, "
-                   "yarn, k8s://) runs the replay there")
+    p.add_argument("--master", default=None, help="run on Spark with this master (local[N], or a cluster's: "
+                   "spark://, yarn, k8s://, which runs the replay there); without it no Spark starts")
     p.add_argument("--engine", choices=("auto", "local", "spark"), default="auto",
                    help="who runs the clusters' tasks: 'local', this host's processes (one per core) without starting "
-                        "Spark, for Parquet journals and a Parquet OUT; 'spark', Spark's tasks (needed for JSONL "
-                        "journals, a .jsonl OUT, --report, or another host's cores); 'auto' (default) picks local "
-                        "when it can and no --master other than local[...] is given. Both run the same tasks: the "
-                        "records are the same")
+                        "Spark, for any journal (JSONL, tick files, Parquet), OUT, --sweep and --report; 'spark', "
+                        "Spark's tasks (local[*], or another host's cores with --master); 'auto' (default) is local "
+                        "unless a --master is given. Both run the same checks and tasks: the records are the same")
     p.add_argument("--driver-memory", default="2g",
-                   help="with Spark (--engine spark, JSONL, --report): memory of the local Spark driver's JVM "
+                   help="with Spark (--engine spark or --master): memory of the local Spark driver's JVM "
                         "(default 2g). The records never pass through it: "
                         "each cluster's task reads, decides and writes in Python, a million rows at a time, so "
                         "100M rows replay in 2g (about 2.3 GiB of Python memory on top)")
@@ -68,7 +67,6 @@ def run(args: argparse.Namespace) -> int:
     conf = load_or_exit(args.config, require_admin=False)
     from quota_pipeline.replay import job as replay
     from quota_pipeline.core.settings import Settings
-    from quota_pipeline.session import get_session
 
     try:
         staged = _staged(args)  # noqa: F841 - an s3:// journal's local copy, kept until the command ends
@@ -81,6 +79,8 @@ def run(args: argparse.Namespace) -> int:
     started = time.monotonic()
     spark = None
     if engine == "spark":
+        from quota_pipeline.session import get_session
+
         say(f"replay {args.input} -> {args.output} (starting Spark)")
         spark = get_session("quota-pipeline-replay", master=args.master,
                             conf={"spark.driver.memory": args.driver_memory})
@@ -108,21 +108,13 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _engine(args: argparse.Namespace) -> str:
-    """'local' or 'spark' for --engine (auto: local unless only Spark can run this replay or a remote master is
-    asked); a local engine asked for what only Spark does is a _UsageError."""
-    from quota_pipeline.journal.inputs import find_inputs
-    from quota_pipeline.replay.job import needs_spark
-
-    why = needs_spark(find_inputs(args.input), args.output, args.report is not None)
+    """'local' or 'spark' for --engine (auto: Spark only when a --master is given); a local engine asked to run
+    on another host's master is a _UsageError."""
     if args.engine == "local":
-        if why:
-            raise _UsageError(f"--engine local cannot {why}; use --engine spark (or auto)")
         if args.master and not args.master.startswith("local"):
             raise _UsageError(f"--engine local runs on this host, not on --master {args.master}; leave one out")
         return "local"
-    if args.engine == "spark" or why or (args.master and not args.master.startswith("local")):
-        return "spark"
-    return "local"
+    return "spark" if args.engine == "spark" or args.master else "local"
 
 
 class _UsageError(Exception):
@@ -152,7 +144,7 @@ def _staged(args: argparse.Namespace):
 def _checked(args: argparse.Namespace, conf):
     """The --sweep to run (None without one), once the input, the sweep and the report path are usable: checked
     before Spark starts, not after the replay. A _UsageError says what to do."""
-    from quota_pipeline.journal import spark_reader as journal
+    from quota_pipeline.journal import inputs as journal
 
     try:
         journal.find_inputs(args.input)

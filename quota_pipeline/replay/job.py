@@ -2,10 +2,11 @@
 
 One task per cluster reads its cluster's rows with pyarrow in time chunks (replay/cluster_files.py) and decides
 them (core/cluster_pass.py over core/kernel.py), so no Python runs per volume row and memory is bounded by a chunk.
-Spark schedules the tasks (`spark` given); on one host, Parquet in and Parquet out, a pool of this host's processes
-runs the very same tasks without Spark (`spark` None: no JVM to start, no first job). JSONL is parsed and checked
-by Spark SQL first (journal/spark_reader.py) and staged as flattened Parquet; Parquet journals (the job's compacted
-periods, exports) are read as they are.
+Spark schedules the tasks (`spark` given); without it (`spark` None: no JVM to start, no first job) a pool of this
+host's processes runs the very same tasks. JSONL (tick files too) is parsed, checked and staged as flattened Parquet
+first: by Spark SQL (journal/spark_reader.py) with Spark, in this process (replay/local_jsonl.py) without; Parquet
+journals (the job's compacted periods, exports) are read as they are. The report's frames (replay/report_frames.py)
+are gathered from the files with pyarrow on either engine.
 """
 from __future__ import annotations
 
@@ -29,7 +30,7 @@ from quota_pipeline.core.config import Limit
 from quota_pipeline.core.record import SCHEMA_VERSION
 from quota_pipeline.core.settings import Settings
 from quota_pipeline.journal.inputs import Inputs, find_inputs
-from quota_pipeline.replay import sweep as sweeps
+from quota_pipeline.replay import records_json, sweep as sweeps
 from quota_pipeline.core.model import epoch_micros
 from quota_pipeline.core.cluster_pass import RECORD, UTC_US
 from quota_pipeline.replay.cluster_files import ClusterFiles, Task
@@ -40,6 +41,9 @@ if TYPE_CHECKING:  # Spark is imported where it runs: a replay without it starts
     from quota_pipeline.replay import report_frames
 
 TIME_FORMAT = "yyyy-MM-dd'T'HH:mm:ss.SSS'Z'"
+# Below this many rows the clusters are decided one after another in this process: a spawned worker takes seconds
+# to import and load the compiled kernel, more than such a journal takes to decide.
+IN_PROCESS_ROWS = 1_000_000
 
 
 def as_json_columns(records: DataFrame) -> DataFrame:
@@ -69,12 +73,8 @@ def run(spark: SparkSession | None, settings: Settings, input_path: str, output:
         cluster_name: str | None = None, sweep: sweeps.Sweep | None = None, report: bool = False) -> ReplayResult:
     """Decisions for every snapshot under `input_path` into `output`; with `sweep`, also what each of its settings
     does over the same read (OUT.sweep.json); with `report`, the frames report.render draws. `spark` None: the
-    clusters' tasks run in this host's processes (needs_spark says when that cannot be)."""
+    clusters' tasks run in this host's processes."""
     inputs = find_inputs(input_path)  # listed once: every Parquet footer is read
-    if spark is None:
-        why = needs_spark(inputs, output, report)
-        if why:
-            raise ValueError(f"replay without Spark cannot {why}")
     out = Path(output)
     out.parent.mkdir(parents=True, exist_ok=True)
     staging = out.parent / f"{out.name}.staging-{uuid.uuid4().hex}"  # Spark skips dot-names
@@ -95,13 +95,21 @@ def _run(spark: SparkSession | None, settings: Settings, inputs: Inputs, out: Pa
     aside = parts
     if output.endswith(".jsonl"):
         aside = staging / "output.jsonl"
-        write_jsonl(as_json_columns(spark.read.parquet(str(parts)).orderBy("cluster_id", "observed_at")), aside)
+        if spark is None:
+            records_json.write(sorted(parts.glob("part-*.parquet")), aside, merged=bool(cluster_name))
+        else:
+            write_jsonl(as_json_columns(spark.read.parquet(str(parts)).orderBy("cluster_id", "observed_at")), aside)
     outcomes = [json.loads(f.read_text()) for f in sorted(side.glob("*.json"))]
     rejections = _write_rejections(rejections + _task_rejections(outcomes), Path(output + ".rejected"))
     first = rejections[:5]
     rejected_path = output + ".rejected" if rejections else None
     if rejections and strict:
         return ReplayResult(0, len(rejections), first, output, rejected_path)
+    frames = None
+    if report:  # from the part files, before they are moved into place (a .jsonl OUT holds them no more)
+        from quota_pipeline.replay import report_frames
+
+        frames = report_frames.collect(files, sorted(parts.glob("part-*.parquet")), settings)
     _remove(out)
     aside.rename(out)
     count = sum(o["snapshots"] for o in outcomes)
@@ -114,37 +122,24 @@ def _run(spark: SparkSession | None, settings: Settings, inputs: Inputs, out: Pa
         sweep_path = Path(output + ".sweep.json")
         sweep_path.write_text(json.dumps([r.to_json() for r in result.sweep], indent=1) + "\n", encoding="utf-8")
         result.sweep_path = str(sweep_path)
-    if report:
-        from pyspark.sql import functions as F
-
-        from quota_pipeline.journal import spark_reader as journal
-        from quota_pipeline.replay import report_frames
-
-        decided = spark.read.parquet(output) if not output.endswith(".jsonl") else \
-            spark.read.json(output).withColumn("observed_at", F.to_timestamp("observed_at"))
-        result.report = report_frames.collect(journal.flat_volumes(spark, files), decided, settings)
+    result.report = frames
     return result
 
 
-def needs_spark(inputs: Inputs, output: str, report: bool) -> str | None:
-    """Why this replay needs Spark (what only Spark does here), or None when its tasks can run without it."""
-    if inputs.jsonl:
-        return "read JSONL journal files (Spark parses and checks them)"
-    if output.endswith(".jsonl"):
-        return "write a .jsonl output (Spark writes it)"
-    if report:
-        return "draw --report (Spark gathers its frames)"
-    return None
-
-
 def _stage(spark: SparkSession | None, inputs: Inputs, staging: Path) -> tuple[list[str], list[dict]]:
-    """The flattened Parquet files to decide and the rejections found on the way: JSON is parsed and checked by
-    Spark once, and its valid snapshots go on as flattened Parquet under `staging`."""
-    from quota_pipeline.journal import lines, spark_reader as journal
-
+    """The flattened Parquet files to decide and the rejections found on the way: JSON is parsed and checked once
+    (by Spark, or in this process without it), and its valid snapshots go on as flattened Parquet under `staging`."""
     files = [f for group in inputs.parquet for f in group]
     rejections = [{"file": f, "line": 0, "reason": why, "text": None} for f, why in inputs.unreadable]
-    if inputs.jsonl:
+    if inputs.jsonl and spark is None:
+        from quota_pipeline.replay import local_jsonl
+
+        staged, rejected = local_jsonl.stage(inputs.jsonl, staging / "jsonl")
+        files.extend(staged)
+        rejections.extend(rejected)
+    elif inputs.jsonl:
+        from quota_pipeline.journal import lines, spark_reader as journal
+
         valid, rejected = journal.split(journal.read_jsonl(spark, inputs.jsonl), where=True)
         rejections.extend(lines.rejections(rejected))
         flat = str(staging / "jsonl")
@@ -157,7 +152,7 @@ def _decide(spark: SparkSession | None, tasks: list[Task], settings: Settings, s
             staging: Path, cluster_name: str | None) -> tuple[Path, Path]:
     """(outcomes directory, records directory) once every cluster task ran. Task i writes its cluster's records,
     in time order, as part file i with pyarrow. Spark schedules the tasks and carries only their counts, no record
-    passes through the JVM; without Spark, up to one process per core runs them (one cluster: this process)."""
+    passes through the JVM; without Spark, up to one process per core runs them (one cluster, or a journal of fewer than IN_PROCESS_ROWS rows: this process)."""
     side = staging / "tasks"
     side.mkdir(parents=True, exist_ok=True)
     parts = staging / "records"
@@ -167,8 +162,9 @@ def _decide(spark: SparkSession | None, tasks: list[Task], settings: Settings, s
     n = max(1, len(tasks))
     if spark is not None:
         spark.range(0, n, numPartitions=n).mapInArrow(plan.map_in_arrow, "n long, snapshots long").collect()
-    elif n == 1:
-        plan.decide(0)
+    elif n == 1 or sum(pq.ParquetFile(f).metadata.num_rows for t in tasks for f in t.files) < IN_PROCESS_ROWS:
+        for i in range(n):
+            plan.decide(i)
     else:
         # spawn: a forked child of a process whose pyarrow threads ran can hang on their locks.
         with ProcessPoolExecutor(min(n, os.cpu_count() or 1), mp_context=multiprocessing.get_context("spawn")) as pool:
@@ -178,9 +174,17 @@ def _decide(spark: SparkSession | None, tasks: list[Task], settings: Settings, s
 
 def _task_rejections(outcomes: list[dict]) -> list[dict]:
     """The tasks' rejections with line numbers in their source files (a duplicate names its first's line too)."""
-    from quota_pipeline.journal import lines
+    counted = []
 
-    numbers = lines.LineNumbers()
+    def numbers(file: str, offset: int, line: int) -> int:
+        if offset == 0:  # a whole file's line (Parquet rows, JSONL read without Spark): numbered already
+            return line
+        if not counted:  # a split of Spark's JSONL reader: its module, and Spark's, are loaded by then
+            from quota_pipeline.journal import lines
+
+            counted.append(lines.LineNumbers())
+        return counted[0](file, offset, line)
+
     out = []
     for o in outcomes:
         for r in o["rejected"]:

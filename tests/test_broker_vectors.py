@@ -2,6 +2,7 @@
 (broker-callback: SharedVectorsTest): one behaviour, two languages. Format: tests/vectors/README.md."""
 from __future__ import annotations
 
+import datetime as dt
 import json
 from pathlib import Path
 from typing import Any
@@ -9,10 +10,13 @@ from typing import Any
 import pytest
 
 from quota_pipeline.broker.reader import UNLIMITED, Reader
+from quota_pipeline.broker.rules import parse_decision, printable
 from quota_pipeline.core import config as cfg
 from quota_pipeline.core.clock import ManualClock
+from quota_pipeline.core.display import visible
 from quota_pipeline.core.model import parse_time
 from quota_pipeline.core.signing import HEADER as SIGNATURE_HEADER
+from quota_pipeline.dashboard.records import parse_record
 
 VECTORS = Path(__file__).resolve().parent / "vectors" / "broker_quota_vectors.json"
 
@@ -104,3 +108,36 @@ def test_configuration(case: dict[str, Any]):
         cfg.parse(props, "<vectors>", require_admin=False)
     assert [(p.key, p.message) for p in caught.value.problems] == [
         (case["error"]["property"], case["error"]["message"])]
+
+
+RECORDS = DOC["records"]
+ENCODINGS = {"UTF-8": "utf-8", "UTF-16LE": "utf-16-le", "UTF-16BE": "utf-16-be", "UTF-32LE": "utf-32-le",
+             "UTF-32BE": "utf-32-be"}
+
+
+def record_value(case: dict[str, Any]) -> bytes:
+    """defaults.record, then records.base, then the case's fields, in its encoding, after U+FEFF when bom."""
+    text = json.dumps({**DEFAULTS["record"], **RECORDS["base"], **case.get("fields", {})})
+    return (("\ufeff" if case.get("bom") else "") + text).encode(ENCODINGS[case.get("encoding", "UTF-8")])
+
+
+@pytest.mark.parametrize("case", RECORDS["cases"], ids=[c["name"] for c in RECORDS["cases"]])
+@pytest.mark.parametrize("read", [parse_decision, parse_record], ids=["brokers", "dashboard"])
+def test_record_grammar(case: dict[str, Any], read):
+    """Every Python reader takes exactly the records the file says (the Java callback runs the same cases)."""
+    value = record_value(case)
+    if case["expect"] == "refuse":
+        with pytest.raises(ValueError):
+            read(value)
+    else:
+        observed_at = read(value).observed_at
+        assert observed_at.utcoffset() == dt.timedelta(0)
+        assert observed_at.isoformat(timespec="microseconds").replace("+00:00", "Z") == case["observed_at_utc"]
+
+
+@pytest.mark.parametrize("case", DOC["escapes"], ids=[c["name"] for c in DOC["escapes"]])
+def test_escapes(case: dict[str, Any]):
+    """Outside text in a log line: quoted (rules.printable, Java's Printable.quote) and escaped (display.visible,
+    Java's Printable.visible), the same in both languages."""
+    assert printable(case["text"], case.get("limit", 120)) == case["quoted"]
+    assert visible(case["text"]) == case["visible"]

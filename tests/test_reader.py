@@ -129,7 +129,7 @@ def test_a_record_from_the_future_is_refused_counted_and_logged_once_and_genuine
         r.stats.last_refusal.reason
     lines = [rec.getMessage() for rec in caplog.records if "refused a decision record" in rec.getMessage()]
     assert len(lines) == 1
-    assert lines[0].startswith('refused a decision record at decisions/0@7 (key "c1\\u000a2026 INFO forged line"): '
+    assert lines[0].startswith('refused a decision record at decisions/0@7 (key "c1\\x0a2026 INFO forged line"): '
                                "observed_at 9999-12-31T00:00:00.000Z is ")
     assert lines[0].endswith("the decision in force is kept (1 refused so far)")
 
@@ -261,5 +261,6 @@ def test_a_flood_of_bad_records_is_one_quoted_line_per_10_s(caplog):
     lines = [rec.getMessage() for rec in caplog.records if "skipped a record" in rec.getMessage()]
     assert len(lines) == 2 and r.stats.skipped == 501
     assert all("\n" not in line and len(line) < 400 for line in lines), lines
-    assert 'observed_at is not an ISO-8601 timestamp: "2026\\u000aINFO forged' in lines[0]
+    assert 'observed_at is not an RFC 3339 timestamp (not an RFC 3339 timestamp such as 2026-11-21T10:00:00.000Z): ' \
+           '"2026\\x0aINFO forged' in lines[0]
     assert lines[1].endswith("(501 skipped so far, 499 of them not logged)")

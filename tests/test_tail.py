@@ -42,7 +42,7 @@ def test_the_terminal_view_says_how_many_records_were_refused_and_the_last_ones_
     text = console.export_text()
     assert "1 decision record(s) refused: dated further ahead of this clock than quota.pipeline.reader.max.clock.skew" \
         in text
-    assert 'last: key "c1\\u001b[2J" at __quota_throttle_factors/2@17: observed_at 9999-12-31T00:00:00.000Z is ' in text
+    assert 'last: key "c1\\x1b[2J" at __quota_throttle_factors/2@17: observed_at 9999-12-31T00:00:00.000Z is ' in text
 
 
 def test_the_terminal_view_shows_the_throttled_cluster_first_and_why():

@@ -11,7 +11,6 @@ import datetime as dt
 import json
 import sys
 import threading
-import unicodedata
 from dataclasses import dataclass
 from enum import Enum
 from typing import Any, Protocol
@@ -19,11 +18,13 @@ from typing import Any, Protocol
 import isodate
 
 from quota_pipeline.core import signing
+from quota_pipeline.core.display import escape
 from quota_pipeline.core.config import MAX_CLOCK_SKEW, Config
 from quota_pipeline.core.exemption import StopExemption
 from quota_pipeline.core.signing import SigningKey
-from quota_pipeline.core.model import DecisionSource, RecordError, Status, WorstVolume, format_time, parse_time
+from quota_pipeline.core.model import DecisionSource, RecordError, Status, WorstVolume, format_time
 from quota_pipeline.core.record import READABLE_VERSIONS, ThrottleDecision
+from quota_pipeline.core.record_time import parse_record_time
 from quota_pipeline.core.stop import StopLimit
 
 UNLIMITED = sys.float_info.max  # Strimzi's Quota.upperBound(Double.MAX_VALUE)
@@ -59,42 +60,58 @@ def parse_decision(value: bytes) -> ThrottleDecision:
     to 1), source, valid_until (a timestamp, or absent or null), status (one of the poll statuses) and
     active_brokers, active_log_dirs and violations (whole numbers, not negative). The other fields are diagnostics:
     one that cannot be read reads as none, as the Java callback, which reads none of them, takes the record too.
-    Fields no version knows are ignored."""
-    raw = json.loads(value)
+    Fields no version knows are ignored. The value is read by record_json, every timestamp by
+    core.record_time.parse_record_time (RFC 3339)."""
+    raw = record_json(value)
     if not isinstance(raw, dict):
         raise RecordError("the value is not a JSON object")
+    times = {}
     version = raw.get("schema_version")
     if type(version) is not int or version not in READABLE_VERSIONS:  # type(): True == 1 in Python
         raise RecordError(f"unknown schema_version {_describe(version)}")
     if not isinstance(raw.get("cluster_id"), str):
         raise RecordError(f"cluster_id must be a string, got {_describe(raw.get('cluster_id'))}")
-    _time(raw, "observed_at")
+    times["observed_at"] = _time(raw, "observed_at")
     factor = raw.get("throttle_factor")
     if type(factor) not in (int, float) or not 0.0 <= factor <= 1.0:
         raise RecordError(f"throttle_factor must be a number from 0 to 1, got {_describe(factor)}")
     if not isinstance(raw.get("source"), str) or raw["source"] not in SOURCES:
         raise RecordError(f"source must be OBSERVATION, RETAINED or FALLBACK, got {_describe(raw.get('source'))}")
     if raw.get("valid_until") is not None:
-        _time(raw, "valid_until")
-    _time(raw, "decided_at")
+        times["valid_until"] = _time(raw, "valid_until")
+    times["decided_at"] = _time(raw, "decided_at")
     if not isinstance(raw.get("status"), str) or raw["status"] not in STATUSES:
         raise RecordError(f"status must be one of {', '.join(sorted(STATUSES))}, got {_describe(raw.get('status'))}")
     for name in COUNTS:
         count = raw.get(name)
         if type(count) is not int or count < 0:
             raise RecordError(f"{name} must be a whole number, not negative, got {_describe(count)}")
-    return ThrottleDecision.from_json(_diagnostics_read_leniently(raw))
+    return ThrottleDecision.from_json({**_diagnostics_read_leniently(raw), **times})
 
 
-def _time(raw: dict[str, Any], name: str) -> None:
-    """Raises RecordError unless raw[name] is a timestamp; outside text is quoted and cut in the message."""
+def record_json(value: bytes) -> Any:
+    """A record value as every reader decodes it (the Java callback's DecisionRecord too): one JSON text in UTF-8,
+    decoded strictly. json.loads would also take UTF-16 and UTF-32 and skip a byte order mark: those are refused, so
+    that a record reads the same everywhere. Raises ValueError."""
+    try:
+        text = bytes(value).decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise RecordError(f"the value is not UTF-8 (byte {exc.start})") from None
+    if text.startswith("\ufeff"):
+        raise RecordError("the value starts with a byte order mark: a record is UTF-8 without one")
+    return json.loads(text)
+
+
+def _time(raw: dict[str, Any], name: str) -> dt.datetime:
+    """raw[name] read as a record timestamp; RecordError unless it is one (outside text quoted and cut)."""
     value = raw.get(name)
     if not isinstance(value, str):
-        raise RecordError(f"{name} must be an ISO-8601 timestamp, got {_describe(value)}")
+        raise RecordError(f"{name} must be an RFC 3339 timestamp, got {_describe(value)}")
     try:
-        parse_time(value)
-    except ValueError:
-        raise RecordError(f"{name} is not an ISO-8601 timestamp: {printable(value, SHOWN_TIME_CHARS)}") from None
+        return parse_record_time(value)
+    except ValueError as exc:
+        raise RecordError(f"{name} is not an RFC 3339 timestamp ({exc}): {printable(value, SHOWN_TIME_CHARS)}") \
+            from None
 
 
 def _describe(value: Any) -> str:
@@ -125,8 +142,7 @@ def _diagnostics_read_leniently(raw: dict[str, Any]) -> dict[str, Any]:
         out["min_available_ratio"] = None
     since = raw.get("throttled_since")
     try:
-        if since is not None:
-            parse_time(since)
+        out["throttled_since"] = None if since is None else parse_record_time(since)
     except ValueError:
         out["throttled_since"] = None
     return out
@@ -230,18 +246,14 @@ def honoured_until(decision: Dated, validity: dt.timedelta, skew: dt.timedelta) 
 
 
 def printable(text: str | None, limit: int = 120) -> str:
-    """Outside text (a record key: anyone may write one) as one log line may show it: quoted, with control, format
-    and separator characters escaped, cut after `limit` characters (the callback's Printable.quote)."""
+    """Outside text (a record key: anyone may write one) as one log line may show it: quoted, `"` and `\\` after a
+    backslash, every other character by core.display.escape, cut after `limit` characters (the callback's
+    Printable.quote)."""
     if text is None:
         return "none"
     out = []
     for ch in text[:limit]:
-        if ch in '"\\':
-            out.append("\\" + ch)
-        elif unicodedata.category(ch) in ("Cc", "Cf", "Zl", "Zp", "Cs", "Cn", "Co"):
-            out.append(f"\\u{ord(ch):04x}")
-        else:
-            out.append(ch)
+        out.append("\\" + ch if ch in '"\\' else escape(ch))
     more = f'... ({len(text) - limit} more characters)' if len(text) > limit else ""
     return '"' + "".join(out) + '"' + more
 

@@ -7,23 +7,26 @@ receives `Text` objects (or escaped markup), so `[link=...]` or `[/]` in a key i
 from __future__ import annotations
 
 import logging
-import re
 from typing import Any
 
-# C0 and C1 controls, DEL, and the bidirectional and zero-width format characters that reorder or hide text.
-_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200b-\u200f\u2028\u2029\u202a-\u202e\u2060-\u2069\ufeff]")
-_CONTROL_BUT_NEWLINE = re.compile("[\x00-\x09\x0b-\x1f\x7f-\x9f\u061c\u200b-\u200f\u2028\u2029\u202a-\u202e"
-                                  "\u2060-\u2069\ufeff]")
 
-
-def _escape(match: re.Match) -> str:
-    code = ord(match.group())
-    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+def escape(ch: str) -> str:
+    """The one rule for a character of outside text (the broker callback's Printable.escape says the same): a
+    printable one as it is, any other (str.isprintable: the controls, the format characters among them the
+    bidirectional ones, the line and paragraph separators, every space but ' ', surrogates, private use and
+    unassigned code points) as its escape, \\xNN below U+0100, \\uNNNN in the BMP, else \\UNNNNNNNN."""
+    if ch.isprintable():
+        return ch
+    code = ord(ch)
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}"
 
 
 def visible(value: Any, keep_newlines: bool = False) -> str:
     """`value` as a string whose control characters are visible escapes (a backslash in it stays as it is)."""
-    return (_CONTROL_BUT_NEWLINE if keep_newlines else _CONTROL).sub(_escape, str(value))
+    text = str(value)
+    if text.isprintable():
+        return text
+    return "".join(ch if keep_newlines and ch == "\n" else escape(ch) for ch in text)
 
 
 def text(value: Any, style: str = "") -> "Text":

@@ -1,14 +1,15 @@
-"""One decision record as the dashboard shows it: schema_version 1 or 2, read by the brokers' rules plus v2's fields."""
+"""One decision record as the dashboard shows it: schema_version 1 or 2, read by the brokers' rules plus v2's fields.
+
+The record is read by broker.rules alone (parse_decision, record_json): the page has no grammar of its own."""
 from __future__ import annotations
 
 import datetime as dt
-import json
 import math
 from dataclasses import dataclass
 from typing import Any
 
-from quota_pipeline.broker.rules import parse_decision, printable
-from quota_pipeline.core.model import OFFLINE, OFFLINE_FILLING, PredictiveThrottle, parse_time
+from quota_pipeline.broker.rules import SHOWN_TIME_CHARS, parse_decision, printable, record_json
+from quota_pipeline.core.model import OFFLINE, OFFLINE_FILLING, PredictiveThrottle
 from quota_pipeline.core.record import ThrottleDecision, predictive_of
 
 
@@ -90,9 +91,11 @@ def read_decision(value: bytes) -> ThrottleDecision:
 def view_of(decision: ThrottleDecision, value: bytes) -> DecisionView:
     """The facts the page shows of a record read by read_decision: v2's fields are taken from the JSON itself,
     so that one it cannot read is shown as such (`note`) instead of silently missing."""
-    raw = json.loads(value)
+    raw = record_json(value)
     volumes, note = _v2_volumes(raw)
-    since, since_note = _optional_time(raw, "throttled_since")
+    since, since_note = decision.throttled_since, None
+    if since is None and raw.get("throttled_since") is not None:  # parse_decision reads a bad one as none
+        since_note = f"throttled_since is not a timestamp ({printable(str(raw['throttled_since']), SHOWN_TIME_CHARS)})"
     listed = volumes is not None
     predictive = predictive_of(raw.get("predictive"))
     if predictive is not None and not (math.isfinite(predictive.eta_seconds)
@@ -172,16 +175,6 @@ def _volume(e: dict[str, Any]) -> VolumeView:
         fill_rate_bytes_per_second=_number(e.get("fill_rate_bytes_per_second")),
         eta_seconds=_number(e.get("eta_seconds")), top_partitions=parts,
         reason=e.get("reason") if e.get("reason") in REASONS else None)  # outside text: only the known words
-
-
-def _optional_time(raw: dict[str, Any], name: str) -> tuple[dt.datetime | None, str | None]:
-    value = raw.get(name)
-    if value is None:
-        return None, None
-    try:
-        return parse_time(value), None
-    except ValueError:
-        return None, f"{name} is not a timestamp ({value!r})"
 
 
 def _number(value: Any, finite: bool = True) -> float | None:

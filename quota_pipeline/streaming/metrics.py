@@ -12,8 +12,9 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, Proc
 from prometheus_client.core import GaugeMetricFamily
 
 from quota_pipeline.core.clock import SYSTEM, Clock
-from quota_pipeline.core.model import PredictiveThrottle, parse_time
+from quota_pipeline.core.model import PredictiveThrottle
 from quota_pipeline.core.record import predictive_of
+from quota_pipeline.core.record_time import parse_record_time
 from quota_pipeline.streaming import packed
 
 SOURCES = ("OBSERVATION", "RETAINED", "FALLBACK")
@@ -115,7 +116,7 @@ class Metrics:
                 self.validity.labels(key).set(self.validities[row.config_name])
             record = json.loads(row.value) if getattr(row, "value", None) else {}
             if record.get("decided_at"):
-                self.last_decision.labels(key).set(parse_time(record["decided_at"]).timestamp())
+                self.last_decision.labels(key).set(parse_record_time(record["decided_at"]).timestamp())
             self._set_etas(key, record.get("closest_volumes") or [])
             if record:
                 self._set_predictive(key, predictive_of(record.get("predictive")))

@@ -110,7 +110,7 @@ final class DecisionHolder {
             long total = skipped.incrementAndGet();
             long unlogged = skipLines.admit(clock.instant());
             if (unlogged >= 0) {
-                warnings.accept("skipped a record" + where + " (key " + Printable.quote(recordKey) + "): "
+                warn("skipped a record" + where + " (key " + Printable.quote(recordKey) + "): "
                         + e.getMessage() + " (" + total + " skipped so far" + LogLimiter.unlogged(unlogged) + ")");
             }
             return Outcome.SKIPPED;
@@ -182,7 +182,7 @@ final class DecisionHolder {
         lastRefusal = new Refusal(key, where, reason, now);
         long unlogged = refusalLines.admit(now);
         if (unlogged >= 0) {
-            warnings.accept("refused a decision record" + where + " (key " + Printable.quote(key) + "): " + reason
+            warn("refused a decision record" + where + " (key " + Printable.quote(key) + "): " + reason
                     + "; the decision in force is kept (" + total + " refused so far" + LogLimiter.unlogged(unlogged)
                     + ")");
         }
@@ -199,6 +199,16 @@ final class DecisionHolder {
                     CallbackConfig.MAX_CLOCK_SKEW, skew, until);
         }
         cappedLogged = capped;
+    }
+
+    /**
+     * Sends one skipped or refused line to the log. Its parts quote and cut the record's text already; the whole line
+     * is escaped once more (Printable.visible leaves an escaped text as it is), so that no part a record wrote can
+     * reach the log with a control, bidirectional or line-separator character, as the Python readers' log formatter
+     * (core.display.VisibleFormatter) does with every line.
+     */
+    private void warn(String line) {
+        warnings.accept(Printable.visible(line));
     }
 
     /** Where the skipped and refused lines go (the log; a test's list). */

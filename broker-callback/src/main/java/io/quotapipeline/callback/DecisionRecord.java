@@ -29,7 +29,8 @@ import java.util.TreeSet;
  * <p>Every reader (this callback and the Python reader, {@code enforce}, {@code tail} and the dashboard) takes a
  * record only when it has the same fields, checked the same way (docs/broker-side.md, "The contract for a callback";
  * tests/vectors holds both languages to it): {@code schema_version} (the JSON integer 1 or 2; version 2 only adds
- * fields), {@code cluster_id} (a string), {@code observed_at} and {@code decided_at} (timestamps; both are checked
+ * fields), {@code cluster_id} (a string), {@code observed_at} and {@code decided_at} (RFC 3339 timestamps,
+ * {@link Iso8601#instant}; both are checked
  * against the reader's clock, see {@link #refusal}), {@code throttle_factor} (a number from 0 to 1), {@code source},
  * {@code valid_until} (a timestamp, or absent or null: no expiry, which only a FALLBACK record has), {@code status}
  * (one of the poll statuses) and {@code active_brokers}, {@code active_log_dirs} and {@code violations} (JSON
@@ -59,6 +60,8 @@ record DecisionRecord(int schemaVersion, Instant observedAt, double throttleFact
     private static final List<String> COUNTS = List.of("active_brokers", "active_log_dirs", "violations");
     /** How much of a bad timestamp a log line shows: a timestamp is about 30 characters. */
     static final int SHOWN_TIME_CHARS = 40;
+    /** How much of the JSON parser's own message a log line shows (it may quote the record's text). */
+    static final int SHOWN_PARSER_CHARS = 200;
 
     /**
      * The broker's own Jackson (Kafka ships jackson-databind in libs/), read as Python's json.loads reads: NaN,
@@ -160,7 +163,11 @@ record DecisionRecord(int schemaVersion, Instant observedAt, double throttleFact
         return record;
     }
 
-    /** The value as a JSON tree; anything but one well-formed UTF-8 JSON text is refused (never thrown further). */
+    /**
+     * The value as a JSON tree; anything but one well-formed JSON text in UTF-8 without a byte order mark is refused
+     * (never thrown further), as the Python readers' rules.record_json refuses it: no other encoding, so that a
+     * record reads the same everywhere. The parser's message quotes the record's text: it is escaped and cut.
+     */
     private static JsonNode tree(byte[] value) throws InvalidRecordException {
         String text;
         try {
@@ -171,15 +178,22 @@ record DecisionRecord(int schemaVersion, Instant observedAt, double throttleFact
         } catch (CharacterCodingException e) {
             throw new InvalidRecordException("the value is not UTF-8");
         }
-        // A byte order mark is skipped, as Python's json.loads does with bytes.
-        try (JsonParser parser = new PythonNumbers(JSON.createParser(text.startsWith("\uFEFF") ? text.substring(1) : text))) {
+        if (text.startsWith("\uFEFF")) {
+            throw new InvalidRecordException("the value starts with a byte order mark: a record is UTF-8 without one");
+        }
+        try (JsonParser parser = new PythonNumbers(JSON.createParser(text))) {
             JsonNode tree = JSON.readTree(parser);
             return tree == null ? JSON.missingNode() : tree;
         } catch (JacksonException e) {
-            throw new InvalidRecordException("the value is not JSON: " + e.getOriginalMessage());
+            throw new InvalidRecordException("the value is not JSON: " + shown(e.getOriginalMessage()));
         } catch (IOException e) {  // reading a String: only a JacksonException can happen
-            throw new InvalidRecordException("the value is not JSON: " + e.getMessage());
+            throw new InvalidRecordException("the value is not JSON: " + shown(e.getMessage()));
         }
+    }
+
+    /** The parser's message for a log line, escaped and cut. */
+    private static String shown(String message) {
+        return Printable.visible(String.valueOf(message), SHOWN_PARSER_CHARS);
     }
 
     /** Refuses the non-numbers Python's json refuses (the tree cannot tell +Infinity from Infinity afterwards). */
@@ -224,13 +238,13 @@ record DecisionRecord(int schemaVersion, Instant observedAt, double throttleFact
             return null;
         }
         if (!value.isTextual()) {
-            throw new InvalidRecordException(field + " must be an ISO-8601 timestamp, got " + describe(value));
+            throw new InvalidRecordException(field + " must be an RFC 3339 timestamp, got " + describe(value));
         }
         try {
             return Iso8601.instant(value.textValue());
         } catch (IllegalArgumentException e) {
             // Outside text: quoted, escaped and cut, so a record can neither forge log lines nor flood the log.
-            throw new InvalidRecordException(field + " is not an ISO-8601 timestamp: "
+            throw new InvalidRecordException(field + " is not an RFC 3339 timestamp (" + e.getMessage() + "): "
                     + Printable.quote(value.textValue(), SHOWN_TIME_CHARS));
         }
     }

@@ -54,13 +54,13 @@ record StopScope(Set<String> topics) {
         return new StopScope(Set.copyOf(names));
     }
 
-    /** For log lines: the scope and, for a few topics, their names. */
+    /** For log lines: the scope and, for a few topics, their names (the record's text: quoted, escaped, cut). */
     String describe() {
         if (topics == null) {
             return "every topic of the cluster";
         }
-        List<String> sorted = new ArrayList<>(topics);
-        sorted.sort(null);
+        List<String> sorted = new ArrayList<>();
+        topics.stream().sorted().forEach(topic -> sorted.add(Printable.quote(topic, 80)));
         String shown = sorted.size() <= 10 ? String.join(", ", sorted)
                 : String.join(", ", sorted.subList(0, 10)) + " and " + (sorted.size() - 10) + " more";
         return sorted.size() + " topic(s): " + shown;

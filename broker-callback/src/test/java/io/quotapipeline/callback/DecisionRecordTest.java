@@ -51,7 +51,7 @@ class DecisionRecordTest {
     }
 
     @Test
-    void theLastOfDuplicateKeysWinsAndAByteOrderMarkIsSkipped() throws Exception {
+    void theLastOfDuplicateKeysWinsAndAByteOrderMarkIsRefused() throws Exception {
         assertEquals(0.25, parse(withUnknownField("0").replace("\"x\"", "\"throttle_factor\":0.1,\"throttle_factor\":0.25,\"y\""))
                 .throttleFactor());
         byte[] body = withUnknownField("0").getBytes(StandardCharsets.UTF_8);
@@ -60,7 +60,10 @@ class DecisionRecordTest {
         bom[1] = (byte) 0xBB;
         bom[2] = (byte) 0xBF;
         System.arraycopy(body, 0, bom, 3, body.length);
-        assertEquals(Instant.parse("2026-11-21T10:00:10Z"), DecisionRecord.parse(bom).observedAt());
+        DecisionRecord.InvalidRecordException e = assertThrows(DecisionRecord.InvalidRecordException.class,
+                () -> DecisionRecord.parse(bom));
+        assertTrue(e.getMessage().contains("byte order mark"), e.getMessage());
+        assertEquals(Instant.parse("2026-11-21T10:00:10Z"), DecisionRecord.parse(body).observedAt());
     }
 
     @Test

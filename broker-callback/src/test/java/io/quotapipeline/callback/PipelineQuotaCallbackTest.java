@@ -189,7 +189,7 @@ class PipelineQuotaCallbackTest {
     @Test
     void printableQuotesEscapesAndCutsOutsideText() {
         assertEquals("none", Printable.quote(null));
-        assertEquals("\"c1\\u000a2026 INFO forged\"", Printable.quote("c1\n2026 INFO forged"));
+        assertEquals("\"c1\\x0a2026 INFO forged\"", Printable.quote("c1\n2026 INFO forged"));
         assertEquals("\"a\\\"b\\\\c\\u202e\"", Printable.quote("a\"b\\c\u202e"));
         assertEquals("\"" + "x".repeat(120) + "\"... (5 more characters)", Printable.quote("x".repeat(125)));
     }

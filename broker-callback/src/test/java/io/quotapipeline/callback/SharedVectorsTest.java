@@ -2,9 +2,12 @@ package io.quotapipeline.callback;
 
 import java.io.IOException;
 import java.io.UncheckedIOException;
+import java.nio.charset.Charset;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
+import java.time.ZoneOffset;
+import java.time.format.DateTimeFormatter;
 import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.HexFormat;
@@ -75,6 +78,50 @@ class SharedVectorsTest {
         return list(vectors.get("config_cases")).stream().map(c -> {
             Map<String, Object> testCase = map(c);
             return DynamicTest.dynamicTest((String) testCase.get("name"), () -> runConfig(testCase, defaults));
+        });
+    }
+
+    /** The record grammar: which values the callback takes, and the observed_at it reads (records in the file). */
+    @TestFactory
+    Stream<DynamicTest> recordCases() throws Exception {
+        Map<String, Object> vectors = vectors();
+        Map<String, Object> records = map(vectors.get("records"));
+        Map<String, Object> record = new LinkedHashMap<>(map(map(vectors.get("defaults")).get("record")));
+        record.putAll(map(records.get("base")));
+        return list(records.get("cases")).stream().map(c -> {
+            Map<String, Object> testCase = map(c);
+            return DynamicTest.dynamicTest((String) testCase.get("name"), () -> runRecord(testCase, record));
+        });
+    }
+
+    private static void runRecord(Map<String, Object> testCase, Map<String, Object> base) throws Exception {
+        Map<String, Object> fields = new LinkedHashMap<>(base);
+        if (testCase.containsKey("fields")) {
+            fields.putAll(map(testCase.get("fields")));
+        }
+        String text = (Boolean.TRUE.equals(testCase.get("bom")) ? "\uFEFF" : "") + JsonText.write(fields);
+        byte[] value = text.getBytes(Charset.forName((String) testCase.getOrDefault("encoding", "UTF-8")));
+        if ("refuse".equals(testCase.get("expect"))) {
+            assertThrows(DecisionRecord.InvalidRecordException.class, () -> DecisionRecord.parse(value));
+        } else {
+            assertEquals(testCase.get("observed_at_utc"), MICROS.format(DecisionRecord.parse(value).observedAt()));
+        }
+    }
+
+    private static final DateTimeFormatter MICROS =
+            DateTimeFormatter.ofPattern("uuuu-MM-dd'T'HH:mm:ss.SSSSSS'Z'").withZone(ZoneOffset.UTC);
+
+    /** Outside text in a log line: Printable.quote and Printable.visible say what the Python side says. */
+    @TestFactory
+    Stream<DynamicTest> escapeCases() throws Exception {
+        return list(vectors().get("escapes")).stream().map(c -> {
+            Map<String, Object> testCase = map(c);
+            String text = (String) testCase.get("text");
+            int limit = testCase.containsKey("limit") ? ((Number) testCase.get("limit")).intValue() : Printable.MAX;
+            return DynamicTest.dynamicTest((String) testCase.get("name"), () -> {
+                assertEquals(testCase.get("quoted"), Printable.quote(text, limit), "quoted");
+                assertEquals(testCase.get("visible"), Printable.visible(text), "visible");
+            });
         });
     }
 

@@ -351,16 +351,19 @@ def test_with_a_separate_output_cluster_a_topic_named_like_the_decision_topic_is
     ensure_topic({"bootstrap.servers": real_kafka.bootstrap()}, decisions)
     acls = AclAdmin(client_properties(observed), ADMIN_SETTINGS)
     try:
-        wait_for(lambda: produce_once(observed, decisions) is None or None, 20, "the topic named like the decision topic takes records")
-        publish(real_kafka, decisions, 0.0, {"scope": "topics", "topics": [other]})
+        wait_for(lambda: produce_once(observed, decisions) is None or None, 20,
+                 "the topic named like the decision topic takes records")
+        publish(real_kafka, decisions, 0.0, {"scope": "topics", "topics": [other]}, key)
         assert main(["enforce", str(conf), "--once", "--catch-up-timeout", "10"]) == 0
-        denied = {b.resource_name for b in acls.topic_acls() if b.permission_type == "DENY" and b.operation == "WRITE"
-                  and b.principal == "User:*"}
-        assert {decisions, other} <= denied and not any(t.startswith("__") for t in denied), denied
-        refusal = wait_for(lambda: produce_once(observed, decisions), 10, "a producer to the topic named like the decision topic is refused")
+        denied = wait_for(lambda: (lambda d: d if {decisions, other} <= d else None)(
+            {b.resource_name for b in acls.topic_acls() if b.permission_type == "DENY" and b.operation == "WRITE"
+             and b.principal == "User:*"}), 10, "the stop's DENY bindings are shown")
+        assert not any(t.startswith("__") for t in denied), denied
+        refusal = wait_for(lambda: produce_once(observed, decisions), 10,
+                           "a producer to the topic named like the decision topic is refused")
         assert refusal.name() == "TOPIC_AUTHORIZATION_FAILED", refusal
     finally:  # the release deletes every binding of the stop (on every topic of the cluster)
-        publish(real_kafka, decisions, 1.0, None)
+        publish(real_kafka, decisions, 1.0, None, key)
         assert main(["enforce", str(conf), "--once", "--catch-up-timeout", "10"]) == 0
         capsys.readouterr()
     assert wait_for(lambda: produce_once(observed, decisions) is None or None, 10, "the release lets it write")

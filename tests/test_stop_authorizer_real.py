@@ -48,6 +48,23 @@ def stop_broker(callback_jar: Path) -> Iterator[RealKafka]:  # noqa: F811
         yield cluster
 
 
+@pytest.fixture(scope="module")
+def separate_stop_broker(callback_jar: Path, real_kafka: RealKafka) -> Iterator[RealKafka]:  # noqa: F811
+    """A broker whose decision topic lives on another cluster (the session's `real_kafka`), with the default
+    quota.pipeline.output.topic.on.this.cluster: a topic of the decision topic's name on this broker is anyone's."""
+    from quota_pipeline.kafka.publisher import ensure_topic
+    ensure_topic({"bootstrap.servers": real_kafka.bootstrap()}, DECISIONS)
+    with callback_broker(callback_jar, CALLBACK, {
+            "quota.pipeline.cluster.name": CLUSTER,
+            "authorizer.class.name": AUTHORIZER,
+            "allow.everyone.if.no.acl.found": "true",
+            "quota.pipeline.output.kafka.bootstrap.servers": real_kafka.bootstrap(),
+            "client.quota.callback.static.throttle.factor.validity.duration": "PT5M"}) as cluster:
+        for topic in (DECISIONS, "data-a"):  # the first created by anyone who may create topics here
+            _create_data_topic(cluster.bootstrap(), topic)
+        yield cluster
+
+
 def _create_data_topic(bootstrap: str, topic: str) -> None:
     from confluent_kafka.admin import AdminClient, NewTopic
     admin = AdminClient({"bootstrap.servers": bootstrap})
@@ -239,3 +256,23 @@ def test_a_tombstone_on_the_decision_topic_does_not_lift_the_stop(stop_broker: R
     publish(bootstrap, DECISIONS, [(CLUSTER.encode(), None)])
     time.sleep(2.0)  # well past the follower's next fetch
     assert refused(app.send("data-a")), "a tombstone lifted the stop"
+
+
+def test_on_a_broker_whose_decision_topic_is_elsewhere_a_topic_of_its_name_is_refused_during_a_stop(
+        separate_stop_broker: RealKafka, real_kafka: RealKafka):
+    """The record stops the topic named like the decision topic (as the job lists it when a full dir holds it): on
+    this broker nobody writes it through the stop, whatever the client id, and the other topics keep producing."""
+    bootstrap = separate_stop_broker.bootstrap()
+    app = OneRecord(bootstrap, PUBLISHER)
+    assert wait_for_answer(app, DECISIONS, want_refused=False) is None
+    assert "topic __quota_throttle_factors (on another cluster" in server_log(separate_stop_broker)
+    try:
+        publish_decision(real_kafka, 0.0, stop={"scope": "topics", "topics": [DECISIONS]})
+        wait_for_answer(app, DECISIONS, want_refused=True)
+        before = end_offset(bootstrap, DECISIONS)
+        assert refused(OneRecord(bootstrap, PUBLISHER).send(DECISIONS, key=CLUSTER.encode()))
+        assert end_offset(bootstrap, DECISIONS) == before, "a refused write must not be appended"
+        assert OneRecord(bootstrap).send("data-a") is None
+    finally:
+        publish_decision(real_kafka, 1.0)
+    wait_for_answer(app, DECISIONS, want_refused=False)

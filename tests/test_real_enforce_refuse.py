@@ -330,7 +330,8 @@ def test_an_operators_own_deny_survives_a_stop_and_a_planted_state_file(authoriz
         acls.delete(sorted(topic_acls() | {b for b in acls.refusal_acls(MARKER_PRINCIPAL)
                                            if b.resource_name.startswith(f"quota-pipeline.enforce/{key}/")}))
         from confluent_kafka.admin import AdminClient
-        AdminClient(cluster.client_config()).delete_topics([decisions])[decisions].result(30)
+        admin_client = AdminClient(cluster.client_config())
+        admin_client.delete_topics([decisions])[decisions].result(30)
 
 
 def test_with_a_separate_output_cluster_a_topic_named_like_the_decision_topic_is_refused_during_a_stop(

@@ -124,7 +124,7 @@ def _follow(process: subprocess.Popen, clients: list[Client]) -> list[Client]:
 
 
 def follow(cmd: list[str], client_id: str, kind: str = "librdkafka", **popen) -> Client:
-    """A producer program of its own that prints this module's JSON lines (bench/campaign_load.py), started and
+    """A producer program of its own that prints this module's JSON lines (verify/load.py), started and
     followed; `popen` goes to subprocess.Popen."""
     process = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
                                start_new_session=True, preexec_fn=_lower_priority, **popen)
@@ -305,7 +305,7 @@ class _Application:
 
 
 class Tally:
-    """The reporting side of this module's protocol for a producer loop of its own (bench/campaign_load.py): bytes
+    """The reporting side of this module's protocol for a producer loop of its own (verify/load.py): bytes
     acknowledged, failed deliveries and the largest throttle time, one line every 250 ms."""
 
     def __init__(self) -> None:

@@ -6,7 +6,7 @@ import datetime as dt
 import json
 from pathlib import Path
 
-from bench import campaign_checker as cc
+from verify import checker as cc
 
 T0 = 1_800_000_000.5  # the made-up job observes on its intervals' starts (T0 + t - 0.5, t even)
 HARD = 1000

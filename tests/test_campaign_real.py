@@ -1,4 +1,4 @@
-"""The fault campaign on real Kafka (bench/campaign.py): a short campaign on a fixed schedule the checker passes,
+"""The fault campaign on real Kafka (verify/campaign.py): a short campaign on a fixed schedule the checker passes,
 and a job made to release early (the Strimzi offline-log-dir behaviour, `last-known`) that the checker catches.
 
 Each test starts its own 3-node cluster (a tmpfs log dir per node: root only) with the callback jar, an output
@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from bench.campaign import Settings, run_campaign
-from bench.campaign_faults import Planned
+from verify.campaign import Settings, run_campaign
+from verify.faults import Planned
 from harness.kafka import KafkaUnavailable, kafka_home
 
 pytestmark = pytest.mark.realkafka
@@ -26,8 +26,8 @@ pytestmark = pytest.mark.realkafka
 # that must still stop; the offline dir freed and its broker restarted), the output broker stopped past the validity,
 # a malformed record. A seeded schedule once put the output stop 6 s after a fill, before the slowed job's next
 # observation, and nothing was left to time. The job is not killed here (Spark's restart takes minutes on a busy
-# 2-core machine; tests/test_stream.py restarts it from its checkpoint, and the bench campaign kills it), and the replay
-# is left to the bench campaign for the same reason.
+# 2-core machine; tests/test_stream.py restarts it from its checkpoint, and the 30-minute campaign kills it), and the replay
+# is left to the 30-minute campaign for the same reason.
 SHORT_SCHEDULE = (
     Planned(at=6.0, kind="forge_future", target="topic", hold=0.0),
     Planned(at=10.0, kind="fill_hard", target="node2", hold=14.0),

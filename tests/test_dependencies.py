@@ -1,5 +1,5 @@
-"""Every third-party module the package, the tests, the benchmarks and their harness import comes from a declared
-dependency.
+"""Every third-party module the package, the tests, the benchmarks, the fault campaign and their harness import comes
+from a declared dependency.
 
 A package installed by hand on the developer's machine once hid a missing dependency: CI was green while the suite
 could not be collected in a fresh virtual environment. This test reads pyproject.toml (the source of truth, not the
@@ -15,7 +15,7 @@ from importlib import metadata
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-LOCAL = {"quota_pipeline", "tests", "bench", "harness"}
+LOCAL = {"quota_pipeline", "tests", "bench", "harness", "verify"}
 # Imported by a library rather than by our code, but our behaviour depends on them being present.
 IMPLICIT = {
     "quota_pipeline": {"rfc3339_validator": "jsonschema's date-time format check (resources.validator)"},
@@ -58,7 +58,7 @@ def declared() -> dict[str, set[str]]:
     optional = set().union(*(v for k, v in by_extra.items() if k != "dev"))
     dev = by_extra["dev"]
     return {"quota_pipeline": runtime | optional, "tests": runtime | dev, "bench": runtime | dev,
-            "harness": runtime | dev}
+            "harness": runtime | dev, "verify": runtime | dev}
 
 
 def imports(tree: str) -> dict[str, set[str]]:
@@ -107,6 +107,10 @@ def test_benchmarks_import_only_declared_dependencies():
 
 def test_the_harness_imports_only_declared_dependencies():
     assert missing("harness") == []
+
+
+def test_the_campaign_imports_only_declared_dependencies():
+    assert missing("verify") == []
 
 
 def test_an_undeclared_import_is_named(tmp_path, monkeypatch):

@@ -1,7 +1,7 @@
 """Fault campaign (Jepsen-style): real Kafka, the streaming job, the broker callback or `enforce`, real producers,
-seeded faults, then bench/campaign_checker.py over the recorded history.
+seeded faults, then verify/checker.py over the recorded history.
 
-    KAFKA_HOME=/work/shared/kafka/kafka_2.13-4.1.0 python3 -m bench.campaign --seed 1 --minutes 30 --interval PT2S
+    KAFKA_HOME=/work/shared/kafka/kafka_2.13-4.1.0 python3 -m verify.campaign --seed 1 --minutes 30 --interval PT2S
 
 Starts (root: every node's tmpfs log dir) a 3-node KRaft cluster whose brokers load the callback jar (built from
 broker-callback/ into build/campaign-callback/), each node with a disk log dir and a tmpfs log dir that can really
@@ -38,9 +38,9 @@ from pathlib import Path
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable
 
-from bench import campaign_checker as cc
-from bench import campaign_load
-from bench.campaign_faults import Planned, describe, schedule
+from verify import checker as cc
+from verify import load as campaign_load
+from verify.faults import Planned, describe, schedule
 from harness import kafka as rk
 from harness import kafka_config as rc
 from harness.kafka import ClusterSpec, RealKafka, hold_ports, start_cluster

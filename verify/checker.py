@@ -1,6 +1,6 @@
 """Safety checker of a fault campaign: pure functions over a recorded history, knowing nothing of the pipeline's code.
 
-    python3 -m bench.campaign_checker HISTORY_DIR      # exit 1 when a violation is found
+    python3 -m verify.checker HISTORY_DIR      # exit 1 when a violation is found
 
 It imports no quota_pipeline module. Its inputs are its own observations: the free bytes of every tmpfs log dir
 (statvfs, sampled by the campaign), the decision topic read with a raw consumer and parsed here as plain JSON, the
@@ -642,7 +642,7 @@ def _jsonl(path: Path) -> list[dict]:
 
 
 def load(directory: Path) -> tuple[History, str | None]:
-    """A history written by bench/campaign.py, and the decision key it checks."""
+    """A history written by verify/campaign.py, and the decision key it checks."""
     meta_raw = json.loads((directory / "meta.json").read_text())
     meta = Meta(**{k: v for k, v in meta_raw.items() if k in Meta.__dataclass_fields__})
     job_log = []
@@ -673,7 +673,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0 if args and args[0] in ("-h", "--help") else 2
     directory = Path(args[0])
     if not (directory / "meta.json").is_file():
-        print(f"error: {directory} has no meta.json; give the history directory bench/campaign.py wrote")
+        print(f"error: {directory} has no meta.json; give the history directory verify/campaign.py wrote")
         return 2
     history, cluster = load(directory)
     report = check(history, cluster)

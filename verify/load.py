@@ -1,6 +1,6 @@
 """A paced librdkafka producer in its own process for the fault campaign, reporting as harness/producers.py reads.
 
-    python3 -m bench.campaign_load BOOTSTRAP TOPIC CLIENT_ID RATE RECORD_BYTES BATCH_BYTES SECONDS
+    python3 -m verify.load BOOTSTRAP TOPIC CLIENT_ID RATE RECORD_BYTES BATCH_BYTES SECONDS
 
 Every 250 ms one JSON line: wall-clock ms, bytes acknowledged, failed deliveries, the largest throttle time.
 """
@@ -14,7 +14,7 @@ from harness.producers import ROOT, Client, Tally, follow
 
 def start(bootstrap: str, topic: str, client_id: str, rate: float, record_bytes: int, batch_bytes: int,
           seconds: float) -> Client:
-    cmd = [sys.executable, "-m", "bench.campaign_load", bootstrap, topic, client_id, str(rate), str(record_bytes),
+    cmd = [sys.executable, "-m", "verify.load", bootstrap, topic, client_id, str(rate), str(record_bytes),
            str(batch_bytes), str(seconds)]
     return follow(cmd, client_id, cwd=ROOT)
 

@@ -139,9 +139,22 @@ def get_session(app_name: str = "quota-pipeline", master: str | None = None,
     for key, value in settings.items():
         builder = builder.config(key, value)
     _launch_jvm_in_its_own_session(_java_options(builder._options, archive_path(), record_classes))
+    for key, value in _operator_defaults(set(conf or {})).items():
+        builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("WARN")
     return spark
+
+
+def _operator_defaults(chosen: set[str]) -> dict[str, str]:
+    """The values the operator gave Spark for BASE_CONF's keys (spark-submit's --conf or --properties-file, or
+    PYSPARK_SUBMIT_ARGS for a JVM started here: `--conf spark.ui.enabled=true`): those are defaults, and the
+    builder's own would override them. Keys in `chosen` (the caller's conf) keep the caller's value."""
+    from pyspark import SparkConf, SparkContext
+
+    SparkContext._ensure_initialized()  # the gateway: under spark-submit, its JVM holds the operator's conf
+    given = dict(SparkConf().getAll())
+    return {key: given[key] for key in BASE_CONF if key in given and key not in chosen}
 
 
 def _launch_jvm_in_its_own_session(options: Mapping[str, str]) -> None:

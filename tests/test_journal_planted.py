@@ -141,7 +141,7 @@ def test_the_planned_batch_is_read_from_the_checkpoints_offsets_log(tmp_path):
     assert checkpoint_files.last_planned(str(query)) == {"a": 101, "b": 7}
     assert checkpoint_files.query_dir(str(tmp_path / "ckpt")) == str(query)
     # The source finds it under the configured checkpoint path, as the job's query writes it.
-    ds = source.KafkaVolumesSource(options={"clusters": source.clusters_option([cfg.parse(props("a", tmp_path))])})
+    ds = source.KafkaVolumesSource.of([cfg.parse(props("a", tmp_path))])(options={})
     assert ds.streamReader(None).replanned == {"a": 101, "b": 7}
 
 

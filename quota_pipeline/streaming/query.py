@@ -34,7 +34,7 @@ from quota_pipeline.streaming.processor import OUTPUT_SCHEMA, REMOVED, DecisionP
 from quota_pipeline.kafka.publisher import Publisher, ensure_topic
 from quota_pipeline.journal.background import Maintenance, log_report
 from quota_pipeline.journal.maintenance import ClusterJournal, period_problem
-from quota_pipeline.streaming.source import KafkaVolumesSource, clusters_option, config_name
+from quota_pipeline.streaming.source import KafkaVolumesSource, config_name
 from quota_pipeline.streaming.stages import StageTime, completed_stages
 
 log = logging.getLogger("quota_pipeline")
@@ -138,11 +138,12 @@ class StreamJob:
 
     def decisions(self, spark: Any) -> Any:
         """The streaming DataFrame of decisions: the kafka_volumes source through the stateful step."""
-        spark.dataSource.register(KafkaVolumesSource)
+        # The configs travel inside the registered class, never as an option: Spark prints options (source.py).
+        spark.dataSource.register(KafkaVolumesSource.of(self.configs))
         # One polling task per executor core: the cores poll side by side, each task its clusters all at once.
         # The source reads the query's checkpoint to tell a re-run batch (may read the journal) from a new one.
         checkpoint = checkpoint_files.query_dir(self.first.checkpoint_path)
-        rows = (spark.readStream.format("kafka_volumes").option("clusters", clusters_option(self.configs))
+        rows = (spark.readStream.format(KafkaVolumesSource.name())
                 .option("poll_tasks", str(spark.sparkContext.defaultParallelism))
                 .option("checkpoint", checkpoint).load())
         grouped = rows.groupBy("cluster_id")

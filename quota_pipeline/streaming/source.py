@@ -23,7 +23,7 @@ import json
 import logging
 import threading
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Iterator
 
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
@@ -50,14 +50,11 @@ class ObservedCluster:
     """One observed cluster as the source sees it: a stable name and its properties."""
 
     name: str
-    props: dict
+    props: dict = field(repr=False)  # secrets among them: never in a repr (a log line, a traceback's message)
 
     @property
     def config(self) -> cfg.Config:
         return cfg.parse(self.props, self.name)
-
-    def to_json(self) -> dict:
-        return {"name": self.name, "props": self.props}
 
 
 def config_name(conf: cfg.Config) -> str:
@@ -89,7 +86,7 @@ class TickPartition(InputPartition):
     token for this tick of this batch; a tick file is the batch's own only if it holds it."""
 
     config_name: str
-    props_json: str
+    props_json: str = field(repr=False)  # as ObservedCluster.props
     tick: int
     token: str = ""
     rerun: bool = False
@@ -111,7 +108,7 @@ class PollPartition(InputPartition):
 
     ticks: tuple[TickPartition, ...]
     removals: tuple[Removal, ...] = ()
-    fleet: tuple[tuple[str, str], ...] = ()
+    fleet: tuple[tuple[str, str], ...] = field(default=(), repr=False)  # properties, as ObservedCluster.props
 
 
 def snapshot_rows(config_name: str, tick: int, snap: VolumeSnapshot) -> Iterator[tuple]:
@@ -296,7 +293,23 @@ class KafkaVolumesReader(DataSourceStreamReader):
 
 
 class KafkaVolumesSource(DataSource):
-    """`spark.readStream.format("kafka_volumes").option("clusters", json).load()`."""
+    """`spark.dataSource.register(KafkaVolumesSource.of(configs))`, then `spark.readStream.format("kafka_volumes")`.
+
+    The configuration (SASL passwords, the signing keys) reaches the driver's planning worker inside the registered
+    class, which Spark keeps as a pickle and never prints. An option's value is printed: in the DataFrame's plan
+    (explain, the plan every AnalysisException's message carries), masked only when its key or value happens to
+    match spark.redaction.regex. The options carry no setting: `poll_tasks` and `checkpoint` only."""
+
+    clusters: tuple[ObservedCluster, ...] = ()
+
+    @classmethod
+    def of(cls, configs: list[cfg.Config]) -> type["KafkaVolumesSource"]:
+        """The source of `configs`: a class made here, so that cloudpickle pickles it (and the clusters) by value."""
+
+        class Configured(cls):  # type: ignore[misc, valid-type]
+            clusters = tuple(ObservedCluster(config_name(c), dict(c.raw)) for c in configs)
+
+        return Configured
 
     @classmethod
     def name(cls) -> str:
@@ -306,13 +319,9 @@ class KafkaVolumesSource(DataSource):
         return ROW_SCHEMA
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
-        clusters = [ObservedCluster(c["name"], c["props"]) for c in json.loads(self.options["clusters"])]
+        clusters = list(self.clusters)
         # Spark creates its sources before it plans or re-runs a batch: the log's last entry is the previous run's.
         checkpoint = self.options.get("checkpoint") or (
             checkpoint_files.query_dir(clusters[0].config.checkpoint_path) if clusters else None)
         return KafkaVolumesReader(clusters, poll_tasks=int(self.options.get("poll_tasks", "2")),
                                   replanned=checkpoint_files.last_planned(checkpoint) if checkpoint else None)
-
-
-def clusters_option(configs: list[cfg.Config]) -> str:
-    return json.dumps([ObservedCluster(config_name(c), dict(c.raw)).to_json() for c in configs])

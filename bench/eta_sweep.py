@@ -9,13 +9,14 @@
 2. Runs `quota-pipeline replay --sweep storage.per.volume.eta.horizon=PT0S,PT10M,PT30M,PT1H --report` over it
    (a subprocess) and prints the sweep. The journal's disks did not react to the swept horizons: a hard stop it
    recorded stays a stop whatever the horizon, and its least headroom is the same for all. The report's sweep chart
-   is also written to bench/eta_sweep_replay.png.
+   is also written to --out/eta_sweep_replay.png.
 3. The closed-loop model (a model, not history): the same month run once per horizon through the reference
    decision functions (core/decision.py), the factor each snapshot decided slowing what producers write until the
    next one. Prints per horizon the time stopped and throttled, the least headroom, the production deferred
-   (bytes producers wanted to write minus bytes written), and draws bench/eta_sweep_model.png.
+   (bytes producers wanted to write minus bytes written), and draws --out/eta_sweep_model.png.
 
-Prints the load average before and after (the machine is shared) and writes bench/out/eta-month/results.json.
+--out (default bench/results/, the charts bench/RESULTS.md shows) takes the two charts. Prints the load average
+before and after (the machine is shared) and writes bench/out/eta-month/results.json.
 """
 from __future__ import annotations
 
@@ -38,6 +39,7 @@ from harness import month_model
 ROOT = Path(__file__).resolve().parent.parent
 
 OUT = ROOT / "bench" / "out" / "eta-month"
+CHARTS = ROOT / "bench" / "results"
 CONFIG = """client.quota.callback.static.storage.per.volume.limit.min.available.ratio=0.05
 client.quota.callback.static.throttle.factor.validity.duration=PT5M
 client.quota.callback.static.throttle.factor.fallback=1.0
@@ -52,8 +54,10 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--no-model", action="store_true", help="skip the closed-loop model")
     ap.add_argument("--no-replay", action="store_true", help="skip the replay sweep")
+    ap.add_argument("--out", type=Path, default=CHARTS, help=f"where the two charts go (default {CHARTS})")
     args = ap.parse_args()
     OUT.mkdir(parents=True, exist_ok=True)
+    args.out.mkdir(parents=True, exist_ok=True)
     conf_path = OUT / "month.properties"
     conf_path.write_text(CONFIG)
     conf = cfg.load(conf_path, require_admin=False)
@@ -69,15 +73,15 @@ def main() -> int:
         print(f"journal: {len(run.snapshots)} snapshots x {len(run.snapshots[0].volumes)} log dirs in "
               f"{time.monotonic() - started:.0f} s -> {journal}", flush=True)
     if not args.no_replay:
-        results["replay"] = replay_sweep(conf_path, journal)
+        results["replay"] = replay_sweep(conf_path, journal, args.out / "eta_sweep_replay.png")
     if not args.no_model:
-        results["model"] = model(conf)
+        results["model"] = model(conf, args.out / "eta_sweep_model.png")
     (OUT / "results.json").write_text(json.dumps(results, indent=1) + "\n")
     print(f"load average after {_load()}")
     return 0
 
 
-def replay_sweep(conf_path: Path, journal: Path) -> list[dict]:
+def replay_sweep(conf_path: Path, journal: Path, chart: Path) -> list[dict]:
     """`quota-pipeline replay --sweep ... --report` over the journal; the sweep rows, printed as markdown."""
     out = OUT / "decisions.parquet"
     cmd = [sys.executable, "-m", "quota_pipeline.cli", "replay", "--config", str(conf_path), "--input", str(journal),
@@ -101,12 +105,12 @@ def replay_sweep(conf_path: Path, journal: Path) -> list[dict]:
     import matplotlib
 
     matplotlib.use("Agg")
-    (ROOT / "bench" / "eta_sweep_replay.png").write_bytes(report.sweep_chart([SweepRow(**r) for r in rows]))
-    print(f"chart: {ROOT / 'bench' / 'eta_sweep_replay.png'} (the report's sweep comparison)")
+    chart.write_bytes(report.sweep_chart([SweepRow(**r) for r in rows]))
+    print(f"chart: {chart} (the report's sweep comparison)")
     return rows
 
 
-def model(conf: cfg.Config) -> list[dict]:
+def model(conf: cfg.Config, chart: Path) -> list[dict]:
     """The closed-loop month per horizon; per incident and in all: stopped, throttled, least headroom, deferred."""
     base = Settings.of(conf)
     rows, runs = [], {}
@@ -134,7 +138,7 @@ def model(conf: cfg.Config) -> list[dict]:
             x = r[name]
             print(f"| {r['horizon']} | {name} | {_duration(x['stopped_s'])} | {_duration(x['throttled_s'])} | "
                   f"{x['least_headroom_bytes'] / GIB:.1f} GiB | {x['deferred_bytes'] / GIB:.1f} GiB |")
-    draw(runs, ROOT / "bench" / "eta_sweep_model.png")
+    draw(runs, chart)
     return rows
 
 

@@ -42,7 +42,7 @@ or --strimzi-jar. This project: the callback jar (`mvn -q -f broker-callback pac
 quota.pipeline.throttle.max.mute. Both: produce quota 2 MB/s per broker, validity PT20S, fallback 1.0. Every
 combination of scenario, client set and system runs on its own cluster, one after another.
 
-    python3 -m bench.strimzi_compare --json bench/strimzi_compare.json --chart bench/strimzi_compare.png
+    python3 -m bench.strimzi_compare --json bench/results/strimzi_compare.json --chart bench/results/strimzi_compare.png
     python3 -m bench.strimzi_compare --java-clients 8 --scenarios fill,stop,offline
 """
 from __future__ import annotations

@@ -36,7 +36,7 @@ CLUSTER = "enforce-real"
 RATE = 2_000_000  # bytes/s each paced producer offers
 DROP_WITHIN_S, DROP_GOAL = 10.0, 0.05  # throughput down by more than 95 % within 10 s of the 0.0
 MAX_MUTE_S = 32  # quota.pipeline.throttle.max.mute, the shortest: a producer is back within it after the release
-RECOVERY_GOAL_S, RECOVERY_SHARE = MAX_MUTE_S + 2.0, 0.5  # half its former rate: reported (bench/throttle_metrics.py)
+RECOVERY_GOAL_S, RECOVERY_SHARE = MAX_MUTE_S + 2.0, 0.5  # half its former rate: reported (docs/studies.md)
 RESTORE_WITHIN_S = 10.0  # the enforcer polls every second here; the rest is a loaded machine's slack
 BACK_SHARE = 0.1  # back: a 1-s window at 10 % of the former rate, far above what a stop admits
 FLOOR = stop_floor(StopLimit(max_mute_seconds=MAX_MUTE_S))  # bytes/s per client at factor 0: 1.2 % of RATE

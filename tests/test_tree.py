@@ -1,7 +1,8 @@
 """The repository's tree says what each Python file is: test files in tests/, what only they use in tests/support/,
-what starts Kafka, S3Proxy, Spark clusters, producers and browsers in harness/, benchmarks in bench/. Tests and
-benchmarks import all of it as ordinary modules from the repository's root, so no file edits sys.path (an edit
-hid which copy of a module ran), and the shipped package depends on none of it."""
+what starts Kafka, S3Proxy, Spark clusters, producers and browsers in harness/, benchmarks (and their recorded
+results) in bench/, the fault campaign and its checker in verify/. Tests, benchmarks and the campaign import all of it
+as ordinary modules from the repository's root, so no file edits sys.path (an edit hid which copy of a module ran),
+and the shipped package depends on none of it."""
 from __future__ import annotations
 
 import ast
@@ -13,10 +14,13 @@ import sys
 import tomllib
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parent.parent
-BESIDE = ("bench", "tests", "harness")  # imported from the root, never shipped
+BESIDE = ("bench", "tests", "harness", "verify")  # imported from the root, never shipped
+TOOLS = ("bench", "verify")  # run as modules from the root: `python3 -m bench.x`, `python3 -m verify.campaign`
 # An edit of the module search path, in code or in a code string run by a subprocess.
-IMPORT_BUDGET_S = 5.0  # one benchmark module's import, its libraries' first import included, on a busy 2-core host
+IMPORT_BUDGET_S = 5.0  # one benchmark or campaign module's import, its libraries' first import included, on a busy 2-core host
 PATH_EDIT = re.compile(r"\bsys\s*\.\s*path\s*(?:\.\s*(?:insert|append|extend)\b|\+=|\[[^\]]*\]\s*=)")
 
 
@@ -56,9 +60,9 @@ def test_the_package_imports_nothing_from_beside_it():
     assert imports_of(ROOT / "quota_pipeline", set(BESIDE)) == []
 
 
-def test_the_harness_imports_no_test_and_no_benchmark():
-    """Tests and benchmarks use the harness, not the other way round."""
-    assert imports_of(ROOT / "harness", {"tests", "bench"}) == []
+def test_the_harness_imports_no_test_no_benchmark_and_no_campaign():
+    """Tests, benchmarks and the campaign use the harness, not the other way round."""
+    assert imports_of(ROOT / "harness", {"tests", "bench", "verify"}) == []
 
 
 def test_tests_holds_test_files_and_tests_support_their_helpers():
@@ -72,12 +76,32 @@ def test_the_wheel_takes_the_package_only():
     assert found["include"] == ["quota_pipeline*"]
 
 
-def test_benchmarks_say_to_run_them_as_modules():
-    """A benchmark run as `python3 bench/x.py` would not find the harness: each usage line says `python3 -m bench.x`."""
-    as_scripts = [f"{p.name}: {line.strip()}" for p in sorted((ROOT / "bench").glob("*.py"))
+def test_benchmarks_and_the_campaign_say_to_run_them_as_modules():
+    """A script run as `python3 bench/x.py` would not find the harness: each usage line says `python3 -m bench.x`."""
+    as_scripts = [f"{p.parent.name}/{p.name}: {line.strip()}" for p in tools(ROOT)
                   for line in (ast.get_docstring(ast.parse(p.read_text(encoding="utf-8"))) or "").splitlines()
-                  if re.search(r"\bpython3? (?:-\S+ )*bench/", line)]
+                  if re.search(r"\bpython3? (?:-\S+ )*(?:bench|verify)/", line)]
     assert as_scripts == []
+
+
+def runnable(root: Path) -> list[str]:
+    """The benchmarks under `root`/bench: each module with a main guard (the others, host.py and stats.py, are what
+    benchmarks share)."""
+    return [p.stem for p in sorted((root / "bench").glob("*.py"))
+            if re.search(r"^if __name__ == .__main__.:", p.read_text(encoding="utf-8"), re.M)]
+
+
+def test_bench_holds_code_results_md_and_written_results_only():
+    """A result file is what a benchmark wrote (under bench/results/, by the command RESULTS.md gives beside it),
+    never one edited by hand beside the code; each is named in RESULTS.md, or nothing tells what made it."""
+    listed = subprocess.run(["git", "ls-files", "bench"], cwd=ROOT, capture_output=True, text=True)
+    if listed.returncode != 0:
+        pytest.skip("not a git checkout: the committed tree is unknown")
+    files = [Path(f).relative_to("bench") for f in listed.stdout.split()]
+    results = (ROOT / "bench" / "RESULTS.md").read_text(encoding="utf-8")
+    assert [str(f) for f in files if not (f.suffix == ".py" and len(f.parts) == 1) and f.parts[0] != "results"
+            and str(f) not in ("RESULTS.md", "strimzi/pom.xml")] == []
+    assert [str(f) for f in files if f.parts[0] == "results" and f"results/{f.name}" not in results] == []
 
 
 # What a benchmark's top level may call: only what makes a definition (a path, a pattern, a time, a number, a field,
@@ -151,14 +175,16 @@ def runs_at_import(body: list[ast.stmt], where: str) -> list[str]:
     return found
 
 
-def benchmarks(root: Path) -> list[Path]:
-    return [p for p in sorted((root / "bench").glob("*.py")) if p.name != "__init__.py"]
+def tools(root: Path) -> list[Path]:
+    """The benchmarks' and the campaign's modules under `root`."""
+    return [p for d in TOOLS for p in sorted((root / d).glob("*.py")) if p.name != "__init__.py"]
 
 
-def test_no_benchmark_runs_anything_at_import():
-    """A benchmark does its work from main() under `if __name__ == "__main__":`; its top level only defines."""
-    assert [w for p in benchmarks(ROOT) for w in runs_at_import(ast.parse(p.read_text(encoding="utf-8")).body,
-                                                                  str(p.relative_to(ROOT)))] == []
+def test_no_benchmark_and_no_campaign_module_runs_anything_at_import():
+    """A benchmark or the campaign does its work from main() under `if __name__ == "__main__":`; its top level only
+    defines."""
+    assert [w for p in tools(ROOT) for w in runs_at_import(ast.parse(p.read_text(encoding="utf-8")).body,
+                                                             str(p.relative_to(ROOT)))] == []
 
 
 def test_work_at_a_benchmarks_top_level_is_named(tmp_path):
@@ -193,7 +219,7 @@ def cleanup(x=limit()):
 if __name__ == "__main__":
     print(limit())
 ''')
-    [path] = benchmarks(tmp_path)
+    [path] = tools(tmp_path)
     assert runs_at_import(ast.parse(path.read_text()).body, "bench/x.py") == [
         "bench/x.py:11: a loop", "bench/x.py:12: an expression", "bench/x.py:13: a loop",
         "bench/x.py:14: a call of limit", "bench/x.py:15: a loop", "bench/x.py:17: a with-block",
@@ -201,15 +227,15 @@ if __name__ == "__main__":
         "bench/x.py:24: a decorator atexit.register (a call at import)", "bench/x.py:25: a call of limit"]
 
 
-def test_importing_every_benchmark_prints_writes_and_starts_nothing_and_is_quick(tmp_path):
-    """Imported in a fresh interpreter from an empty directory (as a test or a tool would), each benchmark module takes
-    seconds at most, prints nothing, writes nothing there and leaves no thread running."""
-    names = [p.stem for p in benchmarks(ROOT)]
+def test_importing_every_benchmark_and_campaign_module_prints_writes_and_starts_nothing_and_is_quick(tmp_path):
+    """Imported in a fresh interpreter from an empty directory (as a test or a tool would), each benchmark or campaign
+    module takes seconds at most, prints nothing, writes nothing there and leaves no thread running."""
+    names = [f"{p.parent.name}.{p.stem}" for p in tools(ROOT)]
     child = ("import importlib, json, sys, threading, time\n"
              "took = {}\n"
              "for name in sys.argv[1:]:\n"
              "    start = time.perf_counter()\n"
-             "    importlib.import_module(f'bench.{name}')\n"
+             "    importlib.import_module(name)\n"
              "    took[name] = time.perf_counter() - start\n"
              "sys.stderr.write(json.dumps({'took': took, 'threads': threading.active_count()}))\n")
     work = tmp_path / "cwd"

@@ -78,7 +78,7 @@ def target(baseline: Mapping[Entity, Mapping[str, float]], factor: float, policy
       get the produce base (P+produce) scaled on `client-id=<default>`; without P+produce they stay unlimited.
     - factor 0: every client is moved to the floor **on a new quota window**. Kafka charges a throttle against the
       bytes the client's sensor still holds, so a cut on the sensor in use mutes a producer for about
-      (base / floor) x 11 s, long past the release (bench/RESULTS.md, "Recovery after a produce throttle").
+      (base / floor) x 11 s, long past the release (docs/studies.md, "How to apply a factor of 0 ...").
       A sensor is named by the tags of the level that gives the quota, so the floor goes on levels above the
       baseline's: `user=<default>, client-id=<default>` (tags: user and client id) outranks `user=<default>`, every
       `client-id` level and `client-id=<default>`, and `user=U, client-id=<default>` outranks a `user=U` quota.

@@ -5,7 +5,7 @@
 For each store, in turn: `write` journals every poll through Journal.write (a tick file each, first writer wins:
 link on a disk, If-None-Match PUT on the store), `compact` runs the driver's maintenance pass once every period has
 closed (period files, tick files deleted), `replay read` is what replay reads before deciding: on the store the
-copy to a local directory (journal/object_journal.download, as `replay --input s3://...` does) plus reading every
+copy to a local directory (journal/object_storage.download, as `replay --input s3://...` does) plus reading every
 snapshot from the files, on the disk the reading alone. Reads are timed before compaction (tick files) and after
 (period files). With --spark, replay.run itself (the decisions, local Spark; the store's journal copied first) over
 each journal after compaction, once both are written, after an untimed warm-up replay.
@@ -49,12 +49,12 @@ def read_all(root: Path) -> int:
 
 def replay_read(root: str, scratch: Path) -> tuple[int, int]:
     """(files copied, snapshots read): the object store's journal is copied first, as replay does."""
-    from quota_pipeline.journal import object_journal
+    from quota_pipeline.journal import object_storage
 
     if not root.startswith("s3://"):
         return 0, read_all(Path(root))
     local = Path(tempfile.mkdtemp(dir=scratch, prefix="copy-"))
-    return object_journal.download(root, local), read_all(local)
+    return object_storage.download(root, local), read_all(local)
 
 
 def timed(fn, *args):
@@ -89,12 +89,12 @@ def spark_replay(spark, root: str, scratch: Path) -> int:
     """replay.run over the journal (an s3:// one copied first, as the command does), decisions counted."""
     from quota_pipeline.core.config import Limit, Limits
     from quota_pipeline.core.settings import Settings
-    from quota_pipeline.journal import object_journal
+    from quota_pipeline.journal import object_storage
     from quota_pipeline.replay import job as replay
 
     if root.startswith("s3://"):
         local = Path(tempfile.mkdtemp(dir=scratch, prefix="replay-copy-"))
-        object_journal.download(root, local)
+        object_storage.download(root, local)
         root = str(local)
     settings = Settings(Limits(Limit("ratio", 0.05), Limit("ratio", 0.10)), dt.timedelta(minutes=5), 0.5, "pin")
     out = Path(tempfile.mkdtemp(dir=scratch, prefix="replay-out-")) / "decisions.parquet"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import os
+from pathlib import Path
 
 import pytest
 
@@ -42,21 +43,25 @@ def journal_with_old_tick(root, name="c1"):
     return cj, tick
 
 
+def cluster_dir(cj: ClusterJournal) -> Path:
+    return Path(cj.root) / cj.name
+
+
 def test_prune_never_deletes_through_a_symlinked_day_directory(tmp_path):
     outside = tmp_path / "victim"
     outside.mkdir()
     cj, tick = journal_with_old_tick(tmp_path / "journal")
     victim = outside / f"{tick}.json"
     victim.write_text("{}")
-    cj.dir.mkdir(parents=True)
-    (cj.dir / layout.day_of(OLD)).symlink_to(outside, target_is_directory=True)
+    cluster_dir(cj).mkdir(parents=True)
+    (cluster_dir(cj) / layout.day_of(OLD)).symlink_to(outside, target_is_directory=True)
     report = run_pass(cj, NOW, Options(compact=False))
     assert victim.exists() and report.pruned == []
 
 
 def test_prune_deletes_old_periods_of_its_own_directory(tmp_path):
     cj, tick = journal_with_old_tick(tmp_path / "journal")
-    own = cj.dir / layout.tick_file(tick, OLD)
+    own = cluster_dir(cj) / layout.tick_file(tick, OLD)
     own.parent.mkdir(parents=True)
     own.write_text("{}")
     run_pass(cj, NOW, Options(compact=False))
@@ -68,7 +73,7 @@ def test_a_cluster_directory_that_links_out_of_the_root_is_refused(tmp_path):
     outside.mkdir()
     cj, tick = journal_with_old_tick(tmp_path / "journal")
     (tmp_path / "journal").mkdir()
-    cj.dir.symlink_to(outside, target_is_directory=True)
+    cluster_dir(cj).symlink_to(outside, target_is_directory=True)
     with pytest.raises(UnsafePath, match="leads outside"):
         run_pass(cj, NOW, Options(compact=False))
     assert os.listdir(outside) == []  # no lock file either
@@ -84,12 +89,12 @@ def test_a_journal_name_that_is_a_path_is_refused_before_anything_is_written(tmp
 
 def test_dry_run_writes_no_lock(tmp_path):
     cj, tick = journal_with_old_tick(tmp_path / "journal")
-    own = cj.dir / layout.tick_file(tick, OLD)
+    own = cluster_dir(cj) / layout.tick_file(tick, OLD)
     own.parent.mkdir(parents=True)
     own.write_text("{}")
     report = run_pass(cj, NOW, Options(compact=False, dry_run=True))
     assert report.plan is not None and report.plan.prune  # it says what it would delete
-    assert own.exists() and not (cj.dir / layout.LOCK_FILE).exists()
+    assert own.exists() and not (cluster_dir(cj) / layout.LOCK_FILE).exists()
 
 
 def test_journal_command_says_which_name_is_unsafe(tmp_path, capsys):

@@ -21,7 +21,9 @@ from quota_pipeline.core.clock import ManualClock
 from quota_pipeline.core.model import UTC
 from quota_pipeline.journal import layout
 from quota_pipeline.journal.layout import Period, Sources
-from quota_pipeline.journal.maintenance import JournalBusy, Options, locked, run_pass
+from quota_pipeline.journal.local_storage import LocalStorage
+from quota_pipeline.journal.maintenance import Options, run_pass
+from quota_pipeline.journal.storage import JournalBusy
 from quota_pipeline.journal.store import Journal
 
 HOUR = dt.timedelta(hours=1)
@@ -282,7 +284,7 @@ def test_a_journal_written_before_the_interval_changed_is_filed_by_observed_at(t
 
 def test_one_maintenance_pass_at_a_time(tmp_path):
     three_hours(tmp_path)
-    with locked(tmp_path / "a"):
+    with LocalStorage(str(tmp_path)).lock("a"):
         with pytest.raises(JournalBusy, match="another process is maintaining"):
             run_pass(cluster(tmp_path, interval_s=IV), T0 + 4 * HOUR)
     assert len(run_pass(cluster(tmp_path, interval_s=IV), T0 + 4 * HOUR).rewritten) == 3

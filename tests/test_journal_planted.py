@@ -15,7 +15,8 @@ import pytest
 
 from tests.support.builders import GB, ok, vol
 from quota_pipeline.core import config as cfg
-from quota_pipeline.journal import layout, object_journal, ownership
+from quota_pipeline.journal import layout, ownership
+from quota_pipeline.journal.object_storage import ObjectStorage
 from quota_pipeline.journal.inputs import find_inputs
 from quota_pipeline.journal.objstore import Got
 from quota_pipeline.journal.store import Journal
@@ -210,13 +211,13 @@ class MemoryStore:
 def test_an_object_store_journal_sets_a_planted_object_aside_and_keeps_first_writer_wins(tmp_path):
     store, rel, token = MemoryStore(), "a/2026-11-27/42.json", ownership.new_token()
     store.put(rel, json.dumps(FINE.to_json()).encode())
-    held, aside = object_journal.claim(store, rel, ownership.record_text(FULL, token), token)
+    held, aside = ObjectStorage(store).claim(rel, ownership.record_text(FULL, token).encode(), token)
     assert held is None and aside == [(rel, rel + ".rejected-1")]
     assert json.loads(store.objects[rel + ".rejected-1"][0]) == FINE.to_json()
     assert json.loads(store.objects[rel][0])[ownership.TOKEN_FIELD] == token
     # A retried attempt of the same task gives way to it; no second object is set aside.
     later = replace(FULL, observed_at=FULL.observed_at + dt.timedelta(seconds=1))
-    held, aside = object_journal.claim(store, rel, ownership.record_text(later, token), token)
+    held, aside = ObjectStorage(store).claim(rel, ownership.record_text(later, token).encode(), token)
     assert held is not None and held["observed_at"] == FULL.to_json()["observed_at"] and aside == []
 
 
@@ -232,7 +233,7 @@ def test_an_object_planted_again_while_it_is_set_aside_is_not_overwritten_unseen
                 store.objects[rel] = (b"planted twice", '"x"')
 
     store.before_put = replant
-    held, aside = object_journal.claim(store, rel, ownership.record_text(FULL, token), token)
+    held, aside = ObjectStorage(store).claim(rel, ownership.record_text(FULL, token).encode(), token)
     assert held is None and [a for _, a in aside] == [rel + ".rejected-1", rel + ".rejected-2"]
     assert store.objects[rel + ".rejected-2"][0] == b"planted twice"
 
@@ -268,10 +269,10 @@ def test_on_an_object_store_a_planted_tick_is_set_aside_and_a_retry_takes_its_ow
 
     journal, token, tick = Journal(s3proxy.uri(f"journal-{uuid.uuid4().hex[:12]}")), ownership.new_token(), 42
     rel = journal.path("a", tick, T)
-    journal._objects.put(rel, (json.dumps(FINE.to_json()) + "\n").encode())
+    journal.storage.store.put(rel, (json.dumps(FINE.to_json()) + "\n").encode())
     first = journal.claim("a", tick, T, FULL, token)
     assert first.snapshot == FULL and [a for _, a in first.set_aside] == [rel + ".rejected-1"]
-    assert json.loads(journal._objects.get(rel + ".rejected-1").data) == FINE.to_json()
+    assert json.loads(journal.storage.store.get(rel + ".rejected-1").data) == FINE.to_json()
     retry = journal.claim("a", tick, T, replace(FULL, observed_at=T), token)
     assert retry.snapshot == FULL and not retry.set_aside  # first writer wins among the task's attempts
     other = journal.claim("a", tick, T, replace(FULL, observed_at=T), ownership.new_token())
@@ -292,7 +293,7 @@ def test_attempts_of_one_task_racing_a_planted_object_agree_on_one_poll():
     texts = [ownership.record_text(replace(FULL, observed_at=FULL.observed_at + dt.timedelta(seconds=i)), token)
              for i in range(8)]
     with ThreadPoolExecutor(8) as pool:
-        results = list(pool.map(lambda t: object_journal.claim(store, rel, t, token), texts))
+        results = list(pool.map(lambda t: ObjectStorage(store).claim(rel, t.encode(), token), texts))
     held = json.loads(store.objects[rel][0])
     assert all((h or json.loads(t)) == held for (h, _), t in zip(results, texts))
 

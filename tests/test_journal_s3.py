@@ -15,7 +15,7 @@ import pytest
 from tests.support.journal_fixtures import T0, cluster, fill, first_tick, snapshot, view
 from test_journal_compaction import Killed, kill_at
 from quota_pipeline.cli import main
-from quota_pipeline.journal import layout, object_journal
+from quota_pipeline.journal import layout, object_storage
 from quota_pipeline.journal.layout import Period
 from quota_pipeline.journal.maintenance import Options, run_pass
 from quota_pipeline.journal.store import Journal
@@ -41,7 +41,7 @@ def keys(s3proxy, root: str, suffix: str = "") -> list[str]:  # noqa: F811
 def seen(root: str, tmp_path: Path) -> list:
     """Every snapshot replay's reader sees in the s3:// journal (copied as replay copies it), each once."""
     local = tmp_path / f"copy-{uuid.uuid4().hex[:8]}"
-    object_journal.download(root, local)
+    object_storage.download(root, local)
     return view(local) if local.exists() else []
 
 
@@ -81,7 +81,7 @@ def test_compaction_makes_one_period_file_per_closed_period_and_loses_nothing(ro
     assert (report.usage.oldest, report.usage.newest) == (before[0].observed_at, before[-1].observed_at)
 
 
-@pytest.mark.parametrize("step", ("staged-writing", "lengths-recorded", "uploaded", "deleted-first"))
+@pytest.mark.parametrize("step", ("writing", "lengths-recorded", "uploaded", "deleted-first"))
 def test_a_compaction_killed_midway_loses_and_duplicates_nothing(root, s3proxy, tmp_path, step):  # noqa: F811
     three_hours(root)
     before = seen(root, tmp_path)

@@ -43,9 +43,9 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def clusters_of(paths: list[str]):
     """The clusters' journals, or one error line per problem and exit code 2."""
-    from quota_pipeline.core import names
     from quota_pipeline.core.names import UnsafePath
     from quota_pipeline.journal.maintenance import ClusterJournal, period_problem
+    from quota_pipeline.journal.storage import UnsupportedJournalPath
     from quota_pipeline.streaming.source import config_name
 
     confs = [load_or_exit(p, require_admin=False) for p in paths]
@@ -53,13 +53,13 @@ def clusters_of(paths: list[str]):
     problems += [f"error: {c.path}: the storage check interval is 0, so the journal's ticks have no time; set "
                  f"the check interval the job ran with" for c in confs if c.check_interval.total_seconds() <= 0]
     clusters = [ClusterJournal.of(c, config_name(c)) for c in confs]
-    for c in clusters:
+    for conf, c in zip(confs, clusters):
         try:
-            names.checked(c.name, "the cluster's journal name") if c.is_object_store else c.checked_dir()
+            c.storage.checked(c.name)
+        except UnsupportedJournalPath as exc:
+            problems.append(f"error: {conf.path}: {exc}")
         except UnsafePath as exc:
             problems.append(f"error: {exc}")
-    problems += [f"error: {c.name}: quota.pipeline.journal.path {c.root} is neither a local path nor s3://; "
-                 f"compaction, retention and stats need one" for c in clusters if not c.is_maintained]
     if problems:
         print("\n".join(problems), file=sys.stderr)
         raise SystemExit(EXIT_CONFIG)
@@ -68,8 +68,8 @@ def clusters_of(paths: list[str]):
 
 def run(args: argparse.Namespace) -> int:
     clusters = clusters_of(args.config)
-    from quota_pipeline.journal.maintenance import JournalBusy
     from quota_pipeline.journal.objstore import ObjectStoreError
+    from quota_pipeline.journal.storage import JournalBusy
 
     try:
         if args.journal_action == "stats":

@@ -122,17 +122,17 @@ class _UsageError(Exception):
 
 
 def _staged(args: argparse.Namespace):
-    """An s3:// --input copied to a local directory (journal/object_journal.download), which then replaces it."""
+    """An s3:// --input copied to a local directory (journal/object_storage.download), which then replaces it."""
     if not args.input.startswith("s3://"):
         return None
     import tempfile
 
-    from quota_pipeline.journal import object_journal
+    from quota_pipeline.journal import object_storage
     from quota_pipeline.journal.objstore import ObjectStoreError
 
     staged = tempfile.TemporaryDirectory(prefix="quota-pipeline-replay-")
     try:
-        n = object_journal.download(args.input, Path(staged.name))
+        n = object_storage.download(args.input, Path(staged.name))
     except ObjectStoreError as exc:
         staged.cleanup()
         raise _UsageError(f"--input: {exc}") from None

@@ -31,11 +31,7 @@ class Maintenance:
     """Starts, watches and restarts the child; hands every report to `on_report` (metrics and log)."""
 
     def __init__(self, clusters: list[ClusterJournal], on_report: Callable[[dict], None]) -> None:
-        remote = [c for c in clusters if not c.is_maintained]
-        for c in remote:
-            log.warning("journal %s: %s is neither a local path nor s3://; it is not compacted or pruned", c.name,
-                        c.root)
-        self.clusters = [c for c in clusters if c.is_maintained]
+        self.clusters = clusters
         self.on_report = on_report
         self._stop = threading.Event()
         self._proc: subprocess.Popen | None = None
@@ -111,7 +107,8 @@ def child_main() -> int:
     """The child: passes until stdin closes."""
     from quota_pipeline.core.clock import SYSTEM
     from quota_pipeline.journal.listing import FooterCache
-    from quota_pipeline.journal.maintenance import JournalBusy, Options, run_pass
+    from quota_pipeline.journal.maintenance import Options, run_pass
+    from quota_pipeline.journal.storage import JournalBusy
 
     spec = json.loads(sys.stdin.readline() or "{}")
     clusters = [ClusterJournal.from_json(c) for c in spec.get("clusters", [])]

@@ -2,7 +2,7 @@
 
 Object stores have no rename and no directory fsync; what they have is an atomic PUT (an object is visible whole
 or not at all, durable when the PUT returns) and conditional PUTs (S3 since 2024, S3Proxy, MinIO, Ceph). The
-journal's guarantees rest on those two (journal/object_journal.py, journal/object_maintenance.py say how).
+journal's guarantees rest on those two (journal/object_storage.py says how).
 
 Endpoint and credentials come from where the AWS SDKs look (boto3 and pyarrow's S3FileSystem alike):
 AWS_ENDPOINT_URL (or AWS_ENDPOINT_URL_S3) for an S3-compatible server, AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY,

@@ -1,11 +1,9 @@
-"""One compaction step: a closed period's tick files (and its period file, if late ticks extend it) rewritten
-as one time-sorted period file, then the tick files deleted. compaction.py says why every step is safe."""
+"""A closed period's tick files (and its period file, if late ticks extend it) as one time-sorted period file,
+built from local copies; journal/maintenance.py publishes it and deletes the tick files (compaction.py: why safely)."""
 from __future__ import annotations
 
 import itertools
 import json
-import os
-import uuid
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterator
@@ -15,15 +13,24 @@ import pyarrow.compute as pc
 
 from quota_pipeline.core.model import epoch_micros
 from quota_pipeline.core import snapshot_rules as rules
-from quota_pipeline.journal import layout
-from quota_pipeline.journal.compaction import Compact, Step, _unlink_all, fsync_dir, no_step, record_length
+from quota_pipeline.journal.compaction import Compact, no_step
 from quota_pipeline.journal.layout import Sources
-from quota_pipeline.journal.listing import TickFile, observed_at_of
+from quota_pipeline.journal.listing import TickFile, observed_at
+from quota_pipeline.journal.local_storage import LocalStorage
 from quota_pipeline.journal.period_file import Entry, PeriodWriter, row_groups, rows_of
-from quota_pipeline.journal.private import FILE_MODE, private_dirs
+from quota_pipeline.journal.private import private_dirs
+from quota_pipeline.journal.storage import Step
 
 CHUNK_FILES = 64  # tick files parsed per table (bounded memory whatever the cluster's size)
 SORT_KEYS = [("observed_us", "ascending"), ("journal_file", "ascending")]
+
+
+@dataclass(frozen=True)
+class Built:
+    """What `build` put into the period file (tick files, by name) and what it left as JSON, with why."""
+
+    added: tuple[str, ...]
+    kept: tuple[tuple[str, str], ...]
 
 
 @dataclass(frozen=True)
@@ -107,13 +114,14 @@ def _merged(old: Iterator[pa.Table], new: Iterator[pa.Table]) -> Iterator[pa.Tab
     yield from new
 
 
-def rewrite(cluster_dir: Path, action: Compact, step: Step = no_step,
-            progress: Callable[[int], None] | None = None) -> Rewritten:
-    """Write the period file beside a temporary name, fsync, rename, fsync the directory, then delete."""
-    final = cluster_dir / action.target
+def build(cluster_dir: Path, action: Compact, out: Path, step: Step = no_step,
+          progress: Callable[[int], None] | None = None) -> Built:
+    """The period file of `action` written to `out` (beside its name in `cluster_dir`, where the period's tick
+    files and period file are): the period file as it was, with the new tick files merged in time order."""
+    final, copies = cluster_dir / action.target, LocalStorage(str(cluster_dir))
     keyed, kept = [], []
     for t in action.new:
-        observed = observed_at_of(cluster_dir / t.rel)
+        observed = observed_at(copies, t.rel)
         if observed is None and (cluster_dir / t.rel).exists():
             kept.append((t.rel, "unreadable: no observed_at"))
         elif observed is None:
@@ -124,19 +132,12 @@ def rewrite(cluster_dir: Path, action: Compact, step: Step = no_step,
     done = (lambda: progress(1)) if progress else (lambda: None)
     added: list[str] = []
     tables = _tables(cluster_dir, keyed, kept, added, done)
-    before = sum(t.size for t in (*action.new, *action.leftovers)) + (action.existing.size if action.existing else 0)
     first = next(tables, None)
     if first is None:  # nothing new to add: only leftovers (and kept files) to deal with
-        removed = _unlink_all(cluster_dir, [t.rel for t in action.leftovers], step, "deleted")
-        return Rewritten(str(action.period), 0, tuple(kept), before,
-                         before - sum(t.size for t in action.leftovers), removed)
-    record_length(cluster_dir, action.period.end - action.period.start)
-    step("lengths-recorded")
-    private_dirs(final.parent)
-    tmp = final.parent / f"{layout.COMPACT_TMP_PREFIX}{uuid.uuid4().hex}.parquet"
+        return Built((), tuple(kept))
+    private_dirs(out.parent)
     footer = action.existing.footer if action.existing else None
-    writer = PeriodWriter(tmp, str(action.period))
-    os.chmod(tmp, FILE_MODE)  # the journal is the job user's alone, as its tick files are
+    writer = PeriodWriter(out, str(action.period))
     try:
         for table in _merged(row_groups(final) if footer else iter(()), itertools.chain([first], tables)):
             writer.write(table)
@@ -146,11 +147,4 @@ def rewrite(cluster_dir: Path, action: Compact, step: Step = no_step,
     except BaseException:
         writer.abort()
         raise
-    with tmp.open("rb") as fh:
-        os.fsync(fh.fileno())
-    step("written")
-    os.replace(tmp, final)
-    fsync_dir(final.parent)
-    step("renamed")
-    removed = _unlink_all(cluster_dir, [*added, *(t.rel for t in action.leftovers)], step, "deleted")
-    return Rewritten(str(action.period), len(added), tuple(kept), before, final.stat().st_size, removed)
+    return Built(tuple(added), tuple(kept))

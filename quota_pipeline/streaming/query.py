@@ -34,6 +34,7 @@ from quota_pipeline.streaming.processor import OUTPUT_SCHEMA, REMOVED, DecisionP
 from quota_pipeline.kafka.publisher import Publisher, ensure_topic
 from quota_pipeline.journal.background import Maintenance, log_report
 from quota_pipeline.journal.maintenance import ClusterJournal, period_problem
+from quota_pipeline.journal.storage import path_problem as journal_path_problem
 from quota_pipeline.streaming.source import KafkaVolumesSource, config_name
 from quota_pipeline.streaming.stages import StageTime, completed_stages
 
@@ -53,6 +54,8 @@ def check_runnable(configs: list[cfg.Config]) -> None:
                             f"{cfg.CHECK_INTERVAL_SECONDS} (seconds) or {cfg.CHECK_INTERVAL_ISO} (ISO-8601) to run")
         if period_problem(c):
             problems.append(period_problem(c))
+        if journal_path_problem(c.effective_journal_path):
+            problems.append(f"error: {c.path}: {journal_path_problem(c.effective_journal_path)}")
         if path_names.problem(name):
             problems.append(f"error: {c.path}: the cluster's journal name {path_names.problem(name)}; set "
                             f"{cfg.CLUSTER_NAME}")

@@ -20,7 +20,8 @@ import isodate
 from quota_pipeline.core import signing
 from quota_pipeline.core.display import escape
 from quota_pipeline.core.config import MAX_CLOCK_SKEW, Config
-from quota_pipeline.core.exemption import StopExemption
+from quota_pipeline.core.exemption import USER_PREFIX, StopExemption
+from quota_pipeline.core.exemption import principal_name as _name
 from quota_pipeline.core.signing import SigningKey
 from quota_pipeline.core.model import DecisionSource, RecordError, Status, WorstVolume, format_time
 from quota_pipeline.core.record import READABLE_VERSIONS, ThrottleDecision
@@ -29,7 +30,6 @@ from quota_pipeline.core.stop import StopLimit
 
 UNLIMITED = sys.float_info.max  # Strimzi's Quota.upperBound(Double.MAX_VALUE)
 MIN_QUOTA = 1.0  # Strimzi: "returning zero would cause a divide by zero in Kafka"
-USER_PREFIX = "User:"
 QUOTA_TYPE_TAG = "quota.type"
 EXCLUDED_PRINCIPAL_TAG = "excluded-principal-quota-key"  # Strimzi's tag
 WINDOW_TAG = "quota.window"  # QuotaWindows' epoch: a new value is a new sensor, hence an empty window
@@ -37,11 +37,6 @@ WINDOW_TAG = "quota.window"  # QuotaWindows' epoch: a new value is a new sensor,
 # it and the cut applies to the bytes the client sent in the last stops.
 STOP_WINDOW = "stop"
 USER_TAG, CLIENT_ID_TAG = "user", "client-id"  # Kafka's own tag names
-
-
-def _name(principal: str | None) -> str | None:
-    """KafkaPrincipal.getName() of "User:name" (or of a bare name)."""
-    return principal[len(USER_PREFIX):] if principal and principal.startswith(USER_PREFIX) else principal
 
 
 STATUSES = frozenset(s.value for s in Status)

@@ -281,7 +281,7 @@ TABLE: tuple[Property, ...] = (
              "`User:*` on the stop's topics (needs an authorizer; only `super.users` escape), `throttle` lowers client "
              "quotas (`--stop` overrides it)"),
     Property(Q + "journal.path", "string", None, text,
-             "durable snapshot journal (local path, s3://bucket/prefix, or another pyarrow.fs URI)", "`<checkpoint>/journal`"),
+             "durable snapshot journal (local path or s3://bucket/prefix; other URIs are refused)", "`<checkpoint>/journal`"),
     Property(Q + "journal.period", "duration", _PT(hours=1), duration,
              "closed periods of this length are compacted to one Parquet file per cluster", "PT1H"),
     Property(Q + "journal.retention", "duration", _PT(days=30), duration,

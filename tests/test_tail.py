@@ -11,6 +11,7 @@ import pytest
 from rich.console import Console
 
 from quota_pipeline.core.clock import ManualClock
+from quota_pipeline.core.signing import parse_keys
 from quota_pipeline.dashboard import terminal, view
 from quota_pipeline.dashboard.history import History
 from harness.ports import free_port
@@ -40,9 +41,20 @@ def test_the_terminal_view_says_how_many_records_were_refused_and_the_last_ones_
     console = Console(record=True, width=400, color_system=None)
     console.print(terminal.render([], feed_status(), T0, SETTINGS, 0, (h.refused_total, h.last_refused)))
     text = console.export_text()
-    assert "1 decision record(s) refused: dated further ahead of this clock than quota.pipeline.reader.max.clock.skew" \
-        in text
+    assert "1 decision record(s) refused as the brokers refuse them (not signed with a configured key, written again, " \
+        "or dated further ahead of this clock than quota.pipeline.reader.max.clock.skew allows)" in text
     assert 'last: key "c1\\x1b[2J" at __quota_throttle_factors/2@17: observed_at 9999-12-31T00:00:00.000Z is ' in text
+
+
+def test_the_terminal_view_names_a_missing_signature_as_the_reason_of_a_refusal():
+    key = parse_keys("k1:" + "s" * 40)
+    h = History(clock=ManualClock(T0), signing_keys=key)
+    h.apply(b"c1", encode(record("c1", T0, 0.0)), "at __quota_throttle_factors/0@3")
+    console = Console(record=True, width=400, color_system=None)
+    console.print(terminal.render([], feed_status(), T0, SETTINGS, 0, (h.refused_total, h.last_refused)))
+    text = console.export_text()
+    assert h.refused_total == 1 and "1 decision record(s) refused as the brokers refuse them" in text
+    assert 'last: key "c1" at __quota_throttle_factors/0@3: it carries no quota-pipeline-signature header' in text
 
 
 def test_the_terminal_view_shows_the_throttled_cluster_first_and_why():

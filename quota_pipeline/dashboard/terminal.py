@@ -43,12 +43,17 @@ def feed_line(feed: FeedStatus, now: dt.datetime, unreadable_total: int) -> Text
     return line
 
 
+REFUSAL_RULES = (f"not signed with a configured key, written again, or dated further ahead of this clock than "
+                 f"{MAX_CLOCK_SKEW} allows")
+
+
 def refused_line(total: int, last: Refused | None) -> list[Text]:
-    """Records refused as brokers refuse them (dated ahead of the clock): how many, and the last one's place and why."""
+    """Records refused as brokers refuse them (unsigned, written again, dated ahead): how many, the last one's place
+    and its own reason, since the headline cannot know which rule refused each."""
     if not total:
         return []
-    line = Text(f"{total} decision record(s) refused: dated further ahead of this clock than {MAX_CLOCK_SKEW} "
-                "allows; only the pipeline may change the factor", style="bold red")
+    line = Text(f"{total} decision record(s) refused as the brokers refuse them ({REFUSAL_RULES}); only the "
+                "pipeline may change the factor", style="bold red")
     if last is not None:
         line.append(f" (last: key {printable(last.key)} {printable(last.where)[1:-1]}: {last.reason})")
     return [line]

@@ -70,8 +70,9 @@ function renderFeed() {
   else if (feed.state !== "following") text = `Decision topic unavailable since ${fmtTime(feed.since)}: ${feed.message}`;
   else if (page.counts.refused_records > 0) {  // someone but the pipeline wrote to the topic: say so first
     const last = page.last_refused;
-    text = `${page.counts.refused_records} decision record(s) refused: dated further ahead of the clock than ` +
-      "quota.pipeline.reader.max.clock.skew allows; only the pipeline may change the factor, and brokers refuse them too" +
+    text = `${page.counts.refused_records} decision record(s) refused as the brokers refuse them (not signed with a ` +
+      "configured key, written again, or dated further ahead of the clock than quota.pipeline.reader.max.clock.skew " +
+      "allows); only the pipeline may change the factor" +
       (last ? ` (last: key ${last.key ?? "none"} ${last.where}: ${last.reason})` : "");
   }
   else if (page.counts.unreadable_records > 0) {

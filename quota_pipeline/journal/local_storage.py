@@ -10,6 +10,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
+import pyarrow as pa
+
 from quota_pipeline.core import names
 from quota_pipeline.journal import layout, ownership
 from quota_pipeline.journal.private import FILE_MODE, fsync_dir, private_dirs, write_private
@@ -180,8 +182,6 @@ class LocalStorage:
         yield self.root if all(self._version(rel) == v for rel, v in versions.items()) else None
 
     def open(self, rel: str):
-        import pyarrow as pa
-
         return pa.OSFile(str(self.root / rel))
 
     @contextmanager

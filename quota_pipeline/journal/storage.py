@@ -93,7 +93,8 @@ class Storage(Protocol):
         """The cluster's files (rel from the root), sorted; links are neither listed nor followed."""
 
     def delete(self, rels: list[str]) -> int:
-        """Deletes the files (at most `delete_batch`), a file already gone being no error; how many were there."""
+        """Deletes the files (at most `delete_batch`), a file already gone being no error; how many it deleted
+        (an object store, which does not say, counts every name)."""
 
     def remove_empty_dirs(self, rels: list[str]) -> None:
         """The directories of `rels` when nothing is left in them (a local journal's day directories)."""

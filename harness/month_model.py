@@ -25,8 +25,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from quota_pipeline.core import policy
-from quota_pipeline.core.decision import DecisionState, step
+from quota_pipeline.core.reference import policy
+from quota_pipeline.core.reference.decision import DecisionState, step
 from quota_pipeline.core.model import Status, Volume, VolumeSnapshot
 from quota_pipeline.core.settings import Settings
 

@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, Phase, find, given, settings as hsettings, s
 from tests.support.builders import GB, ok, settings, vol
 from tests.support.journal_strategies import LAYOUTS, brokers_on_every_row, cluster_journal, fleets, write_exported
 from quota_pipeline.core.config import Limit, Limits
-from quota_pipeline.core.decision import decide_all
+from quota_pipeline.core.reference.decision import decide_all
 from quota_pipeline.core.record import stop_of
 from quota_pipeline.core import snapshot_rules as rules
 from quota_pipeline.journal import period_file
@@ -116,7 +116,7 @@ def test_the_strategies_generate_dirs_that_go_offline_after_filling():
 def offline_by_the_last_step_alone(snaps, s) -> bool:
     """Some dir becomes offline-filling by the reference at a report more than a validity after its last reading,
     where that reading's fit alone does not reach the hard limit by then (its last step does)."""
-    from quota_pipeline.core import trend
+    from quota_pipeline.core.reference import trend
     from quota_pipeline.core.model import epoch_micros
 
     def late(x, v, readings) -> bool:
@@ -341,7 +341,7 @@ def test_the_compiled_pass_throttles_a_fill_on_a_sawtooth_as_the_reference(tmp_p
 def test_a_time_an_offset_moves_out_of_datetimes_range_is_out_of_the_journals_range_not_an_error():
     """Found by the Parquet fuzzer: year 1 at +01:00 is year 0 in UTC; replay rejects its row (out of range) and
     goes on, where the parse raised RecordError through the whole replay."""
-    from quota_pipeline.core.cluster_pass import BAD_TIME, in_range, parsetimes
+    from quota_pipeline.core.compiled.frame import BAD_TIME, in_range, parsetimes
     t = parsetimes(pa.array(["", "0001-01-01T00:00:00+01:00", "9999-12-31T23:59:59-01:00", "2026-03-02T00:00:00Z"]))
     assert t[0] == BAD_TIME
     assert list(in_range(t)) == [False, False, False, True]

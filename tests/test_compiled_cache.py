@@ -1,5 +1,6 @@
-"""The kernel imported from a zip (spark-submit's --py-files) is compiled once per host and package: an executor of a
-restarted job, which finds the zip unpacked under a new application's directory, loads it instead of compiling."""
+"""The compiled decision imported from a zip (spark-submit's --py-files) is compiled once per host and package: an
+executor of a restarted job, which finds the zip unpacked under a new application's directory, loads it instead of
+compiling; a change to any module of its folder compiles it again."""
 from __future__ import annotations
 
 import json
@@ -16,11 +17,10 @@ PACKAGE = Path(quota_pipeline.__file__).parent
 RUN = """
 import json
 import numpy as np
-from quota_pipeline.core import kernel
-assert ".zip" in kernel.__file__, kernel.__file__
-kernel.filled(np.zeros(1, np.int64), np.ones(1, np.int64), np.zeros(1, np.int64), np.zeros(1, bool),
-              np.array([0, 1]), np.full(1, np.nan))
-s = kernel.filled.stats
+from quota_pipeline.core.compiled import row_order
+assert ".zip" in row_order.__file__, row_order.__file__
+row_order.lex_sorted(*(np.zeros(2, np.int64) for _ in range(4)))
+s = row_order.lex_sorted.stats
 print(json.dumps([sum(s.cache_hits.values()), sum(s.cache_misses.values())]))
 """
 
@@ -53,6 +53,7 @@ def test_a_zipped_kernel_is_compiled_once_whatever_directory_the_zip_is_unpacked
     moved.parent.mkdir(parents=True)
     shutil.copyfile(first, moved)
     assert hits_and_misses(moved, cache) == [1, 0]
-    # Another kernel source (a new release) is compiled again, never served what the old one compiled.
+    # Another source beside the function's module (a new release; here kernel.py, whose loop inlines the modules
+    # beside it) is compiled again, never served what the old one compiled.
     changed = zipped(tmp_path / "app-3" / "0" / "quota_pipeline.zip", edit="\n# another release\n")
     assert hits_and_misses(changed, cache) == [0, 1]

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings as hsettings, strategies as st
 
 from tests.support.builders import GB, at, failed, ok, partial, settings, vol
-from quota_pipeline.core.decision import decide_all
+from quota_pipeline.core.reference.decision import decide_all
 from quota_pipeline.core.config import Limit, Limits
 from quota_pipeline.core.model import DecisionSource, PartitionSize, Status, WorstVolume
 from quota_pipeline.core.settings import Settings

@@ -14,7 +14,7 @@ from tests.support.builders import GB, settings
 from tests.support.journal_strategies import brokers_on_every_row, fleets
 from quota_pipeline.replay import job as replay
 from test_cluster_pass import ETA, write_flat
-from quota_pipeline.core.decision import decide_all
+from quota_pipeline.core.reference.decision import decide_all
 from quota_pipeline.core.record import stop_of
 
 

@@ -9,8 +9,8 @@ import pytest
 
 from tests.support.builders import GB, ok, settings, vol
 from quota_pipeline.core import config as cfg
-from quota_pipeline.core import trend
-from quota_pipeline.core.decision import decide_all
+from quota_pipeline.core.reference import trend
+from quota_pipeline.core.reference.decision import decide_all
 from quota_pipeline.core.model import PredictiveThrottle, epoch_micros
 from tests.support.builders import at
 

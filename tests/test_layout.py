@@ -1,5 +1,5 @@
 """The package's layout rules that a reader relies on: no function longer than a screen, and the decision code both
-jobs share (core/cluster_pass.py, core/kernel.py) reads no files and knows no Spark: reading stays at the edges."""
+jobs share (core/compiled/) reads no files and knows no Spark: reading stays at the edges."""
 from __future__ import annotations
 
 import ast
@@ -7,7 +7,7 @@ from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parent.parent / "quota_pipeline"
 MAX_LINES = 60
-SHARED = ("core/cluster_pass.py", "core/kernel.py")
+SHARED = tuple(sorted(str(p.relative_to(PACKAGE)) for p in (PACKAGE / "core" / "compiled").glob("*.py")))
 EDGE_MODULES = ("pyarrow.parquet", "pyarrow.dataset", "pyarrow.csv", "pyarrow.json", "pyspark")
 
 

@@ -5,7 +5,7 @@ from chispa import assert_column_equality
 from hypothesis import HealthCheck, given, settings as hsettings, strategies as st
 from pyspark.sql import functions as F
 
-from quota_pipeline.core import policy
+from quota_pipeline.core.reference import policy
 from quota_pipeline.core.config import Limit, Limits
 
 TB = 10 ** 12

@@ -12,7 +12,7 @@ from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from quota_pipeline.core import config as cfg
-from quota_pipeline.core.decision import DecisionState, step
+from quota_pipeline.core.reference.decision import DecisionState, step
 from quota_pipeline.core.model import PartitionSize, Status, VolumeSnapshot
 from quota_pipeline.core.settings import Settings
 from quota_pipeline.kafka.observer import Observer

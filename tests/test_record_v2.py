@@ -13,7 +13,7 @@ from tests.support.simulator_fixtures import start_simulator  # noqa: F401  (fix
 from quota_pipeline import resources
 from quota_pipeline.core import config as cfg
 from quota_pipeline.core.clock import SYSTEM
-from quota_pipeline.core.decision import DecisionState, decide_all, step
+from quota_pipeline.core.reference.decision import DecisionState, decide_all, step
 from quota_pipeline.core.model import PartitionSize
 from quota_pipeline.core.record import ThrottleDecision, build_record
 from quota_pipeline.core.settings import Settings

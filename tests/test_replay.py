@@ -11,7 +11,7 @@ from chispa import assert_df_equality
 
 from quota_pipeline.core import config as cfg
 from quota_pipeline.cli import main
-from quota_pipeline.core.decision import decide_all
+from quota_pipeline.core.reference.decision import decide_all
 from quota_pipeline.core.settings import Settings
 from quota_pipeline.core.model import VolumeSnapshot, parse_time
 from quota_pipeline.core.snapshot_rules import parse_snapshot

@@ -6,7 +6,7 @@ import numpy as np
 import pyarrow.parquet as pq
 from hypothesis import given, settings as hsettings, strategies as st
 
-from quota_pipeline.core import row_order
+from quota_pipeline.core.compiled import row_order
 from tests.support.builders import GB, ok, settings, vol
 from tests.test_cluster_pass import replayed, write_flat
 

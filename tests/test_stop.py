@@ -14,7 +14,7 @@ import pytest
 
 from tests.support.builders import GB, MemoryHandle, failed, ok, settings, spark_rows, vol
 from quota_pipeline import resources
-from quota_pipeline.core.decision import DecisionState, step
+from quota_pipeline.core.reference.decision import DecisionState, step
 from quota_pipeline.core.model import STOP_TOPICS_BUDGET, PartitionSize, Stop, stop_json_bytes
 from quota_pipeline.core.record import ThrottleDecision, build_record, stop_from_json
 from quota_pipeline.streaming import source
@@ -245,7 +245,7 @@ def test_lists_that_join_alike_are_told_apart(tmp_path):
 @pytest.mark.parametrize("values", [[["a"], None, [], ["b", "c"]], [7, None, 8, 9]])
 @pytest.mark.parametrize("rows", [[3, 0, 1, 2, 3], [0, 2, 3], [1, 2, 3], [2], [0, 0, 3, 3], [3, 1], []])
 def test_rows_are_taken_chunk_by_chunk_in_the_order_asked(rows, values):
-    from quota_pipeline.core.cluster_pass import Rows
+    from quota_pipeline.core.compiled.rows import Rows
     column = pa.chunked_array([pa.array(values[:2]), pa.array(values[2:])])
     taken = Rows(np.array(rows, np.int64)).take(column)
     assert isinstance(taken, pa.Array) and taken.to_pylist() == [values[r] for r in rows]

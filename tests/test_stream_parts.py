@@ -13,7 +13,7 @@ from tests.support.builders import GB, MemoryHandle, ok, settings, spark_rows, v
 from tests.support.journal_strategies import cluster_journal
 from quota_pipeline.core import config as cfg
 from quota_pipeline.streaming import source
-from quota_pipeline.core.decision import DecisionState, step
+from quota_pipeline.core.reference.decision import DecisionState, step
 from quota_pipeline.streaming.metrics import Metrics
 from quota_pipeline.core.model import PartitionSize, Status, VolumeSnapshot
 from quota_pipeline.streaming.processor import decode_state, encode_state
@@ -595,14 +595,14 @@ def test_a_state_saved_by_an_earlier_version_carries_on_as_the_current_one_does(
 
 @pytest.mark.parametrize("header", [b"{}", b'{"has": ["|O", [3]]}', b"not json", b'{"has": ["<i8", [-1]]}'])
 def test_a_saved_state_with_arrays_this_job_does_not_save_is_refused(header):
-    from quota_pipeline.core.cluster_pass import STATE_FIELDS, STATE_MAGIC, ClusterPass
-    from quota_pipeline.streaming.processor import _ANY_SETTINGS
+    from quota_pipeline.core.compiled import state_codec
+    from quota_pipeline.core.compiled.state_codec import STATE_FIELDS, STATE_MAGIC
 
     if header.startswith(b'{"has"'):  # every array named, the first one not as this job saves it
         names = [*STATE_FIELDS, "key_broker", "brokers"]
         header = b"{" + header[1:-1] + b"," + b",".join(b'"%s":["<i8",[1]]' % n.encode() for n in names[1:]) + b"}"
     with pytest.raises(ValueError, match="not a state this job wrote|not an array this job saves"):
-        ClusterPass("c1", _ANY_SETTINGS).restore(STATE_MAGIC + header + b"\n" + bytes(64))
+        state_codec.restore(STATE_MAGIC + header + b"\n" + bytes(64))
 
 
 def test_a_saved_state_claiming_an_outsize_size_is_refused():

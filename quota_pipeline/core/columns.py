@@ -6,6 +6,7 @@ import pyarrow as pa
 
 PARTITION = pa.struct([("topic", pa.string()), ("partition", pa.int32()), ("size_bytes", pa.int64())])
 TOPICS = pa.list_(pa.string())
+UTC_US = pa.timestamp("us", tz="UTC")  # observed_at and the record's times
 COLUMNS = ("cluster_id", "observed_at", "observed_us", "status", "brokers", "fenced_brokers", "broker_id", "log_dir",
            "total_bytes", "available_bytes", "error", "top_partitions", "topics")
 TYPES = {"cluster_id": pa.string(), "observed_at": pa.string(), "observed_us": pa.int64(), "status": pa.string(),

@@ -17,7 +17,7 @@ from quota_pipeline.core.stop import DEFAULT_WINDOW_NUM, DEFAULT_WINDOW_SIZE_SEC
 
 from quota_pipeline.core.client_names import unknown_client_key_warnings
 from quota_pipeline.core.signing import SigningKey
-from quota_pipeline.core.trend import ETA_BUCKETS
+from quota_pipeline.core.reference.trend import ETA_BUCKETS
 from quota_pipeline.core.secrets import redact
 from quota_pipeline.core.properties import (
     ADMIN_PREFIX, BY_NAME, DEFAULT_ETA_WINDOW, DEFAULT_MAX_CLOCK_SKEW, DEFAULT_MAX_MUTE, DEFAULT_OUTPUT_TOPIC, INDEX, KNOWN,

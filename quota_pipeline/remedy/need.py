@@ -6,7 +6,7 @@ import re
 from dataclasses import dataclass
 
 from quota_pipeline.core.config import Limit, Limits
-from quota_pipeline.core.policy import PY, limit_bytes
+from quota_pipeline.core.reference.policy import PY, limit_bytes
 from quota_pipeline.remedy.inputs import Dir
 
 SOFT, HARD, PREDICTIVE, OFFLINE = "soft", "hard", "predictive", "offline"

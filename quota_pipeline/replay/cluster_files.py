@@ -17,8 +17,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from quota_pipeline.core.cluster_pass import (BAD_TIME, C_RANGE, C_TIME, COLUMNS, ORIGIN, TYPES, ClusterPass, Outcome,
-                                              Prepared, in_range, prepare, take_runs, times)
+from quota_pipeline.core.columns import COLUMNS, TYPES
+from quota_pipeline.core.compiled.frame import BAD_TIME, Prepared, in_range, times
+from quota_pipeline.core.compiled.rows import take_runs
+from quota_pipeline.core.compiled.rule_codes import C_RANGE, C_TIME
+from quota_pipeline.replay.tally import ORIGIN, Outcome, prepare
+from quota_pipeline.replay.tally import ReplayPass as ClusterPass
 from quota_pipeline.core.settings import Settings
 from quota_pipeline.core import snapshot_rules as rules
 

@@ -32,7 +32,7 @@ from quota_pipeline.core.settings import Settings
 from quota_pipeline.journal.inputs import Inputs, find_inputs
 from quota_pipeline.replay import records_json, sweep as sweeps
 from quota_pipeline.core.model import epoch_micros
-from quota_pipeline.core.cluster_pass import RECORD, UTC_US
+from quota_pipeline.core.compiled.record_batch import RECORD, UTC_US
 from quota_pipeline.replay.cluster_files import ClusterFiles, Task
 
 if TYPE_CHECKING:  # Spark is imported where it runs: a replay without it starts sooner

@@ -11,8 +11,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from quota_pipeline.core import policy
-from quota_pipeline.core.cluster_pass import in_range, times
+from quota_pipeline.core.reference import policy
+from quota_pipeline.core.compiled.frame import in_range, times
 from quota_pipeline.core.config import Limits
 from quota_pipeline.core.settings import Settings
 

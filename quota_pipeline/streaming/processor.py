@@ -22,18 +22,19 @@ from typing import Any, Iterator, Sequence
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 from pyspark.sql import Row
 from pyspark.sql.streaming.stateful_processor import StatefulProcessor, StatefulProcessorHandle
 from pyspark.sql.types import StringType, StructField, StructType
 
-from quota_pipeline.core.cache import CacheState, Entry
+from quota_pipeline.core.reference.cache import CacheState, Entry
 from quota_pipeline.core.clock import SYSTEM, Clock
-from quota_pipeline.core import kernel, trend
-from quota_pipeline.core.config import Limit, Limits
-from quota_pipeline.core.decision import DecisionState
+from quota_pipeline.core.reference import trend
+from quota_pipeline.core.columns import PARTITION, TOPICS
+from quota_pipeline.core.compiled import codes, kernel, state_codec
+from quota_pipeline.core.compiled.cluster_pass import Carried, ClusterPass
+from quota_pipeline.core.compiled.frame import Origin, prepare
+from quota_pipeline.core.reference.decision import DecisionState
 from quota_pipeline.core.record import SCHEMA_VERSION, ThrottleDecision
-from quota_pipeline.core.cluster_pass import PARTITION, TOPICS, ClusterPass
 from quota_pipeline.streaming import packed
 from quota_pipeline.streaming.source import REMOVED  # also the status of the row reporting a dropped state
 from quota_pipeline.core.settings import Settings
@@ -46,8 +47,6 @@ OUTPUT_SCHEMA = (
 )
 OUTPUT_COLUMNS = tuple(f.split()[0] for f in OUTPUT_SCHEMA.split(", "))
 STATE_SCHEMA = StructType([StructField("json", StringType())])
-# A ClusterPass needs settings to be made; each run of snapshots sets its own (DecisionProcessor.handleInputRows).
-_ANY_SETTINGS = Settings(Limits(Limit("bytes", 0)), dt.timedelta(0))
 
 
 def encode_state(state: DecisionState, config_name: str | None = None) -> str:
@@ -56,7 +55,7 @@ def encode_state(state: DecisionState, config_name: str | None = None) -> str:
         "config": config_name,  # the configured cluster that last updated it: a removal names it
         "registered": sorted(state.cache.registered),
         "entries": [[e.broker_id, e.log_dir, epoch_micros(e.observed_at), e.total_bytes, e.available_bytes,
-                     kernel.FENCED_PIN if e.fenced_pin else e.pinned,
+                     codes.FENCED_PIN if e.fenced_pin else e.pinned,
                      e.fill_rate, [[p.topic, p.partition, p.size_bytes] for p in e.top_partitions], e.eta_seconds,
                      None if e.topics is None else list(e.topics)]
                     for e in state.cache.entries.values()],
@@ -77,7 +76,7 @@ def decode_state(text: str | None) -> DecisionState:
     for b, ld, t, total, avail, pinned, *extra in raw["entries"]:
         fill, parts, eta, topics = (extra + [None, [], None, None][len(extra):])[:4]
         entries[(b, ld)] = Entry(b, ld, from_epoch_micros(t), total, avail, bool(pinned), fill,
-                                 tuple(PartitionSize(*p) for p in parts), fenced_pin=pinned == kernel.FENCED_PIN,
+                                 tuple(PartitionSize(*p) for p in parts), fenced_pin=pinned == codes.FENCED_PIN,
                                  eta_seconds=eta, topics=None if topics is None else tuple(topics))
     history = {(b, ld): tuple(tuple(h) for h in hist) for b, ld, hist in raw.get("history", [])}
     # A bucket saved before tops were kept ([t, least]) has an unknown top: it never passes for a clean-up.
@@ -93,18 +92,18 @@ STATE_CODEC = pa.Codec("zstd", compression_level=1)
 MAX_STATE_BYTES = 1 << 30  # a saved state's size as it claims: more is not a state this job wrote
 
 
-def save_state(columns: ClusterPass, config_name: str | None) -> str:
+def save_state(carried: Carried | None, config_name: str | None) -> str:
     """The state value: JSON naming the configured cluster that last updated it (a removal reads it) and the
-    columnar state (ClusterPass.to_bytes), compressed: a 500-log-dir cluster's 200 kB are about 11 kB, and the state
+    columnar state (state_codec.to_bytes), compressed: a 500-log-dir cluster's 200 kB are about 11 kB, and the state
     store writes and the state's round trips to the JVM carry every cluster's state on every micro-batch. Zstandard
     at level 1 compresses it a little smaller than zlib did, in a quarter of the time."""
-    data = columns.to_bytes()
+    data = state_codec.to_bytes(carried)
     return json.dumps({"config": config_name, "compressed": "zstd", "size": len(data),
                        "columns": base64.b64encode(STATE_CODEC.compress(data, asbytes=True)).decode("ascii")})
 
 
 def state_columns(raw: dict) -> bytes:
-    """ClusterPass.to_bytes of a saved state (one saved by zlib, or before compression, included)."""
+    """state_codec.to_bytes of a saved state (one saved by zlib, or before compression, included)."""
     data = base64.b64decode(raw["columns"])
     codec = raw.get("compressed")
     if codec == "zstd":
@@ -115,16 +114,18 @@ def state_columns(raw: dict) -> bytes:
     return zlib.decompress(data) if codec == "zlib" else data
 
 
-def load_state(cluster_id: str, text: str | None) -> ClusterPass:
-    """The cluster's carried state: the columnar form, or encode_state's form (earlier versions) converted."""
-    columns = ClusterPass(cluster_id, _ANY_SETTINGS)
-    raw = json.loads(text) if text else {}
+def load_state(text: str | None) -> Carried | None:
+    """The cluster's carried state (None: none yet): the columnar form, or encode_state's form (earlier versions)
+    converted."""
+    if not text:
+        return None
+    raw = json.loads(text)
     if "columns" in raw:
-        return columns.restore(state_columns(raw))
-    return from_decision_state(columns, decode_state(text))
+        return state_codec.restore(state_columns(raw))
+    return from_decision_state(decode_state(text))
 
 
-def from_decision_state(columns: ClusterPass, state: DecisionState) -> ClusterPass:
+def from_decision_state(state: DecisionState) -> Carried:
     """A checkpoint written by the Python form (encode_state) carried on by the columnar one."""
     cache = state.cache
     keys = sorted(set(cache.entries) | set(cache.history) | set(cache.buckets))
@@ -136,10 +137,10 @@ def from_decision_state(columns: ClusterPass, state: DecisionState) -> ClusterPa
         if e is not None:
             offline = e.total_bytes is None or e.available_bytes is None
             st.has[k], st.offline[k] = True, offline
-            st.pinned[k] = kernel.FENCED_PIN if e.fenced_pin else int(e.pinned)
+            st.pinned[k] = codes.FENCED_PIN if e.fenced_pin else int(e.pinned)
             st.observed[k] = epoch_micros(e.observed_at)
-            st.total[k] = kernel.NONE if offline else e.total_bytes
-            st.available[k] = kernel.NONE if offline else e.available_bytes
+            st.total[k] = codes.NONE if offline else e.total_bytes
+            st.available[k] = codes.NONE if offline else e.available_bytes
             st.fill[k] = np.nan if e.fill_rate is None else e.fill_rate
             st.eta[k] = np.nan if e.eta_seconds is None else e.eta_seconds
             if not offline or e.top_partitions or e.topics is not None:  # an offline dir that filled up keeps its
@@ -157,15 +158,10 @@ def from_decision_state(columns: ClusterPass, state: DecisionState) -> ClusterPa
     st.registered[:] = np.isin(brokers, sorted(cache.registered))
     d = state.decision
     if d is not None:
-        st.decision[:] = [1.0, d.factor, kernel.SOURCES.index(d.source.value), epoch_micros(d.valid_from),
-                          kernel.NONE if d.throttled_since is None else epoch_micros(d.throttled_since)]
-    columns.states = [st]
-    columns.keys = (np.array([b for b, _ in keys], np.int64), np.array([ld for _, ld in keys], dtype=object))
-    columns.brokers = brokers
-    columns.partitions = pa.array(partitions, pa.list_(PARTITION))
-    columns.topics = pa.array(topics, TOPICS)
-    columns.used = np.full(len(keys), np.nan)  # replay's filled_bytes only, as ClusterPass.restore leaves it
-    return columns
+        st.decision[:] = [1.0, d.factor, codes.SOURCE_NAMES.index(d.source.value), epoch_micros(d.valid_from),
+                          codes.NONE if d.throttled_since is None else epoch_micros(d.throttled_since)]
+    return Carried([st], np.array([b for b, _ in keys], np.int64), np.array([ld for _, ld in keys], dtype=object),
+                   brokers, pa.array(partitions, pa.list_(PARTITION)), pa.array(topics, TOPICS))
 
 
 def observed_micros(value: dt.datetime) -> int:
@@ -173,43 +169,32 @@ def observed_micros(value: dt.datetime) -> int:
     return epoch_micros(value if value.tzinfo else value.replace(tzinfo=UTC))
 
 
-def flattened(rows: Sequence[Any], volumes: list[pa.Table]) -> tuple[pa.Table, np.ndarray]:
-    """The source's rows (one per snapshot; `volumes`: each row's unpacked volumes) as the cluster pass reads them,
-    a status row then one row per volume for each snapshot, and the row of `rows` each came from. The config's name
-    stands for the file, the row for the line."""
+def snapshot_table(rows: Sequence[Any], volumes: list[pa.Table]) -> tuple[pa.Table, np.ndarray, np.ndarray]:
+    """The source's snapshots (one row each; `volumes`: each one's unpacked volumes) as the pass's input frame reads
+    them, a status row then one row per volume for each snapshot; each row's snapshot (the index into `rows`) and
+    time (µs)."""
     n = len(rows)
     status = pa.table({
-        "cluster_id": pa.array([r["cluster_id"] for r in rows], pa.string()),
-        "observed_at": pa.nulls(n, pa.string()),
-        "observed_us": pa.array([observed_micros(r["observed_at"]) for r in rows], pa.int64()),
         "status": pa.array([r["status"] for r in rows], pa.string()),
         "brokers": pa.array([r["brokers"] for r in rows], pa.list_(pa.int64())),
         "fenced_brokers": pa.array([r["fenced_brokers"] for r in rows], pa.list_(pa.int64())),
         **{name: pa.nulls(n, packed.VOLUMES.field(name).type) for name in packed.VOLUMES.names},
-        "_file": pa.array([str(r["config_name"]) for r in rows], pa.string()),
     })
     counts = np.array([v.num_rows for v in volumes], np.int64)
-    of_volume = np.repeat(np.arange(n), counts)
-    shared = status.select(["cluster_id", "observed_at", "observed_us", "status", "_file"]).take(of_volume)
-    m = len(of_volume)
+    m = int(counts.sum())
     vols = pa.Table.from_batches([b for v in volumes for b in v.to_batches()], packed.VOLUMES)
     volume_rows = pa.table({
-        **{name: shared.column(name) for name in ("cluster_id", "observed_at", "observed_us", "status")},
+        "status": status.column("status").take(pa.array(np.repeat(np.arange(n), counts))),
         "brokers": pa.nulls(m, pa.list_(pa.int64())), "fenced_brokers": pa.nulls(m, pa.list_(pa.int64())),
         **{name: vols.column(name) for name in packed.VOLUMES.names},
-        "_file": shared.column("_file"),
     })
     # Each snapshot's status row, then its volumes, in the rows' order: slices put together, not rows gathered.
     begins = np.concatenate([[0], np.cumsum(counts)])
     table = pa.concat_tables([piece for i in range(n) for piece in (
         status.slice(i, 1), volume_rows.slice(int(begins[i]), int(counts[i])))]).combine_chunks()
-    source_row = np.repeat(np.arange(n), counts + 1)
-    total = table.num_rows
-    table = table.set_column(table.schema.get_field_index("_file"), "_file",
-                             pc.dictionary_encode(table.column("_file").combine_chunks()))
-    table = table.append_column("_offset", pa.array(np.zeros(total, np.int64))).append_column(
-        "_line", pa.array(np.arange(1, total + 1, dtype=np.int64)))
-    return table, source_row
+    snapshot = np.repeat(np.arange(n), counts + 1)
+    observed = np.array([observed_micros(r["observed_at"]) for r in rows], np.int64)
+    return table, snapshot, observed[snapshot]
 
 
 def record_json(r: dict, decided_at: dt.datetime, limit: dict, output_key: str | None) -> dict:
@@ -238,10 +223,10 @@ class DecisionProcessor(StatefulProcessor):
             if not snapshots:
                 return
         stored = self.state.get()  # None when there is none (one round trip to the JVM, not two)
-        columns = load_state(key[0], stored[0] if stored else None)
+        carried = load_state(stored[0] if stored else None)
         out: list[Row] = []
         volumes = [packed.unpack(r["volumes"]) for r in snapshots]
-        table, source_row = flattened(snapshots, volumes)
+        table, snapshot, t = snapshot_table(snapshots, volumes)
         # Runs of snapshots of one configured cluster, in time order (almost always one run: one config per id).
         names = [str(r["config_name"]) for r in snapshots]
         order = sorted(range(len(snapshots)), key=lambda i: (observed_micros(snapshots[i]["observed_at"]), names[i]))
@@ -250,14 +235,18 @@ class DecisionProcessor(StatefulProcessor):
         for run in runs:
             config_name = names[run[0]]
             settings = self.settings[config_name]
-            columns.use(settings)
-            batch = columns.decide(table if len(runs) == 1 else table.filter(pa.array(np.isin(source_row, run))))
+            mask = None if len(runs) == 1 else np.isin(snapshot, run)
+            chunk = prepare(table, t, Origin.of_snapshots(snapshot)) if mask is None else \
+                prepare(table.filter(pa.array(mask)), t[mask], Origin.of_snapshots(snapshot[mask]))
+            decision = ClusterPass(key[0], settings, carried=carried)
+            batch = decision.decide(chunk)
+            carried = decision.carried
             if batch is None:
                 continue
-            out.extend(self._rows(batch, columns.last, [snapshots[i]["tick"] for i in run],
+            out.extend(self._rows(batch, decision.last, [snapshots[i]["tick"] for i in run],
                                   [snapshots[i]["volumes"] for i in run], settings, config_name))
             last_name = config_name
-        self.state.update((save_state(columns, last_name),))
+        self.state.update((save_state(carried, last_name),))
         yield from out
 
     def _rows(self, batch: pa.RecordBatch, o: Any, ticks: list[int], volumes: list[bytes | None], settings: Settings,

@@ -8,20 +8,22 @@ import json
 import numpy as np
 import pyarrow as pa
 
-from quota_pipeline.core.cluster_pass import STATE_FIELDS, ClusterPass, _one_row
-from quota_pipeline.streaming.processor import _ANY_SETTINGS, STATE_CODEC, state_columns
+from quota_pipeline.core.compiled import state_codec
+from quota_pipeline.core.compiled.arrays import one_row as _one_row
+from quota_pipeline.core.compiled.state_codec import STATE_FIELDS
+from quota_pipeline.streaming.processor import STATE_CODEC, state_columns
 
 
 def as_arrow_row(value: str) -> str:
     """`value` (processor.save_state's) as the Arrow form before the raw arrays: one IPC row, every array a list
     value (2-D ones row-major), compressed as it was then."""
     saved = json.loads(value)
-    columns = ClusterPass("x", _ANY_SETTINGS).restore(state_columns(saved))
+    columns = state_codec.restore(state_columns(saved))
     st = columns.states[0]
     arrays = {f: getattr(st, f) for f in STATE_FIELDS}
-    arrays.update(key_broker=np.asarray(columns.keys[0], np.int64), brokers=np.asarray(columns.brokers, np.int64))
+    arrays.update(key_broker=np.asarray(columns.key_broker, np.int64), brokers=np.asarray(columns.brokers, np.int64))
     row = {name: _one_row(pa.array(a.reshape(-1))) for name, a in arrays.items()}
-    row.update(key_name=_one_row(pa.array(list(columns.keys[1]), pa.string())), p=_one_row(columns.partitions),
+    row.update(key_name=_one_row(pa.array(list(columns.key_name), pa.string())), p=_one_row(columns.partitions),
                topics=_one_row(columns.topics))
     batch = pa.record_batch(list(row.values()), names=list(row))
     sink = pa.BufferOutputStream()
@@ -37,7 +39,7 @@ def as_npz(value: str, dropped: tuple[str, ...] = (), topics: bool = True) -> st
     """`value` (processor.save_state's) as the npz form before the Arrow one, uncompressed as it was then, without
     the state arrays in `dropped` and, unless `topics`, without the cached readings' topics."""
     saved = json.loads(value)
-    columns = ClusterPass("x", _ANY_SETTINGS).restore(state_columns(saved))
+    columns = state_codec.restore(state_columns(saved))
     st = columns.states[0]
     assert set(dropped) <= set(STATE_FIELDS)
     kept = {"p": columns.partitions, **({"topics": columns.topics} if topics else {})}
@@ -47,7 +49,7 @@ def as_npz(value: str, dropped: tuple[str, ...] = (), topics: bool = True) -> st
         w.write_table(table)
     out = io.BytesIO()
     np.savez(out, **{f: getattr(st, f) for f in STATE_FIELDS if f not in dropped},
-             key_broker=np.asarray(columns.keys[0], np.int64), key_name=np.array(list(columns.keys[1]), dtype=str),
+             key_broker=np.asarray(columns.key_broker, np.int64), key_name=np.array(list(columns.key_name), dtype=str),
              brokers=np.asarray(columns.brokers, np.int64),
              partitions=np.frombuffer(sink.getvalue().to_pybytes(), np.uint8))
     saved["columns"] = base64.b64encode(out.getvalue()).decode("ascii")

@@ -11,7 +11,7 @@ from __future__ import annotations
 import datetime as dt
 from dataclasses import dataclass, field, replace
 
-from quota_pipeline.core import policy, trend
+from quota_pipeline.core.reference import policy, trend
 from quota_pipeline.core.model import (
     OFFLINE, OFFLINE_FILLING, ClosestVolume, PartitionSize, PredictiveThrottle, SnapshotSummary, Status, Volume, VolumeSnapshot, WorstVolume, epoch_micros,
     sorted_unique,

@@ -1,14 +1,14 @@
-"""Order checks over a chunk's rows for core/cluster_pass.py, compiled by numba: one loop each, without the GIL and
-without numpy's whole-column temporaries. Each says whether the rows are already in order, the case of a journal
-written in time order; when they are not, cluster_pass sorts."""
+"""Order checks over a chunk's rows for the input frame (core/compiled/frame.py), compiled by numba: one loop each,
+without the GIL and without numpy's whole-column temporaries. Each says whether the rows are already in order, the
+case of a journal written in time order; when they are not, the frame sorts."""
 from __future__ import annotations
 
 import numba
 import numpy as np
 
-from quota_pipeline.core import compiled_cache
+from quota_pipeline.core.compiled import numba_cache
 
-compiled_cache.install()  # before the functions below are compiled
+numba_cache.install()  # before the functions below are compiled
 
 
 @numba.njit(cache=True, nogil=True)

@@ -9,7 +9,7 @@ import datetime as dt
 from dataclasses import dataclass, field
 from typing import Iterable, Iterator
 
-from quota_pipeline.core.cache import CacheState, apply_snapshot
+from quota_pipeline.core.reference.cache import CacheState, apply_snapshot
 from quota_pipeline.core.model import Decision, DecisionSource, SnapshotSummary, VolumeSnapshot
 from quota_pipeline.core.settings import Settings
 

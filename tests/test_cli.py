@@ -23,7 +23,7 @@ def test_every_command_explains_itself(command, capsys):
 
 @pytest.mark.parametrize("argv", [
     ["replay", "--config", str(ROOT / "conf/examples/example.properties"), "--input",
-     str(ROOT / "conf/examples/journal.jsonl"), "--output", "never.jsonl"],
+     str(ROOT / "conf/examples/journal.jsonl"), "--output", "never.jsonl", "--engine", "spark"],
     ["run", str(ROOT / "conf/demo.properties")],
 ])
 def test_missing_java_says_how_to_install_it(argv, tmp_path):

@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from hypothesis import HealthCheck, given, settings as hsettings, strategies as st
 from chispa import assert_df_equality
 
@@ -17,12 +18,14 @@ from quota_pipeline.replay import job as replay
 from quota_pipeline.replay import sweep as sweeps
 from tests.support.builders import GB, settings
 from tests.support.journal_strategies import fleets
+from test_cluster_pass import ETA
 from test_equivalence import COMPARED, _cast_counts, python_frame
 from test_journal_replay import story_journal
 from test_journal_rules import BAD, VALID
 from test_replay import write_mixed_journal
 
 ROOT = Path(__file__).resolve().parent.parent
+kernel = next(m for n, m in sys.modules.items() if n.startswith("quota_pipeline.") and n.endswith(".kernel"))
 EXAMPLES = ROOT / "conf" / "examples"
 CONF = str(EXAMPLES / "example.properties")
 
@@ -127,3 +130,50 @@ def test_the_example_with_a_report_starts_no_spark(tmp_path):
     assert "imported: []" in done.stdout and "without Spark" in done.stderr
     records = [json.loads(line) for line in (tmp_path / "out.jsonl").read_text().splitlines()]
     assert len(records) == 400 and "Cluster prod-east" in (tmp_path / "r.html").read_text()
+
+
+# Decides journals with the kernel's Python form (kernel_form: a small journal's first replay after an install),
+# one request per line on stdin: {"input", "output", "settings"}; answers whether the kernel it ran was compiled.
+PYTHON_FORM_WORKER = """
+import json, sys
+from quota_pipeline.replay import kernel_form
+with kernel_form.importing(True):
+    from quota_pipeline.replay import job
+from tests.support.builders import settings
+kernel = next(m for n, m in sys.modules.items() if n.startswith("quota_pipeline.") and n.endswith(".kernel"))
+for line in sys.stdin:
+    req = json.loads(line)
+    job.run(None, settings(**req["settings"]), req["input"], req["output"])
+    print(json.dumps({"compiled": any(hasattr(f, "py_func") for f in vars(kernel).values())}), flush=True)
+"""
+
+
+@pytest.fixture(scope="module")
+def python_form():
+    worker = subprocess.Popen([sys.executable, "-c", PYTHON_FORM_WORKER], cwd=ROOT, stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
+
+    def decide(journal: Path, out: Path, **kw) -> bool:
+        worker.stdin.write(json.dumps({"input": str(journal), "output": str(out), "settings": kw}) + "\n")
+        worker.stdin.flush()
+        return json.loads(worker.stdout.readline())["compiled"]
+
+    yield decide
+    worker.stdin.close()
+    worker.wait(60)
+
+
+@hsettings(max_examples=10, deadline=None, suppress_health_check=list(HealthCheck))
+@given(fleets(), st.sampled_from(["pin", "last-known", "violate"]), st.sampled_from([None, 15 * GB]),
+       st.sampled_from([0, 30, 60]), st.sampled_from(["pin", "expire"]), st.sampled_from(ETA))
+def test_the_kernels_python_form_decides_as_the_compiled_kernel(python_form, tmp_path_factory, snaps, offline, soft,
+                                                                 validity, fenced, eta):
+    kw = dict(hard_bytes=5 * GB, soft_bytes=soft, validity_s=validity, offline=offline, fallback=0.3, fenced=fenced,
+              eta=eta)
+    work = tmp_path_factory.mktemp("forms")
+    path = work / "journal.jsonl"
+    path.write_text("".join(json.dumps(x.to_json()) + "\n" for x in snaps))
+    assert python_form(path, work / "python.jsonl", **kw) is False
+    replay.run(None, settings(**kw), str(path), str(work / "compiled.jsonl"))
+    assert any(hasattr(f, "py_func") for f in vars(kernel).values()), "this process decides with the compiled kernel"
+    assert without_decided_at(work / "python.jsonl") == without_decided_at(work / "compiled.jsonl")

@@ -65,8 +65,9 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     conf = load_or_exit(args.config, require_admin=False)
-    from quota_pipeline.replay import job as replay
     from quota_pipeline.core.settings import Settings
+    from quota_pipeline.journal.inputs import find_inputs
+    from quota_pipeline.replay import kernel_form
 
     try:
         staged = _staged(args)  # noqa: F841 - an s3:// journal's local copy, kept until the command ends
@@ -75,6 +76,8 @@ def run(args: argparse.Namespace) -> int:
     except _UsageError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    with kernel_form.importing(engine == "local" and kernel_form.python_form(find_inputs(args.input))):
+        from quota_pipeline.replay import job as replay
     settings = Settings.of(conf)
     started = time.monotonic()
     spark = None

@@ -125,7 +125,7 @@ def in_process(clusters: int, records: int, interval: dt.timedelta) -> None:
         history.apply(key, value)
     gc.collect()
     grown = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) / 1024
-    cache = PageCache(Feed(history, StubFollower(), view.Settings(check_interval=interval, fallback=1.0), clock))
+    cache = PageCache(Feed(history, StubFollower(), view.ViewSettings(check_interval=interval, fallback=1.0), clock))
     started = time.perf_counter()
     version, snapshot = cache.snapshot()  # what a page gets once, when it opens
     first = time.perf_counter() - started

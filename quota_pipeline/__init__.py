@@ -5,7 +5,7 @@ two subpackages import each other (tests/test_layers.py holds the package to thi
 
     core          the decision semantics, the record, configuration, text shown from outside (resources: data)
     kafka         the Admin API and client settings; journal: the store of snapshots; session: the SparkSession
-    broker        the brokers' reading of the record (the Python reader); simulator: a cluster that answers
+    reader        the Python reader of the decision topic; simulator: a cluster that answers
     streaming     the job; replay: the batch job; enforce: the stop; remedy: moves off full dirs; dashboard: the view
     demo          the demo's local broker and runner
     commands      one module per command

@@ -9,8 +9,9 @@ from typing import Any
 
 import pytest
 
-from quota_pipeline.broker.reader import UNLIMITED, Reader
-from quota_pipeline.broker.rules import parse_decision, printable
+from quota_pipeline.reader.reader import UNLIMITED, Reader
+from quota_pipeline.reader.log_text import printable
+from quota_pipeline.reader.parsing import parse_decision
 from quota_pipeline.core import config as cfg
 from quota_pipeline.core.clock import ManualClock
 from quota_pipeline.core.display import visible
@@ -137,7 +138,7 @@ def test_record_grammar(case: dict[str, Any], read):
 
 @pytest.mark.parametrize("case", DOC["escapes"], ids=[c["name"] for c in DOC["escapes"]])
 def test_escapes(case: dict[str, Any]):
-    """Outside text in a log line: quoted (rules.printable, Java's Printable.quote) and escaped (display.visible,
+    """Outside text in a log line: quoted (log_text.printable, Java's Printable.quote) and escaped (display.visible,
     Java's Printable.visible), the same in both languages."""
     assert printable(case["text"], case.get("limit", 120)) == case["quoted"]
     assert visible(case["text"]) == case["visible"]

@@ -16,7 +16,7 @@ from harness.dashboard import GIB, StubFollower, encode, filling_story, record, 
 
 T0 = dt.datetime(2026, 11, 21, 10, 0, tzinfo=dt.timezone.utc)
 MINUTE = dt.timedelta(minutes=1)
-SETTINGS = view.Settings(check_interval=MINUTE, fallback=0.5)
+SETTINGS = view.ViewSettings(check_interval=MINUTE, fallback=0.5)
 
 
 def history_of(*records: dict, clock: ManualClock | None = None, **kw) -> History:
@@ -124,7 +124,7 @@ def test_a_record_from_the_future_is_refused_counted_and_hides_no_genuine_decisi
 def test_the_page_honours_a_valid_until_no_longer_than_brokers_do():
     h = history_of(record("c1", T0, 0.0, validity=dt.timedelta(days=3650)))
     now = T0 + dt.timedelta(minutes=5, seconds=30, milliseconds=1)  # validity PT5M + skew PT30S, then brokers fall back
-    (s,) = view.overview(h.records(), now, view.Settings(MINUTE, 0.5, dt.timedelta(minutes=5)))
+    (s,) = view.overview(h.records(), now, view.ViewSettings(MINUTE, 0.5, dt.timedelta(minutes=5)))
     assert (s.factor, s.basis) == (0.5, "fallback") and "beyond observed_at + validity + skew" in s.reason
 
 

@@ -20,7 +20,7 @@ from tests.test_dashboard import get
 
 T0 = dt.datetime(2026, 11, 21, 10, 0, tzinfo=dt.timezone.utc)
 MINUTE = dt.timedelta(minutes=1)
-SETTINGS = view.Settings(check_interval=MINUTE, fallback=0.5)
+SETTINGS = view.ViewSettings(check_interval=MINUTE, fallback=0.5)
 
 
 def test_a_silent_cluster_leaves_the_page_after_the_window():

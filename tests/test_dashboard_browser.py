@@ -153,7 +153,7 @@ def test_page_says_when_the_dashboard_goes_away_and_reconnects(browser):
 
     history = History()
     history.apply(b"c1", encode(record("c1", dt.datetime.now(dt.timezone.utc), 0.0, [volume(3, "/data/1", 0.01)])))
-    feed = Feed(history, StubFollower(), view.Settings(MINUTE, 1.0), SYSTEM)
+    feed = Feed(history, StubFollower(), view.ViewSettings(MINUTE, 1.0), SYSTEM)
     server = DashboardServer(feed, bind("127.0.0.1", 0)).start()
     port = server.sock.getsockname()[1]
     browser.open(server.url)
@@ -189,7 +189,7 @@ def test_page_over_ten_thousand_clusters_shows_the_riskiest_finds_any_and_merges
         name, factor = f"cluster-{i:05d}", 0.0 if i % 500 == 7 else 1.0
         history.apply(name.encode(), encode(record(name, now, factor, [volume(1 + i % 5, f"/data/{i % 3}",
                                                                               0.02 if factor < 1 else 0.5)])))
-    feed = Feed(history, StubFollower(), view.Settings(MINUTE, 1.0), SYSTEM)
+    feed = Feed(history, StubFollower(), view.ViewSettings(MINUTE, 1.0), SYSTEM)
     server = DashboardServer(feed, bind("127.0.0.1", 0)).start()
     try:
         browser.open(server.url)

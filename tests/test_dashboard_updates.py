@@ -19,7 +19,7 @@ from tests.test_dashboard import next_event
 
 T0 = dt.datetime(2026, 11, 21, 10, 0, tzinfo=dt.timezone.utc)
 MINUTE = dt.timedelta(minutes=1)
-SETTINGS = view.Settings(check_interval=MINUTE, fallback=0.5)  # stale after 2 minutes without a decision
+SETTINGS = view.ViewSettings(check_interval=MINUTE, fallback=0.5)  # stale after 2 minutes without a decision
 
 
 def fleet(n: int, clock: ManualClock, **kw) -> History:

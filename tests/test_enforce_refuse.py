@@ -12,7 +12,7 @@ import pytest
 from quota_pipeline.enforce.baseline import BaselineError, BaselineFile
 from quota_pipeline.enforce.enforcer import Enforcer
 from quota_pipeline.enforce.plan import Policy
-from quota_pipeline.broker.rules import CLUSTER_SCOPE, StopScope
+from quota_pipeline.reader.write_refusal import CLUSTER_SCOPE, StopScope
 from quota_pipeline.core.model import CLUSTER_STOP, Stop
 from quota_pipeline.core.record import stop_from_json
 from quota_pipeline.core.exemption import INTERNAL_TOPICS, StopExemption

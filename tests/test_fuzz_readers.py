@@ -166,7 +166,7 @@ def _readable_but(**fields: object) -> bytes:
 @example(_readable_but(violations=float("-inf"), worst_volume={"broker_id": 1, "log_dir": "/d",
                                                                "available_bytes": float("nan"), "available_ratio": 0.1}))
 def test_any_decision_record_is_read_or_refused(value):
-    from quota_pipeline.broker.rules import parse_decision
+    from quota_pipeline.reader.parsing import parse_decision
 
     try:
         parse_decision(value)

@@ -17,7 +17,7 @@ from harness.dashboard import encode, record, volume
 
 T0 = dt.datetime(2026, 11, 21, 10, 0, tzinfo=dt.timezone.utc)
 MINUTE = dt.timedelta(minutes=1)
-SETTINGS = view.Settings(check_interval=MINUTE, fallback=1.0)
+SETTINGS = view.ViewSettings(check_interval=MINUTE, fallback=1.0)
 LINK = "[link=https://evil.example]prod-west[/link]"
 ESCAPES = "\x1b]0;pwned\x07\x1b[2J"
 

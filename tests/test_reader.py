@@ -10,7 +10,7 @@ import pytest
 
 from quota_pipeline.core import config as cfg
 from quota_pipeline.core.model import DecisionSource
-from quota_pipeline.broker.reader import MIN_QUOTA, UNLIMITED, Reader
+from quota_pipeline.reader.reader import MIN_QUOTA, UNLIMITED, Reader
 from quota_pipeline.core.clock import ManualClock
 from harness.kafka_client import T0, create_topic, decision, encode, publish, wait_until
 from tests.support.kafka_fixtures import broker  # noqa: F401 (a fixture)
@@ -120,7 +120,7 @@ def test_a_record_from_the_future_is_refused_counted_and_logged_once_and_genuine
     r = reader(clock)
     assert r.apply_record(b"c1", encode(decision("c1", 1.0, T0)))
     forged = decision("c1", 0.0, FAR, validity=None)
-    caplog.set_level("WARNING", logger="quota_pipeline.broker.reader")
+    caplog.set_level("WARNING", logger="quota_pipeline.reader.reader")
     assert not r.apply_record(b"c1\n2026 INFO forged line", encode(forged), " at decisions/0@7")
     assert not r.apply_record(b"c1", encode(forged), " at decisions/0@8")  # within 10 s: counted, not logged
     assert (r.current_factor(), r.stats.refused, r.stats.records) == (1.0, 2, 1)
@@ -143,7 +143,7 @@ def test_a_record_from_the_future_is_refused_counted_and_logged_once_and_genuine
 def test_a_forged_valid_until_is_honoured_only_until_observed_at_plus_validity_plus_skew(caplog):
     clock = ManualClock(T0)
     r = reader(clock, **{cfg.MAX_CLOCK_SKEW: "PT10S"})
-    caplog.set_level("WARNING", logger="quota_pipeline.broker.reader")
+    caplog.set_level("WARNING", logger="quota_pipeline.reader.reader")
     assert r.apply_record(b"c1", encode(decision("c1", 0.0, T0, validity=dt.timedelta(days=3650))))
     assert "it is honoured until 2026-11-21T10:05:10.000Z" in caplog.text
     clock.advance(310)
@@ -252,7 +252,7 @@ def test_a_flood_of_bad_records_is_one_quoted_line_per_10_s(caplog):
     clock = ManualClock(T0)
     r = reader(clock=clock)
     bad = json.dumps({**decision("c1", 0.0).to_json(), "observed_at": "2026\nINFO forged " + "x" * 10_000}).encode()
-    with caplog.at_level("WARNING", logger="quota_pipeline.broker.reader"):
+    with caplog.at_level("WARNING", logger="quota_pipeline.reader.reader"):
         for i in range(500):
             assert not r.apply_record(b"c1", bad, f" at decisions/0@{i}")
             clock.t += dt.timedelta(milliseconds=10)

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from quota_pipeline.broker.reader import Reader
+from quota_pipeline.reader.reader import Reader
 from quota_pipeline.core import config as cfg
 from quota_pipeline.core.clock import ManualClock
 from harness.kafka_client import T0, decision

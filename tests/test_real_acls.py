@@ -18,7 +18,7 @@ from typing import Any, Iterator
 
 import pytest
 
-from quota_pipeline.broker.reader import Reader
+from quota_pipeline.reader.reader import Reader
 from quota_pipeline.core import config as cfg
 from quota_pipeline.kafka.observer import poll_once
 from quota_pipeline.kafka.publisher import Publisher, ensure_topic

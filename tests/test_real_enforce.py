@@ -21,7 +21,7 @@ from quota_pipeline.core import config as cfg
 from quota_pipeline.core.properties import PUBLISHER_CLIENT_ID
 from quota_pipeline.kafka.client_quotas import PRODUCER_BYTE_RATE, Entity
 from quota_pipeline.core.stop import StopLimit
-from quota_pipeline.enforce.plan import FRESH_DEFAULT, stop_floor
+from quota_pipeline.enforce.plan import FRESH_DEFAULT, throttle_floor
 from quota_pipeline.kafka.publisher import ensure_topic
 from quota_pipeline.kafka.quota_admin import Change, QuotaAdmin
 from harness.kafka import RealKafka
@@ -39,7 +39,7 @@ MAX_MUTE_S = 32  # quota.pipeline.throttle.max.mute, the shortest: a producer is
 RECOVERY_GOAL_S, RECOVERY_SHARE = MAX_MUTE_S + 2.0, 0.5  # half its former rate: reported (docs/studies.md)
 RESTORE_WITHIN_S = 10.0  # the enforcer polls every second here; the rest is a loaded machine's slack
 BACK_SHARE = 0.1  # back: a 1-s window at 10 % of the former rate, far above what a stop admits
-FLOOR = stop_floor(StopLimit(max_mute_seconds=MAX_MUTE_S))  # bytes/s per client at factor 0: 1.2 % of RATE
+FLOOR = throttle_floor(StopLimit(max_mute_seconds=MAX_MUTE_S))  # bytes/s per client at factor 0: 1.2 % of RATE
 OPERATOR = {Entity.of("ops-alice"): {PRODUCER_BYTE_RATE: 5_000_000.0},
             Entity.of(client_id="reporting"): {"consumer_byte_rate": 2_000_000.0}}
 EDIT, EDIT_RATE = Entity.of("ops-bob"), 8_000_000.0  # set by an operator while throttled

@@ -21,7 +21,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from quota_pipeline.cli import build_parser
 from quota_pipeline.commands import enforce
 from quota_pipeline.core import config as cfg
-from quota_pipeline.enforce.plan import CATCH_ALL, FRESH_DEFAULT, stop_floor
+from quota_pipeline.enforce.plan import CATCH_ALL, FRESH_DEFAULT, throttle_floor
 from quota_pipeline.core.stop import StopLimit
 from quota_pipeline.kafka.client_quotas import PRODUCER_BYTE_RATE
 from quota_pipeline.kafka.publisher import ensure_topic
@@ -36,7 +36,7 @@ pytestmark = pytest.mark.realkafka
 
 CLUSTER = "enforce-fleet"
 MAX_MUTE_S = 32
-FLOOR = stop_floor(StopLimit(max_mute_seconds=MAX_MUTE_S))
+FLOOR = throttle_floor(StopLimit(max_mute_seconds=MAX_MUTE_S))
 LIBRDKAFKA, JAVA = 8, 4
 PRODUCE = 524_288.0  # the operator's client-id=<default> quota: bytes/s per client before the stop
 STOP_S = MAX_MUTE_S + 8

@@ -12,7 +12,7 @@ import pytest
 from confluent_kafka.admin import AdminClient, ConfigResource
 from kafka.protocol.admin import DescribeClientQuotasRequest
 
-from quota_pipeline.broker.reader import UNLIMITED, Reader
+from quota_pipeline.reader.reader import UNLIMITED, Reader
 from quota_pipeline.cli import main
 from quota_pipeline.core import config as cfg
 from quota_pipeline.kafka.client_quotas import PRODUCER_BYTE_RATE, Entity

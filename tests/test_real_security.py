@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from quota_pipeline.core import config as cfg
-from quota_pipeline.enforce.plan import DEFAULT_STOP_FLOOR
+from quota_pipeline.enforce.plan import DEFAULT_THROTTLE_FLOOR
 from quota_pipeline.kafka.client_quotas import PRODUCER_BYTE_RATE, Entity
 from quota_pipeline.kafka.publisher import ensure_topic
 from quota_pipeline.kafka.quota_admin import QuotaAdmin
@@ -135,7 +135,7 @@ def test_enforce_throttles_and_restores_through_scram_and_ssl(real_kafka: RealKa
         try:
             now = dt.datetime.now(dt.timezone.utc)
             publish_decisions(real_kafka, conf.output_topic, [("secure", 0.0, now)])
-            wait_for(lambda: admin.describe().get(floor) == {PRODUCER_BYTE_RATE: DEFAULT_STOP_FLOOR}, 30,
+            wait_for(lambda: admin.describe().get(floor) == {PRODUCER_BYTE_RATE: DEFAULT_THROTTLE_FLOOR}, 30,
                      "the throttle")
             assert_no_secrets(real_kafka, baseline_file.read_text())
             publish_decisions(real_kafka, conf.output_topic, [("secure", 1.0, now + dt.timedelta(seconds=1))])

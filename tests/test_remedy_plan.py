@@ -12,7 +12,7 @@ from rich.console import Console
 from quota_pipeline.core.config import Limit, Limits
 from quota_pipeline.remedy.inputs import ClusterView, Dir, Replica, log_dir_replicas, with_growth
 from quota_pipeline.remedy.need import Margin, goal_bytes, needs, parse_size
-from quota_pipeline.remedy.plan import CROSS, INTRA, Plan
+from quota_pipeline.remedy.plan import CROSS, INTRA, MovePlan
 from quota_pipeline.remedy.planner import plan, required_bytes, target_after, Load
 from quota_pipeline.remedy.render import as_json, as_tables
 from quota_pipeline.remedy.select import fewest_bytes
@@ -141,7 +141,7 @@ def test_the_table_and_the_json_say_what_moves_from_where_to_where_and_why():
         assert word in text
     raw = json.loads(as_json(p))
     assert raw["moves"][0]["from"] == {"broker": 1, "log_dir": "/a"} and raw["moved_bytes"] == 12 * M
-    assert Plan.from_json(raw) == p
+    assert MovePlan.from_json(raw) == p
 
 
 # ---- properties --------------------------------------------------------------------------------------------------

@@ -15,7 +15,7 @@ from quota_pipeline.commands import remedy as command
 from quota_pipeline.core import config as cfg
 from quota_pipeline.enforce.baseline import BaselineError
 from quota_pipeline.remedy import planner, throttles, vet
-from quota_pipeline.remedy.plan import CROSS, FORMAT_VERSION, Forbidden, Move, Plan
+from quota_pipeline.remedy.plan import CROSS, FORMAT_VERSION, Forbidden, Move, MovePlan
 from quota_pipeline.remedy.state import RemedyFile, RemedyState
 from quota_pipeline.remedy.throttles import FOLLOWER_RATE, LEADER_RATE, LEADER_REPLICAS, Setting
 from test_remedy_execute import FakeCluster, conf, executor
@@ -47,7 +47,7 @@ SOUND_OURS = [{"kind": "broker", "name": "1", "key": throttles.INTRA_RATE, "valu
 
 
 def state_json(moves=(INTRA,), ours=SOUND_OURS, cluster="c1", rate=RATE) -> dict:
-    plan = Plan(cluster, rate, "2%", (), tuple(moves))
+    plan = MovePlan(cluster, rate, "2%", (), tuple(moves))
     return {"format_version": FORMAT_VERSION, "started_at": time.time(), "plan": plan.to_json(), "ours": list(ours)}
 
 
@@ -164,7 +164,7 @@ def test_no_setting_can_name_a_config_remedy_never_sets():
 def test_every_plan_the_planner_makes_passes_the_check(v, limits, margin):
     plan = planner.plan(v, limits, margin, RATE)
     for cordon in (False, True):
-        p = Plan(plan.cluster, plan.rate, plan.margin, plan.dirs, plan.moves, plan.skipped, cordon)
+        p = MovePlan(plan.cluster, plan.rate, plan.margin, plan.dirs, plan.moves, plan.skipped, cordon)
         vet.check(RemedyState(p, tuple(throttles.wanted(p)), 0.0), v)
         assert all(m.kind != CROSS or len(m.replicas_after) == len(v.assignments[m.topic, m.partition])
                    for m in p.moves)

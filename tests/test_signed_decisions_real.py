@@ -17,7 +17,7 @@ from typing import Iterator
 
 import pytest
 
-from quota_pipeline.broker.reader import Reader
+from quota_pipeline.reader.reader import Reader
 from quota_pipeline.core import config as cfg
 from quota_pipeline.core.signing import HEADER, SigningKey, sign
 from quota_pipeline.dashboard.feed import Feed

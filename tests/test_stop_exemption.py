@@ -7,8 +7,8 @@ import datetime as dt
 
 import pytest
 
-from quota_pipeline.broker.reader import Reader
-from quota_pipeline.broker.rules import CLUSTER_SCOPE
+from quota_pipeline.reader.reader import Reader
+from quota_pipeline.reader.write_refusal import CLUSTER_SCOPE
 from quota_pipeline.cli import main
 from quota_pipeline.core import config as cfg
 from quota_pipeline.core.clock import ManualClock

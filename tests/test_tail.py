@@ -21,7 +21,7 @@ from harness.kafka_client import create_topic, publish
 
 T0 = dt.datetime(2026, 11, 21, 10, 0, tzinfo=dt.timezone.utc)
 MINUTE = dt.timedelta(minutes=1)
-SETTINGS = view.Settings(check_interval=MINUTE, fallback=1.0)
+SETTINGS = view.ViewSettings(check_interval=MINUTE, fallback=1.0)
 
 
 def shown(summaries, feed, now, unreadable=0) -> str:

@@ -19,14 +19,14 @@ from quota_pipeline.commands.common import (
 )
 from quota_pipeline.core.config import CHECKPOINT_PATH, Config
 from quota_pipeline.enforce import admits
-from quota_pipeline.enforce.plan import Policy, stop_floor
+from quota_pipeline.enforce.plan import Policy, throttle_floor
 from quota_pipeline.enforce.enforcer import DEFAULT_INTERVAL_SECONDS, DEFAULT_SETTLE_SECONDS, Enforcer, StepResult
 from quota_pipeline.enforce.refuse import STOP_MODES, STOP_REFUSE, RefusalPolicy
 from quota_pipeline.enforce.refuser import RefusalFile, Refuser
 from quota_pipeline.kafka.acl_admin import AclAdmin, AclAdminError, AuthorizerMissing
 from quota_pipeline.kafka.quota_admin import QuotaAdmin, QuotaAdminError
 from quota_pipeline.kafka.refusal import ADMIN_SETTINGS, ClusterRefused
-from quota_pipeline.broker.reader import Reader
+from quota_pipeline.reader.reader import Reader
 
 EXIT_FAILED = 1
 STOP_PROPERTY = "quota.pipeline.enforce.stop"
@@ -156,8 +156,8 @@ def run(args: argparse.Namespace, stop: threading.Event | None = None) -> int:
                     logging.warning("the reader has not caught up with %s within %.0f s; going on with its current "
                                     "answer (%s)", conf.output_topic, args.catch_up_timeout, reader.answer().reason)
                 refuser = stop_refuser(conf, mode, cluster, acl_admin, refusal_store, args.dry_run)
-                enforcer = Enforcer(cluster, reader, admin, store,
-                                    Policy.of(conf.excluded_principals, conf.produce, stop_floor(conf.stop_limit())),
+                policy = Policy.of(conf.excluded_principals, conf.produce, throttle_floor(conf.stop_limit()))
+                enforcer = Enforcer(cluster, reader, admin, store, policy,
                                     dry_run=args.dry_run, settle_seconds=args.settle, refuser=refuser)
                 refusals = RefusalNote(reader)
                 if args.once:

@@ -16,7 +16,7 @@ from quota_pipeline.remedy import planner
 from quota_pipeline.remedy.executor import Executor, outcome
 from quota_pipeline.remedy.gather import read_view
 from quota_pipeline.remedy.need import Margin, parse_size
-from quota_pipeline.remedy.plan import Plan
+from quota_pipeline.remedy.plan import MovePlan
 from quota_pipeline.remedy.progress import finished, state_of
 from quota_pipeline.remedy.render import as_json, print_plan
 from quota_pipeline.remedy.state import RemedyFile, RemedyState, remedy_file
@@ -112,7 +112,7 @@ def run(args: argparse.Namespace) -> int:
         fail(str(exc))
 
 
-def show(plan: Plan, as_json_text: bool) -> None:
+def show(plan: MovePlan, as_json_text: bool) -> None:
     if as_json_text:
         print(as_json(plan), flush=True)
     else:

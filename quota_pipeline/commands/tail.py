@@ -12,7 +12,7 @@ from quota_pipeline.commands.common import add_config_argument, configure_loggin
 from quota_pipeline.core.display import visible
 from quota_pipeline.commands.dashboard import add_feed_arguments, load_feed_config, quiet_kafka
 
-from quota_pipeline.broker.rules import printable
+from quota_pipeline.reader.log_text import printable
 
 if TYPE_CHECKING:
     from rich.console import Console, RenderableType

@@ -37,7 +37,7 @@ class Board:
     """`refresh()` brings the rows up to date (cheap when little changed) and returns the board's version;
     `rows()` every row riskiest first, `changes(since)` the rows changed and the keys removed after a version."""
 
-    def __init__(self, history: History, settings: view.Settings, clock: Clock) -> None:
+    def __init__(self, history: History, settings: view.ViewSettings, clock: Clock) -> None:
         self.history, self.settings, self.clock = history, settings, clock
         self._rows: dict[str, Row] = {}
         self._seen: int | None = None  # the history's change number read so far

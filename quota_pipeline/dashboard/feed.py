@@ -21,7 +21,7 @@ class Feed:
 
     history: History
     follower: TopicFollower
-    settings: view.Settings
+    settings: view.ViewSettings
     clock: Clock = SYSTEM
 
     @classmethod
@@ -42,7 +42,7 @@ class Feed:
 
         follower = TopicFollower(consumer_settings(config), config.output_topic, on_record, clock=clock,
                                  **follower_options)
-        return cls(history, follower, view.Settings(config.check_interval, config.fallback_factor, config.validity,
+        return cls(history, follower, view.ViewSettings(config.check_interval, config.fallback_factor, config.validity,
                                                     config.max_clock_skew), clock)
 
     def start(self) -> "Feed":

@@ -11,7 +11,7 @@ from array import array
 from dataclasses import dataclass, field
 from typing import Any
 
-from quota_pipeline.broker.rules import refusal, replay_refusal, signature_refusal
+from quota_pipeline.reader.admission import refusal, replay_refusal, signature_refusal
 from quota_pipeline.core.clock import SYSTEM, Clock
 from quota_pipeline.core.properties import DEFAULT_MAX_CLOCK_SKEW
 from quota_pipeline.core.record import ThrottleDecision

@@ -16,7 +16,7 @@ from quota_pipeline.core.display import visible
 from quota_pipeline.remedy import planner
 from quota_pipeline.remedy.gather import read_view
 from quota_pipeline.remedy.need import Margin
-from quota_pipeline.remedy.plan import Plan
+from quota_pipeline.remedy.plan import MovePlan
 from quota_pipeline.remedy.render import dirs_table, moves_table
 
 log = logging.getLogger(__name__)
@@ -28,7 +28,7 @@ RATE = 10 * 2 ** 20
 
 @dataclass(frozen=True)
 class Seen:
-    plan: Plan | None
+    plan: MovePlan | None
     at: float  # monotonic
     error: str | None = None
 

@@ -1,6 +1,6 @@
 """One decision record as the dashboard shows it: schema_version 1 or 2, read by the brokers' rules plus v2's fields.
 
-The record is read by broker.rules alone (parse_decision, record_json): the page has no grammar of its own."""
+The record is read by reader.parsing alone (parse_decision, record_json): the page has no grammar of its own."""
 from __future__ import annotations
 
 import datetime as dt
@@ -8,19 +8,13 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from quota_pipeline.broker.rules import SHOWN_TIME_CHARS, parse_decision, printable, record_json
-from quota_pipeline.core.model import OFFLINE, OFFLINE_FILLING, PredictiveThrottle
+from quota_pipeline.reader.log_text import SHOWN_TIME_CHARS, printable
+from quota_pipeline.reader.parsing import parse_decision, record_json
+from quota_pipeline.core.model import OFFLINE, OFFLINE_FILLING, PartitionSize, PredictiveThrottle
 from quota_pipeline.core.record import ThrottleDecision, predictive_of
 
 
-@dataclass(frozen=True)
-class PartitionSize:
-    topic: str
-    partition: int
-    size_bytes: int
-
-
-REASONS = (OFFLINE, OFFLINE_FILLING)  # the words the decision steps write
+OFFLINE_REASONS = (OFFLINE, OFFLINE_FILLING)  # why an entry is in force while its dir is offline, as the steps write it
 
 
 @dataclass(frozen=True)
@@ -174,7 +168,7 @@ def _volume(e: dict[str, Any]) -> VolumeView:
         total_bytes=_integer(e.get("total_bytes")), headroom_bytes=_integer(e.get("headroom_bytes")),
         fill_rate_bytes_per_second=_number(e.get("fill_rate_bytes_per_second")),
         eta_seconds=_number(e.get("eta_seconds")), top_partitions=parts,
-        reason=e.get("reason") if e.get("reason") in REASONS else None)  # outside text: only the known words
+        reason=e.get("reason") if e.get("reason") in OFFLINE_REASONS else None)  # outside text: only the known words
 
 
 def _number(value: Any, finite: bool = True) -> float | None:

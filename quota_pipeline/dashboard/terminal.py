@@ -10,17 +10,17 @@ from rich.text import Text
 
 from quota_pipeline.core.display import text as shown, visible
 from quota_pipeline.dashboard import text
-from quota_pipeline.broker.rules import printable
+from quota_pipeline.reader.log_text import printable
 from quota_pipeline.core.config import MAX_CLOCK_SKEW
 from quota_pipeline.core.model import OFFLINE_FILLING
 from quota_pipeline.dashboard.history import Refused
 from quota_pipeline.dashboard.records import DecisionView, VolumeView
-from quota_pipeline.dashboard.view import ClusterSummary, FeedStatus, Settings
+from quota_pipeline.dashboard.view import ClusterSummary, FeedStatus, ViewSettings
 
 DETAILS = 3  # clusters shown in detail: the riskiest, when throttled, stale or on the fallback
 
 
-def render(summaries: list[ClusterSummary], feed: FeedStatus, now: dt.datetime, settings: Settings,
+def render(summaries: list[ClusterSummary], feed: FeedStatus, now: dt.datetime, settings: ViewSettings,
            unreadable_total: int = 0, refused: tuple[int, Refused | None] = (0, None)) -> RenderableType:
     parts: list[RenderableType] = [feed_line(feed, now, unreadable_total), *refused_line(*refused),
                                    overview_table(summaries, now, settings)]
@@ -59,7 +59,7 @@ def refused_line(total: int, last: Refused | None) -> list[Text]:
     return [line]
 
 
-def overview_table(summaries: list[ClusterSummary], now: dt.datetime, settings: Settings) -> Table:
+def overview_table(summaries: list[ClusterSummary], now: dt.datetime, settings: ViewSettings) -> Table:
     table = Table(title=f"clusters, riskiest first ({now:%H:%M:%S} UTC)", title_justify="left",
                   box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False)
     widest = max((len(visible(s.key)) for s in summaries), default=7)
@@ -82,7 +82,7 @@ def overview_table(summaries: list[ClusterSummary], now: dt.datetime, settings: 
     return table
 
 
-def detail(s: ClusterSummary, now: dt.datetime, settings: Settings) -> Group:
+def detail(s: ClusterSummary, now: dt.datetime, settings: ViewSettings) -> Group:
     head = Text(f"\n{visible(s.key)}: ", style="bold")
     head.append(s.state, style=_factor_style(s.factor))
     head.append(f", factor {text.factor(s.factor)}: {visible(s.reason)}")

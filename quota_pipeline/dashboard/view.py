@@ -6,7 +6,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from quota_pipeline.broker.rules import honoured_until
+from quota_pipeline.reader.admission import honoured_until
 from quota_pipeline.core.model import OFFLINE_FILLING, format_time
 from quota_pipeline.core.properties import DEFAULT_MAX_CLOCK_SKEW
 from quota_pipeline.dashboard import text
@@ -29,7 +29,7 @@ class FeedStatus:
 
 
 @dataclass(frozen=True)
-class Settings:
+class ViewSettings:
     """What the view needs from the configuration."""
 
     check_interval: dt.timedelta
@@ -72,7 +72,7 @@ class ClusterSummary:
                 math.inf if ratio is None else ratio, self.key)
 
 
-def summarize(rec: ClusterRecord, now: dt.datetime, settings: Settings) -> ClusterSummary:
+def summarize(rec: ClusterRecord, now: dt.datetime, settings: ViewSettings) -> ClusterSummary:
     latest = rec.latest
     last_error = None if rec.last_error is None else f"{rec.last_error.error} {rec.last_error.where}".strip()
     if latest is None:
@@ -91,8 +91,8 @@ def summarize(rec: ClusterRecord, now: dt.datetime, settings: Settings) -> Clust
 
 
 def in_force(latest: DecisionView, now: dt.datetime, fallback: float,
-             settings: Settings | None = None) -> tuple[float, str, str]:
-    """What brokers apply (as broker/reader.py answers): the record while valid, else their fallback; a valid_until
+             settings: ViewSettings | None = None) -> tuple[float, str, str]:
+    """What brokers apply (as reader/reader.py answers): the record while valid, else their fallback; a valid_until
     is honoured at most until observed_at + validity + skew, as brokers honour it."""
     if latest.source == "FALLBACK" or latest.valid_until is None:
         return fallback, "fallback", (f"the pipeline has no valid decision (last poll {latest.status}); "
@@ -105,13 +105,13 @@ def in_force(latest: DecisionView, now: dt.datetime, fallback: float,
     return latest.throttle_factor, "record", ""
 
 
-def _honoured(latest: DecisionView, settings: Settings | None) -> dt.datetime:
+def _honoured(latest: DecisionView, settings: ViewSettings | None) -> dt.datetime:
     assert latest.valid_until is not None
     return latest.valid_until if settings is None else \
         honoured_until(latest, settings.validity, settings.max_clock_skew) or latest.valid_until
 
 
-def changes_after(s: ClusterSummary, settings: Settings) -> dt.datetime | None:
+def changes_after(s: ClusterSummary, settings: ViewSettings) -> dt.datetime | None:
     """The instant after which this summary changes with time alone (it goes stale, or its decision expires and
     brokers fall back); None when nothing but a new record changes it. Ages are left to the page, which
     computes them from decided_at, so that a summary can be kept until then."""
@@ -168,12 +168,12 @@ def eta(volumes: tuple[VolumeView, ...]) -> float | None:
     return min(known) if known else None
 
 
-def overview(records: list[ClusterRecord], now: dt.datetime, settings: Settings) -> list[ClusterSummary]:
+def overview(records: list[ClusterRecord], now: dt.datetime, settings: ViewSettings) -> list[ClusterSummary]:
     """Every cluster's summary, riskiest first."""
     return sorted((summarize(r, now, settings) for r in records), key=ClusterSummary.risk)
 
 
-def page_json(summaries: list[ClusterSummary], feed: FeedStatus, now: dt.datetime, settings: Settings,
+def page_json(summaries: list[ClusterSummary], feed: FeedStatus, now: dt.datetime, settings: ViewSettings,
               unreadable: tuple[int, Unreadable | None] = (0, None),
               refused: tuple[int, Refused | None] = (0, None)) -> dict[str, Any]:
     """The page's overview: the feed, counts, unreadable and refused records, clusters in risk order."""
@@ -181,7 +181,7 @@ def page_json(summaries: list[ClusterSummary], feed: FeedStatus, now: dt.datetim
             "clusters": [row_json(s) for s in summaries]}
 
 
-def page_head(cluster_counts: dict[str, int], feed: FeedStatus, now: dt.datetime, settings: Settings,
+def page_head(cluster_counts: dict[str, int], feed: FeedStatus, now: dt.datetime, settings: ViewSettings,
               unreadable: tuple[int, Unreadable | None] = (0, None),
               refused: tuple[int, Refused | None] = (0, None)) -> dict[str, Any]:
     """Everything of the overview but the clusters: the feed, the counts, the last unreadable and refused record."""

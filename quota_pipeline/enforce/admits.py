@@ -7,7 +7,7 @@ CLIENT_COUNTS = (1, 8, 100, 300)
 LIBRDKAFKA_REQUEST_BYTES = 1_000_000.0  # librdkafka's message.max.bytes: its largest produce request
 
 
-def stop_mute_seconds(stop: StopLimit, floor: float) -> float:
+def throttle_mute_seconds(stop: StopLimit, floor: float) -> float:
     """The mute of a 1 MiB request on the enforcer's new window at `floor`: measured over (num - 1) x size."""
     return max(0.0, REFERENCE_REQUEST_BYTES / floor - stop.measured_seconds)
 
@@ -22,7 +22,7 @@ def per_client(stop: StopLimit, floor: float, request_bytes: float = LIBRDKAFKA_
 def describe(stop: StopLimit, floor: float, produce_base: float | None,
              clients: tuple[int, ...] = CLIENT_COUNTS) -> list[str]:
     """What a stop means for this enforcer, as it states at start."""
-    mute = stop_mute_seconds(stop, floor)
+    mute = throttle_mute_seconds(stop, floor)
     each = per_client(stop, floor)
     totals = ", ".join(f"{n}: {_rate(n * each)}" for n in clients)
     return [f"at factor 0 each client gets {floor:.0f} bytes/s per broker on a new quota window: a 1 MiB request is "

@@ -26,7 +26,7 @@ class FactorSource(Protocol):
 
 
 class AnswerSource(FactorSource, Protocol):
-    """The reader's answer with its basis and record (quota_pipeline.broker.reader.Reader.answer)."""
+    """The reader's answer with its basis and record (quota_pipeline.reader.reader.Reader.answer)."""
 
     def answer(self, cluster: str | None = None) -> Any: ...
 

@@ -15,14 +15,14 @@ CATCH_ALL = Entity.of(default_client_id=True)
 FRESH_DEFAULT = Entity.of(default_user=True, default_client_id=True)
 
 
-def stop_floor(stop: StopLimit) -> float:
-    """Each client's produce quota at factor 0 (a whole number, as Kafka's producer_byte_rate): the stop limit at the
-    longest mute from the start. The enforcer changes quotas through the metadata log, not on every request, so it
+def throttle_floor(stop: StopLimit) -> float:
+    """Each client's produce quota at factor 0 under `--stop throttle` (a whole number, as Kafka's
+    producer_byte_rate): the stop limit at the longest mute from the start. The enforcer changes quotas through the metadata log, not on every request, so it
     does not lengthen the mute as the callback does: a client is back within the max mute after any stop."""
     return float(max(1, math.floor(stop.limit(math.inf))))
 
 
-DEFAULT_STOP_FLOOR = stop_floor(StopLimit())
+DEFAULT_THROTTLE_FLOOR = throttle_floor(StopLimit())
 
 
 @dataclass(frozen=True)
@@ -31,11 +31,11 @@ class Policy:
 
     excluded_users: frozenset[str]  # principal names, "User:" removed
     produce_base: float | None  # client.quota.callback.static.produce: the base of clients with no produce quota
-    produce_floor: float = DEFAULT_STOP_FLOOR  # stop_floor(): from quota.pipeline.throttle.max.mute
+    produce_floor: float = DEFAULT_THROTTLE_FLOOR  # throttle_floor(): from quota.pipeline.throttle.max.mute
 
     @classmethod
     def of(cls, excluded_principals: Iterable[str], produce: float | None,
-           produce_floor: float = DEFAULT_STOP_FLOOR) -> "Policy":
+           produce_floor: float = DEFAULT_THROTTLE_FLOOR) -> "Policy":
         """No exemption by client id: any client can name itself anything, so a client id proves nothing."""
         return cls(frozenset(p[len("User:"):] if p.startswith("User:") else p for p in excluded_principals), produce,
                    produce_floor)

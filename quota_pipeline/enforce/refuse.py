@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Iterable
 
-from quota_pipeline.broker.rules import SCOPE_CLUSTER, SCOPE_TOPICS, RefusalPolicy, StopScope
+from quota_pipeline.reader.write_refusal import SCOPE_CLUSTER, SCOPE_TOPICS, RefusalPolicy, StopScope
 from quota_pipeline.kafka.acls import ANY_HOST, Binding
 
 __all__ = ["SCOPE_CLUSTER", "SCOPE_TOPICS", "RefusalPolicy"]
@@ -76,8 +76,8 @@ def kind_of(binding: Binding) -> str | None:
 
 @dataclass(frozen=True)
 class Scope:
-    """The stop in force (the rule the broker-side StopAuthorizer and the reader share: rules.RefusalPolicy), and
-    why, for the printed lines."""
+    """The stop in force (the rule the broker-side StopAuthorizer and the reader share:
+    write_refusal.RefusalPolicy), and why, for the printed lines."""
 
     stop: StopScope
     why: str = ""
@@ -92,8 +92,8 @@ class Scope:
 
 
 def stop_scope(policy: RefusalPolicy, factor: float, basis: str, decision: Any) -> Scope | None:
-    """What the answer in force refuses (rules.RefusalPolicy.in_force): None above factor 0. At 0 the whole cluster
-    when quota.pipeline.stop.scope is `cluster`, when the answer is not a record's (the fallback, or the reader's start:
+    """What the answer in force refuses (write_refusal.RefusalPolicy.in_force): None above factor 0. At 0 the whole
+    cluster when quota.pipeline.stop.scope is `cluster`, when the answer is not a record's (the fallback, or the reader's start:
     nothing says which topics), or when the record's stop names no topics; else the topics it names."""
     inner = policy.in_force(factor, basis, getattr(decision, "stop", None) if basis == "record" else None)
     if inner is None:
@@ -131,7 +131,7 @@ def applies_to(binding: Binding, topic: str) -> bool:
 
 
 @dataclass(frozen=True)
-class Plan:
+class AclChanges:
     """One step's ACL changes. `record` is written to the state file before `create` is sent (write-ahead);
     `delete` is sent before its bindings leave the state file."""
 
@@ -160,7 +160,7 @@ def wanted_bindings(topics: Iterable[str], present: Iterable[Binding], ours: Ite
 
 
 def plan(wanted: Iterable[Binding], present: Iterable[Binding], ours: Iterable[Binding], cluster: str,
-         settling: Iterable[Binding] = ()) -> Plan:
+         settling: Iterable[Binding] = ()) -> AclChanges:
     """The changes that make the enforcer's bindings exactly `wanted`, with the marker of each topic it holds one on.
 
     - A wanted binding the cluster already shows and the state file does not hold is someone else's: never created,
@@ -178,7 +178,7 @@ def plan(wanted: Iterable[Binding], present: Iterable[Binding], ours: Iterable[B
     create = sorted(b for b in held - present_set if b not in settling_set)
     record = tuple(b for b in create if b not in ours_set)
     delete = sorted(ours_set - held)
-    return Plan(tuple(create), record, tuple(delete), tuple(operators))
+    return AclChanges(tuple(create), record, tuple(delete), tuple(operators))
 
 
 def creation_order(bindings: Iterable[Binding]) -> list[list[Binding]]:

@@ -18,7 +18,7 @@ from typing import Any, Callable, Protocol, Sequence
 from quota_pipeline.core.display import visible
 from quota_pipeline.enforce.baseline import StateFile
 from quota_pipeline.enforce.refuse import (
-    COMPANION, DENY, MARKER, MARKER_PRINCIPAL, STOP_REFUSE, Plan, RefusalPolicy, RefusalState, Scope,
+    COMPANION, DENY, MARKER, MARKER_PRINCIPAL, STOP_REFUSE, AclChanges, RefusalPolicy, RefusalState, Scope,
     creation_order, deletion_order, deny_binding, kind_of, plan, refused_topics, stop_scope, unclaimed,
     wanted_bindings,
 )
@@ -158,7 +158,8 @@ class Refuser:
             self._apply(todo, now)
         return changes
 
-    def _describe(self, todo: Plan, scope: Scope | None, answer: AnswerLike, wanted: set[Binding]) -> list[RefusalChange]:
+    def _describe(self, todo: AclChanges, scope: Scope | None, answer: AnswerLike,
+                  wanted: set[Binding]) -> list[RefusalChange]:
         def released(b: Binding) -> str:
             if not self.refusing:
                 return f"--stop {self.mode}: the bindings of an earlier refusing run go"
@@ -177,7 +178,7 @@ class Refuser:
         out += [RefusalChange("operator", b, why) for b in fresh]
         return out
 
-    def _apply(self, todo: Plan, now: float) -> None:
+    def _apply(self, todo: AclChanges, now: float) -> None:
         if todo.record:
             # Write-ahead: a kill between this save and CreateAcls leaves a record of a binding that may exist.
             self._save(self._state.with_added(todo.record))

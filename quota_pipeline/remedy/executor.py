@@ -11,7 +11,7 @@ from quota_pipeline.core.config import Config
 from quota_pipeline.remedy import throttles, vet
 from quota_pipeline.remedy.gather import ReadPort, read_view
 from quota_pipeline.remedy.inputs import ClusterView
-from quota_pipeline.remedy.plan import CROSS, INTRA, Forbidden, Move, Plan, human
+from quota_pipeline.remedy.plan import CROSS, INTRA, Forbidden, Move, MovePlan, human
 from quota_pipeline.remedy.progress import DONE, PENDING, RUNNING, copied, finished, state_of, summary
 from quota_pipeline.remedy.state import RemedyFile, RemedyState
 
@@ -52,7 +52,7 @@ class Executor:
         except Forbidden as exc:
             raise self.store.refused(exc) from None
 
-    def begin(self, plan: Plan) -> RemedyState:
+    def begin(self, plan: MovePlan) -> RemedyState:
         """Write-ahead: what it will set goes to the state file before the cluster changes."""
         want = throttles.wanted(plan)
         state = RemedyState(plan, tuple(throttles.ours_to_set(want, self.current(want))), self.clock())
@@ -148,7 +148,7 @@ class Executor:
             self.report_dirs(state.plan, self.view())
         return states
 
-    def report_dirs(self, plan: Plan, view: ClusterView) -> None:
+    def report_dirs(self, plan: MovePlan, view: ClusterView) -> None:
         """Each dir the plan was for, as it is now: Kafka deletes a moved replica's old copy only
         file.delete.delay.ms (60 s by default) after the move, so the space may come back a little later."""
         for d in plan.dirs:

@@ -140,7 +140,9 @@ class Skipped:
 
 
 @dataclass(frozen=True)
-class Plan:
+class MovePlan:
+    """The replica moves that bring each full log dir of `cluster` back above its limit, at `rate`."""
+
     cluster: str
     rate: float  # bytes/s: the replication throttle, and the pace the durations assume
     margin: str
@@ -160,7 +162,7 @@ class Plan:
                 "skipped": [s.to_json() for s in self.skipped]}
 
     @classmethod
-    def from_json(cls, raw: dict[str, Any]) -> "Plan":
+    def from_json(cls, raw: dict[str, Any]) -> "MovePlan":
         if field_of(raw, "format_version", int, optional=True) != FORMAT_VERSION:
             raise ValueError(f"unknown plan format_version {raw.get('format_version')!r}")
         return cls(field_of(raw, "cluster", str), float(field_of(raw, "throttle_bytes_per_second", float)),

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from quota_pipeline.core.config import Limits
 from quota_pipeline.remedy.inputs import ClusterView, Dir, Replica, TopicPartition
 from quota_pipeline.remedy.need import OFFLINE, Margin, Need, goal_bytes, needs
-from quota_pipeline.remedy.plan import DirPlan, Move, Plan, Skipped, human
+from quota_pipeline.remedy.plan import DirPlan, Move, MovePlan, Skipped, human
 from quota_pipeline.remedy.select import fewest_bytes
 
 
@@ -95,7 +95,7 @@ def candidates(ledger: Ledger, d: Dir) -> tuple[list[Replica], list[Skipped]]:
     return movable, skipped
 
 
-def plan(view: ClusterView, limits: Limits, margin: Margin, rate: float, horizon_seconds: float = 0.0) -> Plan:
+def plan(view: ClusterView, limits: Limits, margin: Margin, rate: float, horizon_seconds: float = 0.0) -> MovePlan:
     """The plan for every dir in need, the furthest from its goal first; later dirs see the room earlier ones took."""
     found = needs(view.dirs, limits, margin, horizon_seconds)
     ledger = Ledger(view, limits, margin, rate, frozenset(n.dir.key for n in found),
@@ -107,7 +107,7 @@ def plan(view: ClusterView, limits: Limits, margin: Margin, rate: float, horizon
         moves += dir_moves
         skipped += dir_skipped
     cordon = view.cordon_supported and bool(moves)
-    return Plan(view.cluster, rate, str(margin), tuple(dirs), tuple(moves), tuple(skipped), cordon)
+    return MovePlan(view.cluster, rate, str(margin), tuple(dirs), tuple(moves), tuple(skipped), cordon)
 
 
 def plan_dir(ledger: Ledger, need: Need) -> tuple[DirPlan, list[Move], list[Skipped]]:

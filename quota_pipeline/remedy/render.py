@@ -9,17 +9,17 @@ from rich.table import Table
 from rich.text import Text
 
 from quota_pipeline.core.display import visible
-from quota_pipeline.remedy.plan import Plan, human
+from quota_pipeline.remedy.plan import MovePlan, human
 
 _WHY = {"soft": "at or past its soft limit", "hard": "at or past its hard limit",
         "predictive": "reaches its hard limit within the horizon", "offline": "offline"}
 
 
-def as_json(plan: Plan) -> str:
+def as_json(plan: MovePlan) -> str:
     return json.dumps(plan.to_json(), indent=2, sort_keys=False)
 
 
-def dirs_table(plan: Plan) -> Table:
+def dirs_table(plan: MovePlan) -> Table:
     t = Table(title="log dirs that need the plan", box=box.SIMPLE_HEAD, title_justify="left")
     for col, justify in (("broker", "right"), ("log dir", "left"), ("why", "left"), ("available", "right"),
                          ("limit", "right"), ("goal", "right"), ("moves free", "right"), ("after", "right"),
@@ -32,7 +32,7 @@ def dirs_table(plan: Plan) -> Table:
     return t
 
 
-def moves_table(plan: Plan) -> Table:
+def moves_table(plan: MovePlan) -> Table:
     t = Table(title=f"moves ({human(plan.moved_bytes)} in all, throttled at {human(plan.rate)}/s)",
               box=box.SIMPLE_HEAD, title_justify="left")
     for col, justify in (("what moves", "left"), ("from", "left"), ("to", "left"), ("bytes", "right"),
@@ -46,7 +46,7 @@ def moves_table(plan: Plan) -> Table:
     return t
 
 
-def as_tables(plan: Plan) -> RenderableType:
+def as_tables(plan: MovePlan) -> RenderableType:
     if not plan.dirs:
         return Text(f"{visible(plan.cluster)}: every log dir is above its limit; nothing to move")
     parts: list[RenderableType] = [dirs_table(plan)]
@@ -61,7 +61,7 @@ def as_tables(plan: Plan) -> RenderableType:
     return Group(*parts)
 
 
-def print_plan(plan: Plan, console: Console | None = None) -> None:
+def print_plan(plan: MovePlan, console: Console | None = None) -> None:
     if console is None:
         console = Console()
         if not console.is_terminal:  # piped or logged: no terminal width to fit, and the why column is long

@@ -11,7 +11,7 @@ from quota_pipeline.core.config import CHECKPOINT_PATH
 from quota_pipeline.core.display import visible
 from quota_pipeline.core.signing import SigningKey
 from quota_pipeline.enforce.baseline import BaselineError, StateFile
-from quota_pipeline.remedy.plan import Forbidden, Plan, field_of
+from quota_pipeline.remedy.plan import Forbidden, MovePlan, field_of
 from quota_pipeline.remedy.throttles import Setting
 
 FORMAT_VERSION = 1
@@ -21,7 +21,7 @@ FORMAT_VERSION = 1
 class RemedyState:
     """Exists from before the first change of a plan's execution until its last config is taken back."""
 
-    plan: Plan
+    plan: MovePlan
     ours: tuple[Setting, ...]  # what remedy set (or is about to): only these are ever taken back
     started_at: float  # unix time
 
@@ -33,7 +33,7 @@ class RemedyState:
     def from_json(cls, raw: dict[str, Any]) -> "RemedyState":
         if field_of(raw, "format_version", int, optional=True) != FORMAT_VERSION:
             raise ValueError(f"unknown format_version {raw.get('format_version')!r}")
-        return cls(Plan.from_json(field_of(raw, "plan", dict)),
+        return cls(MovePlan.from_json(field_of(raw, "plan", dict)),
                    tuple(Setting.from_json(s) for s in field_of(raw, "ours", list)),
                    float(field_of(raw, "started_at", float)))
 

@@ -8,7 +8,7 @@ from typing import Any, Mapping
 
 from quota_pipeline.core.display import visible
 from quota_pipeline.remedy.gather import CORDON_KEY
-from quota_pipeline.remedy.plan import CROSS, INTRA, Forbidden, Plan, field_of, strs_of
+from quota_pipeline.remedy.plan import CROSS, INTRA, Forbidden, MovePlan, field_of, strs_of
 
 BROKER, TOPIC = "broker", "topic"
 LEADER_RATE, FOLLOWER_RATE = "leader.replication.throttled.rate", "follower.replication.throttled.rate"
@@ -68,7 +68,7 @@ class Setting:
         return f"{self.kind} {self.name}: {what}"
 
 
-def wanted(plan: Plan) -> list[Setting]:
+def wanted(plan: MovePlan) -> list[Setting]:
     """What the plan needs set: per moved topic the throttled replicas (leader side: the replicas it has, follower
     side: the one it gains), the rates on every broker involved, the intra-broker copy rate, the cordon."""
     rate = str(int(plan.rate))

@@ -6,7 +6,7 @@ import math
 
 from quota_pipeline.remedy import throttles
 from quota_pipeline.remedy.inputs import ClusterView
-from quota_pipeline.remedy.plan import INTRA, Forbidden, Move, Plan
+from quota_pipeline.remedy.plan import INTRA, Forbidden, Move, MovePlan
 from quota_pipeline.remedy.state import RemedyState
 
 
@@ -21,7 +21,7 @@ def check(state: RemedyState, view: ClusterView) -> None:
             raise Forbidden(f"asks for {s}, which its plan's moves do not need")
 
 
-def check_plan(plan: Plan, view: ClusterView) -> None:
+def check_plan(plan: MovePlan, view: ClusterView) -> None:
     if plan.cluster != view.cluster:
         raise Forbidden(f"holds a plan for cluster {plan.cluster}, not for {view.cluster}")
     if not (math.isfinite(plan.rate) and plan.rate >= 1):

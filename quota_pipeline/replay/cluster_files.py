@@ -119,7 +119,7 @@ class Span:
 
 
 @dataclass
-class Chunk:
+class TimeChunk:
     """A time range [lo, hi) of the cluster's rows, decided together: the row groups read from the files for it,
     each with the later chunks that take their rows of that group from this read (held until then) instead of
     reading the group again. A journal written out of time order (failed polls appended at the end, another
@@ -130,7 +130,7 @@ class Chunk:
     reads: list[tuple[str, int, tuple[int, ...]]]  # (file, row group, later chunks served by this read)
 
 
-def read_parts(chunks: list[Chunk], i: int, mine) -> tuple[list[tuple[pa.Table, np.ndarray]], dict]:
+def read_parts(chunks: list[TimeChunk], i: int, mine) -> tuple[list[tuple[pa.Table, np.ndarray]], dict]:
     """Chunk i's rows (this cluster's, valid time in its range) from its row groups, with their times, and the rows
     of those groups for the later chunks they serve, by chunk index."""
     parts, held = [], {}
@@ -208,12 +208,12 @@ class ClusterFiles:
                 lo, rows = cut, 0
         return bounds
 
-    def _plan(self) -> list[Chunk]:
+    def _plan(self) -> list[TimeChunk]:
         """The chunks in time order, each row group read once where its later rows can be held: at most chunk_rows
         rows held at any time, and rows x chunks held at most chunk_rows (a wide group's few rows of each chunk are
         held, its bulk far ahead is read again when its turn comes rather than held all along)."""
         spans = self._spans()
-        chunks = [Chunk(lo, hi, []) for lo, hi in self._bounds(spans)]
+        chunks = [TimeChunk(lo, hi, []) for lo, hi in self._bounds(spans)]
         held = np.zeros(len(chunks), np.int64)  # rows held for later chunks while each chunk is decided
         for span in sorted(spans, key=lambda s: (s.lo, s.hi)):
             serves = None  # the read that holds this group's rows for later chunks

@@ -12,13 +12,10 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, Proc
 from prometheus_client.core import GaugeMetricFamily
 
 from quota_pipeline.core.clock import SYSTEM, Clock
-from quota_pipeline.core.model import PredictiveThrottle
+from quota_pipeline.core.model import DecisionSource, PredictiveThrottle
 from quota_pipeline.core.record import predictive_of
 from quota_pipeline.core.record_time import parse_record_time
 from quota_pipeline.streaming import packed
-
-SOURCES = ("OBSERVATION", "RETAINED", "FALLBACK")
-
 
 @dataclass
 class Metrics:
@@ -93,11 +90,11 @@ class Metrics:
         for row in rows:
             key = row.key
             self.factor.labels(key).set(row.throttle_factor)
-            for s in SOURCES:
-                self.factor_source.labels(key, s).set(1 if row.decision_source == s else 0)
-            if row.decision_source == "OBSERVATION":
+            for s in DecisionSource:
+                self.factor_source.labels(key, s.value).set(1 if row.decision_source == s.value else 0)
+            if row.decision_source == DecisionSource.OBSERVATION:
                 self.last_observation.labels(key).set(row.observed_at.timestamp())
-            if row.decision_source == "FALLBACK" and self._source.get(key) != "FALLBACK":
+            if row.decision_source == DecisionSource.FALLBACK and self._source.get(key) != DecisionSource.FALLBACK:
                 self.fallbacks.labels(key).inc()  # transitions into fallback, as Strimzi counts them
             self._source[key] = row.decision_source
             self.violating_volumes.labels(key).set(row.violations)

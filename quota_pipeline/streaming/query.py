@@ -27,7 +27,7 @@ from quota_pipeline.core.record import predictive_of
 from quota_pipeline.dashboard.text import predictive as predictive_text
 from quota_pipeline.core.settings import Settings
 from quota_pipeline.streaming.metrics import Metrics
-from quota_pipeline.streaming import checkpoint_files, s3a
+from quota_pipeline.streaming import checkpoint_files, pandas_form, s3a
 from quota_pipeline.streaming.fleet import fleet_change
 from quota_pipeline.streaming.restarts import GAVE_UP, GaveUp, Restarts
 from quota_pipeline.streaming.processor import OUTPUT_SCHEMA, REMOVED, DecisionProcessor
@@ -71,11 +71,6 @@ def check_runnable(configs: list[cfg.Config]) -> None:
         if c.signing_keys != first.signing_keys:
             problems.append(f"error: {c.path}: one job signs its records with one key; set {cfg.SIGNING_KEYS} as in "
                             f"{first.path}")
-    if checkpoint_files.stateful_operator(checkpoint_files.query_dir(first.checkpoint_path)) == \
-            checkpoint_files.PANDAS_FORM:
-        problems.append(f"error: {first.checkpoint_path}: the checkpoint was written by an earlier form of the job's "
-                        "stateful step, which this job does not read; start from a fresh checkpoint (an empty "
-                        f"{cfg.CHECKPOINT_PATH})")
     if problems:
         raise JobConfigError("\n".join(dict.fromkeys(problems)))
 
@@ -155,6 +150,12 @@ class StreamJob:
                 .option("poll_tasks", str(spark.sparkContext.defaultParallelism))
                 .option("checkpoint", checkpoint).load())
         grouped = rows.groupBy("cluster_id")
+        if checkpoint_files.stateful_operator(checkpoint) == pandas_form.OPERATOR:
+            log.info("the checkpoint's decision state was written by the pandas form of the stateful step: the job "
+                     "goes on in that form (a new checkpoint decides on rows, which is faster)")
+            return grouped.transformWithStateInPandas(
+                statefulProcessor=pandas_form.PandasFormProcessor(self.settings, self.output_keys, self.clock),
+                outputStructType=OUTPUT_SCHEMA, outputMode="Append", timeMode="None")
         return grouped.transformWithState(
             statefulProcessor=DecisionProcessor(self.settings, self.output_keys, self.clock),
             outputStructType=OUTPUT_SCHEMA, outputMode="Append", timeMode="None")

@@ -12,7 +12,7 @@ import org.junit.jupiter.api.Test;
 
 /**
  * The record parser (the broker's Jackson) takes and refuses what the Python reader's json.loads does: each case
- * below was checked against quota_pipeline.broker.rules.parse_decision.
+ * below was checked against quota_pipeline.reader.parsing.parse_decision.
  */
 class DecisionRecordTest {
     private static final String RECORD = "{\"schema_version\":1,\"cluster_id\":\"c1\",\"decided_at\":\"2026-11-21T10:00:10.100Z\","

@@ -1,4 +1,4 @@
-"""Broker-side reader: follow the decision topic, answer the current throttle factor and Strimzi's quota limits."""
+"""The Reader: follows the decision topic and answers the throttle factor, Strimzi's quota limits and refused writes."""
 from __future__ import annotations
 
 import datetime as dt
@@ -16,10 +16,11 @@ from quota_pipeline.kafka.settings import to_librdkafka
 from quota_pipeline.core.model import DecisionSource
 from quota_pipeline.core.record import ThrottleDecision
 from quota_pipeline.core.stop import StopClock
-from quota_pipeline.broker.rules import (
-    MIN_QUOTA, UNLIMITED, LogLimiter, QuotaPolicy, QuotaType, QuotaWindows, RefusalPolicy, ResetTracker, StopScope,
-    honoured_until, parse_decision, printable, refusal, replay_refusal, signature_refusal, unlogged,
-)
+from quota_pipeline.reader.admission import honoured_until, refusal, replay_refusal, signature_refusal
+from quota_pipeline.reader.log_text import LogLimiter, printable, unlogged
+from quota_pipeline.reader.parsing import parse_decision
+from quota_pipeline.reader.quota import MIN_QUOTA, UNLIMITED, QuotaPolicy, QuotaType, QuotaWindows, ResetTracker
+from quota_pipeline.reader.write_refusal import RefusalPolicy, StopScope
 from quota_pipeline.core.signing import signature_of
 
 log = logging.getLogger(__name__)
@@ -101,7 +102,7 @@ class Reader(Background):
         self._scope_of: tuple[ThrottleDecision | None, StopScope | None] = (None, None)
         self._resets = ResetTracker()
         self._windows = QuotaWindows()
-        self._stops = StopClock(dt.timedelta(seconds=self.policy.stop.max_mute_seconds))
+        self._stop_clock = StopClock(dt.timedelta(seconds=self.policy.stop.max_mute_seconds))
         self._clock = clock
         self._poll_seconds = poll_seconds
         raw = dict(consumer_settings if consumer_settings is not None else config.output_settings)
@@ -190,7 +191,7 @@ class Reader(Background):
         return self.policy.tagged_limit(quota_type, tags, factor, self._stop_age(factor))
 
     def stop_scope(self, cluster: str | None = None) -> StopScope | None:
-        """What the stop in force on `cluster` refuses (rules.RefusalPolicy), None when writes are not stopped."""
+        """What the stop in force on `cluster` refuses (write_refusal.RefusalPolicy), None when no write is refused."""
         answer = self.answer(cluster)
         decision = answer.decision if answer.basis == "record" else None
         seen, scope = self._scope_of
@@ -209,18 +210,18 @@ class Reader(Background):
     def quota_metric_tags(self, quota_type: QuotaType | str, principal: str | None,
                           client_id: str | None = None) -> dict[str, str]:
         """The callback's quotaMetricTags: which quota sensor (window) Kafka charges the client's bytes on; a new
-        produce window after each cut of the produce limit (rules.QuotaWindows)."""
+        produce window after each cut of the produce limit (quota.QuotaWindows)."""
         factor = self.current_factor()
         window = 0
         if QuotaType.of(quota_type) is QuotaType.PRODUCE:
             self._stop_age(factor)
             # Only shared limits move the shared window: a stop's clients are on their own sensors.
-            window = 0 if self.policy.stopped(factor) else self._windows.epoch(self.policy.shared_limit(factor))
+            window = 0 if self.policy.at_stop_limit(factor) else self._windows.epoch(self.policy.shared_limit(factor))
         return self.policy.metric_tags(quota_type, principal, client_id, factor, window)
 
     def _stop_age(self, factor: float) -> float:
         """How long the current stop has lasted (the clock of the stop's lengthening mutes)."""
-        return self._stops.age(self._clock.now(), self.policy.stopped(factor))
+        return self._stop_clock.age(self._clock.now(), self.policy.at_stop_limit(factor))
 
     def reset_required(self, quota_type: QuotaType | str = QuotaType.PRODUCE) -> bool:
         """Kafka's quotaResetRequired for this reader's cluster: True once at first, then once after each change
@@ -230,7 +231,7 @@ class Reader(Background):
             return self._resets.reset_required(qt, 1.0)
         factor = self.current_factor()
         age = self._stop_age(factor)
-        if self.policy.stopped(factor):  # at a stop the limit also changes as its mute lengthens
+        if self.policy.at_stop_limit(factor):  # at a stop the limit also changes as its mute lengthens
             return self._resets.reset_required(qt, (factor, self.policy.stop_limit(age)))
         return self._resets.reset_required(qt, factor)
 

@@ -1,1 +1,0 @@
-"""The broker side: the reader library that follows the decision topic."""

@@ -115,8 +115,8 @@ def test_the_json_schema_agrees(tmp_path):
             record = json.loads(line)
         except ValueError:
             continue  # not JSON at all: nothing for a schema to judge
-        if reason in ("volumes lists the same (broker_id, log_dir) twice",
-                      "volumes[].available_bytes must not exceed total_bytes") or reason.startswith("observed_at must be from"):
+        if not next(r for r in (*rules.SNAPSHOT_RULES, *rules.VOLUME_RULES, rules.DUPLICATE_VOLUMES)
+                    if r.reason == reason).in_schema:
             continue  # comparisons between values (and a date range) are beyond JSON Schema
         assert resources.errors("volume_snapshot", record), f"the schema accepts: {line}"
 
@@ -168,3 +168,92 @@ def test_replays_parquet_checks_give_the_same_reasons(tmp_path):
             pass
         rejected += p.outcome.rejected
     assert {r["line"]: r["reason"] for r in rejected} == {line: r for line, r in expected.items() if r}
+
+
+# Each rule of the table with the example it carries: every reader must name that very rule.
+RECORD_RULES = (*rules.SNAPSHOT_RULES, *rules.VOLUME_RULES, rules.DUPLICATE_VOLUMES)
+
+
+def _flat_files(tmp_path) -> dict[str, str]:
+    """Each rule's example as a flattened Parquet journal file of its own (rule key -> file): the record rules'
+    examples flattened (the object rule's place taken by the rows' one, as rules.FLATTENED_RULES says), the
+    duplicate snapshot's two records in two files (the later file's is the duplicate)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from quota_pipeline.journal import period_file
+
+    schema = pa.schema([f for f in period_file.SCHEMA if f.name not in ("tick", "journal_file", "observed_us")])
+
+    def flat(record: dict) -> list[dict]:
+        return [{**{k: record.get(k) for k in period_file.SNAPSHOT_FIELDS},
+                 **{k: v.get(k) for k in period_file.VOLUME_FIELDS}} for v in record.get("volumes") or [{}]]
+
+    files: dict[str, str] = {}
+    cases = [(r.key, r.example if r is rules.DISAGREEING_ROWS else flat(r.example)) for r in rules.FLATTENED_RULES] + [
+        ("duplicate_snapshot-0", flat(rules.DUPLICATE_SNAPSHOT.example[0])),
+        ("duplicate_snapshot", flat(rules.DUPLICATE_SNAPSHOT.example[1]))]
+    for key, rows in cases:
+        path = tmp_path / f"{key}.parquet"
+        pq.write_table(pa.Table.from_pylist(rows, schema=schema), str(path))
+        files[key] = str(path)
+    return files
+
+
+def _pass_reasons(files: dict[str, str]) -> dict[str, str]:
+    """What the decision pass (replay's, without Spark) rejects in each file, by rule key."""
+    from tests.support.builders import settings
+    from quota_pipeline.replay.cluster_files import ClusterFiles, Task
+
+    key_of = {path: key for key, path in files.items()}
+    found = {}
+    for cluster in ("c1", None):
+        p = ClusterFiles(Task(cluster, tuple(sorted(files.values()))), settings())
+        for _ in p.batches():
+            pass
+        found.update({key_of[r["file"]]: r["reason"] for r in p.outcome.rejected})
+    return found
+
+
+def test_each_rules_example_breaks_it_first_for_the_python_reader():
+    for rule in RECORD_RULES:
+        assert python_reason(json.dumps(rule.example)) == rule.reason, rule.key
+
+
+def test_each_rules_example_is_named_alike_by_the_pass(tmp_path):
+    expected = {r.key: r.reason for r in rules.FLATTENED_RULES} | {"duplicate_snapshot": rules.DUPLICATE_SNAPSHOT.reason}
+    assert _pass_reasons(_flat_files(tmp_path)) == expected
+
+
+@pytest.mark.spark
+def test_each_rules_example_is_named_alike_by_the_python_reader_the_spark_reader_and_the_pass(spark, tmp_path):
+    """The acceptance of the one table: each rule's example, fed to the three readers, is refused by that rule."""
+    jsonl = tmp_path / "jsonl"
+    jsonl.mkdir()
+    lines = [json.dumps(r.example) for r in RECORD_RULES] + [json.dumps(r) for r in rules.DUPLICATE_SNAPSHOT.example]
+    (jsonl / "examples.jsonl").write_text("\n".join(lines) + "\n")
+    _, rejected = journal.read(spark, str(jsonl))
+    spark_jsonl = {r["line"]: r["reason"].split(" (first at")[0] for r in lines_of(rejected)}
+    assert spark_jsonl == {**{i + 1: r.reason for i, r in enumerate(RECORD_RULES)},
+                           len(lines): rules.DUPLICATE_SNAPSHOT.reason}
+    assert [python_reason(line) for line in lines[:len(RECORD_RULES)]] == [r.reason for r in RECORD_RULES]
+    flat = tmp_path / "flat"
+    flat.mkdir()
+    files = _flat_files(flat)
+    _, rejected = journal.read(spark, str(flat))
+    key_of = {path: key for key, path in files.items()}
+    spark_flat = {key_of[r["file"].removeprefix("file:")]: r["reason"].split(" (first at")[0]
+                  for r in lines_of(rejected)}
+    assert spark_flat == _pass_reasons(files)
+
+
+def lines_of(rejected) -> list[dict]:
+    return list(lines.rejections(rejected))
+
+
+def test_the_json_schema_states_the_rules_it_can(tmp_path):
+    """The JSON Schema refuses each example of a rule the table says it states, and accepts a valid record."""
+    assert resources.errors("volume_snapshot", json.loads(VALID[0])) == []
+    for rule in RECORD_RULES:
+        if rule.in_schema:
+            assert resources.errors("volume_snapshot", rule.example), f"the schema accepts {rule.key}'s example"

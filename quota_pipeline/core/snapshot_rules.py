@@ -1,9 +1,11 @@
-"""The validation rules of a journal record, once: each with its reason, as a Python check and as a Spark column.
+"""The validation rules of a journal record, once: the table every reader applies, each rule with its key, reason,
+Python check and violating example.
 
-Every reader reports the first rule a record breaks, in this order and with this reason: the Python model
-(`parse_snapshot`, used by the streaming store and the tests), the Spark reader (replay's JSONL) and the
-vectorised checks of flattened Parquet (core/cluster_pass.py). tests/test_journal_rules.py holds all three
-(and the JSON Schema) to one corpus.
+Every reader reports the first rule a record breaks, in this order and with this reason: the Python reader
+(`parse_snapshot`: the streaming source, replay without Spark, the journal's tools), the Spark reader
+(journal/spark_reader.py, its column for each rule found by the rule's key) and the decision pass's vectorised checks
+of flattened rows (core/compiled/rule_codes.py, keyed alike). tests/test_journal_rules.py feeds each rule's example
+to all three, and holds the JSON Schema to the rules it states.
 Before the record's rules come the line's: its bytes must be UTF-8 (never replaced: a damaged byte in a key would
 make a phantom cluster) and its text JSON (a truncated line says so, not "not a JSON object").
 Differences left: Spark reads a number where a string is expected (cluster_id 5, log_dir 5) as its text, and
@@ -18,9 +20,7 @@ from typing import Any, Callable
 
 import isodate
 
-from quota_pipeline.core.model import PartitionSize, RecordError, Status, Volume, VolumeSnapshot, parse_time
-
-STATUSES = tuple(s.value for s in Status)
+from quota_pipeline.core.model import STATUSES, PartitionSize, RecordError, Status, Volume, VolumeSnapshot, parse_time
 NOT_UTF8 = "not valid UTF-8"
 NOT_JSON = "not valid JSON (a truncated or damaged line?)"
 # The times a snapshot may carry: decisions, reports and pandas (whose range ends in 2262) handle them all.
@@ -31,10 +31,30 @@ EARLIEST_US, LATEST_US = 0, int((LATEST - EARLIEST).total_seconds()) * 1_000_000
 
 @dataclass(frozen=True)
 class Rule:
-    """`broken(record)` is true when a parsed JSON record breaks the rule; `reason` is what both readers say."""
+    """One validation rule: `key` names it (each reader's formulation is found by it), `reason` is what every reader
+    says, `broken(record)` is the Python check (of a parsed record; of one volume for VOLUME_RULES), `example` a
+    record that breaks it and no rule before it, and `in_schema` whether the JSON Schema states it too (comparisons
+    between values and a date range are beyond JSON Schema)."""
 
+    key: str
     reason: str
     broken: Callable[[Any], bool]
+    example: Any
+    in_schema: bool = True
+
+
+def _record(**fields: Any) -> dict:
+    """A valid snapshot record with `fields` changed (a value of ... drops the field)."""
+    record = {"cluster_id": "c1", "observed_at": "2026-11-21T10:00:00.000Z", "status": "SUCCESS", "brokers": [1],
+              "fenced_brokers": [], "volumes": [_volume()]}
+    record.update(fields)
+    return {k: v for k, v in record.items() if v is not ...}
+
+
+def _volume(**fields: Any) -> dict:
+    volume = {"broker_id": 1, "log_dir": "/d", "total_bytes": 100, "available_bytes": 40, "error": None}
+    volume.update(fields)
+    return {k: v for k, v in volume.items() if v is not ...}
 
 
 def _is_int(v: Any) -> bool:
@@ -98,32 +118,55 @@ def _duplicate_keys(r: dict) -> bool:
     return len(set(keys)) != len(keys)
 
 
-# Snapshot rules first, then the volume rules: both readers stop at the first that is broken.
+# Snapshot rules first, then the volume rules: every reader stops at the first that is broken.
 SNAPSHOT_RULES = (
-    Rule("not a JSON object", lambda r: not isinstance(r, dict)),
-    Rule("cluster_id must be a non-empty string", lambda r: not (isinstance(r.get("cluster_id"), str)
-                                                                  and r["cluster_id"])),
-    Rule("observed_at must be an ISO-8601 timestamp", lambda r: _timestamp(r.get("observed_at")) is None),
-    Rule("observed_at must be from 1970-01-01 to 2199-12-31 (UTC)", lambda r: _out_of_range(r.get("observed_at"))),
-    Rule(f"status must be one of {', '.join(STATUSES)}", lambda r: r.get("status") not in STATUSES),
-    Rule("brokers must be a list of broker ids",
+    Rule("object", "not a JSON object", lambda r: not isinstance(r, dict), [1, 2]),
+    Rule("cluster_id", "cluster_id must be a non-empty string",
+         lambda r: not (isinstance(r.get("cluster_id"), str) and r["cluster_id"]), _record(cluster_id="")),
+    Rule("timestamp", "observed_at must be an ISO-8601 timestamp", lambda r: _timestamp(r.get("observed_at")) is None,
+         _record(observed_at="yesterday")),
+    Rule("time_range", "observed_at must be from 1970-01-01 to 2199-12-31 (UTC)",
+         lambda r: _out_of_range(r.get("observed_at")), _record(observed_at="1969-12-31T23:59:59Z"), in_schema=False),
+    Rule("status", f"status must be one of {', '.join(STATUSES)}", lambda r: r.get("status") not in STATUSES,
+         _record(status="OK")),
+    Rule("brokers", "brokers must be a list of broker ids",
          lambda r: not _broker_list(r.get("brokers") if r.get("brokers") is not None or r.get("status") == "SUCCESS"
-                                    else [])),
-    Rule("fenced_brokers must be a list of broker ids", lambda r: not _broker_list(r.get("fenced_brokers") or [])),
-    Rule("volumes must be a list of objects (top_partitions a list of {topic, partition, size_bytes})",
+                                    else []), _record(brokers=[1, None])),
+    Rule("fenced_brokers", "fenced_brokers must be a list of broker ids",
+         lambda r: not _broker_list(r.get("fenced_brokers") or []), _record(fenced_brokers=[None])),
+    Rule("volumes", "volumes must be a list of objects (top_partitions a list of {topic, partition, size_bytes})",
          lambda r: not isinstance(_volumes(r), list) or not all(isinstance(v, dict) and _partitions_ok(v)
-                                                                for v in _volumes(r))),
+                                                                for v in _volumes(r)),
+         _record(volumes=[_volume(top_partitions=[{"topic": None, "partition": 3, "size_bytes": 40}])])),
 )
 VOLUME_RULES = (
-    Rule("volumes[].broker_id must be an integer", lambda v: not _is_int(v.get("broker_id"))),
-    Rule("volumes[].log_dir must be a non-empty string", lambda v: not (isinstance(v.get("log_dir"), str)
-                                                                         and v["log_dir"])),
-    Rule("a volume without error needs integer total_bytes and available_bytes", _bytes_missing),
-    Rule("volumes[] byte counts must be >= 0 (an offline dir has error set and null bytes)", _bytes_negative),
-    Rule("volumes[].available_bytes must not exceed total_bytes", _more_available_than_total),
-    Rule("volumes[].topics must be a list of topic names (absent or null: not known)", _topics_broken),
+    Rule("broker_id", "volumes[].broker_id must be an integer", lambda v: not _is_int(v.get("broker_id")),
+         _record(volumes=[_volume(broker_id=None)])),
+    Rule("log_dir", "volumes[].log_dir must be a non-empty string",
+         lambda v: not (isinstance(v.get("log_dir"), str) and v["log_dir"]), _record(volumes=[_volume(log_dir="")])),
+    Rule("bytes", "a volume without error needs integer total_bytes and available_bytes", _bytes_missing,
+         _record(volumes=[_volume(total_bytes=None)])),
+    Rule("bytes_negative", "volumes[] byte counts must be >= 0 (an offline dir has error set and null bytes)",
+         _bytes_negative, _record(volumes=[_volume(available_bytes=-1)])),
+    Rule("available_le_total", "volumes[].available_bytes must not exceed total_bytes", _more_available_than_total,
+         _record(volumes=[_volume(available_bytes=101)]), in_schema=False),
+    Rule("topics", "volumes[].topics must be a list of topic names (absent or null: not known)", _topics_broken,
+         _record(volumes=[_volume(topics=["orders", None])])),
 )
-DUPLICATE_VOLUMES = Rule("volumes lists the same (broker_id, log_dir) twice", _duplicate_keys)
+DUPLICATE_VOLUMES = Rule("duplicate_volumes", "volumes lists the same (broker_id, log_dir) twice", _duplicate_keys,
+                         _record(volumes=[_volume(), _volume()]), in_schema=False)
+# The rules of a journal beyond one record, which the Spark reader and the pass apply. Their examples are lists: two
+# records of one cluster and time (the later is the duplicate); the flattened rows of one snapshot.
+DUPLICATE_SNAPSHOT = Rule("duplicate_snapshot", "duplicate snapshot of this cluster and observed_at",
+                          lambda records: False, [_record(), _record()], in_schema=False)
+DISAGREEING_ROWS = Rule(
+    "disagreeing_rows", "rows of one snapshot disagree on status", lambda rows: False,
+    [{**_record(volumes=...), **_volume()}, {**_record(volumes=..., status="TIMEOUT"), **_volume(broker_id=2)}],
+    in_schema=False)
+# A snapshot as flattened rows (Parquet journals, the decision pass's input frame), checked in this order: a row is
+# always an object, so the rows' agreement on the status takes that rule's place.
+FLATTENED_RULES = (DISAGREEING_ROWS, *SNAPSHOT_RULES[1:], *VOLUME_RULES, DUPLICATE_VOLUMES)
+BY_KEY = {r.key: r for r in (*SNAPSHOT_RULES, *VOLUME_RULES, DUPLICATE_VOLUMES, DUPLICATE_SNAPSHOT, DISAGREEING_ROWS)}
 
 
 def first_problem(record: Any) -> str | None:

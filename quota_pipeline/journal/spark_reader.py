@@ -50,37 +50,37 @@ def _first_problem(*checks: tuple[Column, str]) -> Column:
     return expr
 
 
-def _volume_checks(volumes: Column) -> list[tuple[Column, str]]:
-    """rules.VOLUME_RULES as columns, found in one pass over the array (lambdas are not compiled)."""
-    def broken(v: Column) -> tuple[Column, ...]:  # one per rules.VOLUME_RULES, in its order
-        return (
-            v.broker_id.isNull(),
-            F.coalesce(v.log_dir, F.lit("")) == "",
-            v.error.isNull() & (v.total_bytes.isNull() | v.available_bytes.isNull()),
-            (v.total_bytes < 0) | (v.available_bytes < 0),
-            v.available_bytes > v.total_bytes,
-            F.coalesce(F.exists(v.topics, lambda x: x.isNull()), F.lit(False)),
-        )
+# rules.VOLUME_RULES as columns of one volume, by rule key.
+VOLUME_CHECKS = {
+    "broker_id": lambda v: v.broker_id.isNull(),
+    "log_dir": lambda v: F.coalesce(v.log_dir, F.lit("")) == "",
+    "bytes": lambda v: v.error.isNull() & (v.total_bytes.isNull() | v.available_bytes.isNull()),
+    "bytes_negative": lambda v: (v.total_bytes < 0) | (v.available_bytes < 0),
+    "available_le_total": lambda v: v.available_bytes > v.total_bytes,
+    "topics": lambda v: F.coalesce(F.exists(v.topics, lambda x: x.isNull()), F.lit(False)),
+}
 
+
+def _volume_checks(volumes: Column) -> list[tuple[Column, str]]:
+    """rules.VOLUME_RULES as columns (VOLUME_CHECKS), found in one pass over the array (lambdas are not compiled),
+    then rules.DUPLICATE_VOLUMES."""
     def code(v: Column) -> Column:
-        checks = broken(v)
-        assert len(checks) == len(rules.VOLUME_RULES)
-        out = F.lit(len(checks))
-        for i in reversed(range(len(checks))):
-            out = F.when(checks[i], F.lit(i)).otherwise(out)
+        out = F.lit(len(rules.VOLUME_RULES))
+        for i in reversed(range(len(rules.VOLUME_RULES))):
+            out = F.when(VOLUME_CHECKS[rules.VOLUME_RULES[i].key](v), F.lit(i)).otherwise(out)
         return out
 
     first = F.array_min(F.transform(volumes, code))
     # Keys as strings: array_distinct over structs is about 8x slower on 1000-volume snapshots.
     keys = F.transform(volumes, lambda v: F.concat_ws("\u0000", v.broker_id.cast("string"), v.log_dir))
-    topics = len(rules.VOLUME_RULES) - 1  # not a list (from_json reads it as null): found in the text
-    return [((first == i) | (_mistyped_topics(volumes) if i == topics else F.lit(False)), rule.reason)
+    # topics that are not a list (from_json reads them as null) are found in the text
+    return [((first == i) | (_mistyped_topics(volumes) if rule.key == "topics" else F.lit(False)), rule.reason)
             for i, rule in enumerate(rules.VOLUME_RULES)] + [
         (F.size(F.array_distinct(keys)) != F.size(volumes), rules.DUPLICATE_VOLUMES.reason)]
 
 
 def _snapshot_checks(s: Column) -> list[tuple[Column, str]]:
-    """rules.SNAPSHOT_RULES as columns, in its order."""
+    """rules.SNAPSHOT_RULES as columns (each found by its rule's key), in the table's order."""
     no_ids = F.array().cast("array<bigint>")
 
     def mistyped(field: str) -> Column:
@@ -89,21 +89,21 @@ def _snapshot_checks(s: Column) -> list[tuple[Column, str]]:
         return getattr(s, field).isNull() & F.get_json_object("text", f"$.{field}").isNotNull()
 
     observed = F.try_to_timestamp(s.observed_at)
-    broken = (
-        F.col("is_object").isNull(),
-        F.coalesce(s.cluster_id, F.lit("")) == "",
-        observed.isNull(),
-        (observed < F.lit(rules.EARLIEST)) | (observed >= F.lit(rules.LATEST)),
-        ~F.coalesce(s.status.isin(*rules.STATUSES), F.lit(False)),
-        ((s.status == "SUCCESS") & s.brokers.isNull()) | mistyped("brokers")
+    broken = {  # by rule key
+        "object": F.col("is_object").isNull(),
+        "cluster_id": F.coalesce(s.cluster_id, F.lit("")) == "",
+        "timestamp": observed.isNull(),
+        "time_range": (observed < F.lit(rules.EARLIEST)) | (observed >= F.lit(rules.LATEST)),
+        "status": ~F.coalesce(s.status.isin(*rules.STATUSES), F.lit(False)),
+        "brokers": ((s.status == "SUCCESS") & s.brokers.isNull()) | mistyped("brokers")
         | F.exists(F.coalesce(s.brokers, no_ids), lambda b: b.isNull()),
-        mistyped("fenced_brokers") | F.exists(F.coalesce(s.fenced_brokers, no_ids), lambda b: b.isNull()),
-        mistyped("volumes") | _mistyped_partitions(s.volumes)
+        "fenced_brokers": mistyped("fenced_brokers") | F.exists(F.coalesce(s.fenced_brokers, no_ids),
+                                                                lambda b: b.isNull()),
+        "volumes": mistyped("volumes") | _mistyped_partitions(s.volumes)
         | F.exists(F.coalesce(s.volumes, F.array().cast(T.ArrayType(VOLUME_TYPE))),
                    lambda v: v.isNull() | _bad_partitions(v)),
-    )
-    assert len(broken) == len(rules.SNAPSHOT_RULES)
-    return [(cond, rule.reason) for cond, rule in zip(broken, rules.SNAPSHOT_RULES)]
+    }
+    return [(broken[rule.key], rule.reason) for rule in rules.SNAPSHOT_RULES]
 
 
 def _mistyped_partitions(volumes: Column) -> Column:
@@ -167,7 +167,7 @@ def split(checked: DataFrame, where: bool = False) -> tuple[DataFrame, DataFrame
         | (F.col("first.line") != F.col("line")))
     checked = checked.select(
         *[c for c in checked.columns if c not in ("reason", "first", "text")],
-        F.when(is_dup, F.lit("duplicate snapshot of this cluster and observed_at"))
+        F.when(is_dup, F.lit(rules.DUPLICATE_SNAPSHOT.reason))
         .otherwise(F.col("reason")).alias("reason"),
         F.when(is_dup, F.col("first")).alias("first"),
         F.when(is_dup, F.to_json(F.struct("cluster_id", "observed_at"))).otherwise(F.col("text")).alias("text"),
@@ -240,9 +240,11 @@ def read_parquet(spark: SparkSession, paths: tuple[str, ...]) -> DataFrame:
                                                "fenced_brokers", "volumes")).alias("snap"),
         F.when(F.col("statuses") <= 1, F.lit("object")).alias("is_object"),
     )
+    # Rows are objects: where rows disagree on the status, `snap` is null, which the object rule reports; in the
+    # flattened form that is the rows' rule (rules.FLATTENED_RULES).
     return _check(parsed).withColumn("reason", F.when(
-        F.col("reason") == "not a JSON object",
-        F.lit("rows of one snapshot disagree on status")).otherwise(F.col("reason")))
+        F.col("reason") == rules.BY_KEY["object"].reason,
+        F.lit(rules.DISAGREEING_ROWS.reason)).otherwise(F.col("reason")))
 
 
 def checked(spark: SparkSession, path: str, split_bytes: int = SPLIT_BYTES) -> DataFrame:

@@ -21,7 +21,7 @@ from quota_pipeline.core import snapshot_rules as rules
 from quota_pipeline.core.columns import PARTITION, TOPICS
 from quota_pipeline.core.model import RecordError, epoch_micros, format_time, from_epoch_micros, parse_time
 
-DUPLICATE = "duplicate snapshot of this cluster and observed_at"
+DUPLICATE = rules.DUPLICATE_SNAPSHOT.reason
 ROWS_PER_FILE = 1_000_000  # volume rows per staged file: the tasks read them a row group at a time
 INT64 = (-2 ** 63, 2 ** 63 - 1)
 INT32 = (-2 ** 31, 2 ** 31 - 1)

@@ -4,7 +4,9 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
+import signal
 import sys
+import threading
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -119,9 +121,12 @@ def write_archive(spark: Any, path: Path) -> int:
 
 
 def get_session(app_name: str = "quota-pipeline", master: str | None = None,
-                conf: Mapping[str, str] | None = None, record_classes: bool = False):
+                conf: Mapping[str, str] | None = None, record_classes: bool = False,
+                jvm_output: Path | None = None, keep_sigint: bool = False):
     """Build (or reuse) the SparkSession; under spark-submit the master comes from there. A JVM started here maps
-    this host's class archive when `quota-pipeline prepare` wrote one (`record_classes`: prepare's own JVM)."""
+    this host's class archive when `quota-pipeline prepare` wrote one (`record_classes`: prepare's own JVM) and
+    writes its output (Spark's log, its Python workers' output) to `jvm_output` when given. `keep_sigint`: the
+    SIGINT handler in force before stays in force (the SparkContext installs its own)."""
     require_java()
     # Workers must run this interpreter, or they fail to connect back / miss our packages.
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
@@ -138,10 +143,15 @@ def get_session(app_name: str = "quota-pipeline", master: str | None = None,
     settings.update(conf or {})
     for key, value in settings.items():
         builder = builder.config(key, value)
-    _launch_jvm_in_its_own_session(_java_options(builder._options, archive_path(), record_classes))
+    _launch_jvm_in_its_own_session(_java_options(builder._options, archive_path(), record_classes), jvm_output)
     for key, value in _operator_defaults(set(conf or {})).items():
         builder = builder.config(key, value)
+    before = signal.getsignal(signal.SIGINT)
     spark = builder.getOrCreate()
+    if keep_sigint and before is not None and threading.current_thread() is threading.main_thread():
+        # The context's handler cancels every job and raises KeyboardInterrupt wherever the main thread is, mostly
+        # inside a py4j call (chained tracebacks, the running micro-batch lost); the caller's own stop stays.
+        signal.signal(signal.SIGINT, before)
     spark.sparkContext.setLogLevel("WARN")
     return spark
 
@@ -157,11 +167,12 @@ def _operator_defaults(chosen: set[str]) -> dict[str, str]:
     return {key: given[key] for key in BASE_CONF if key in given and key not in chosen}
 
 
-def _launch_jvm_in_its_own_session(options: Mapping[str, str]) -> None:
+def _launch_jvm_in_its_own_session(options: Mapping[str, str], output: Path | None = None) -> None:
     """Start Spark's JVM (unless it runs already) as PySpark would, but in a session of its own. A SIGTERM to
     the job's process group (systemd, `timeout`, Kubernetes) then reaches only the Python driver, which stops
     after the running micro-batch; the JVM would otherwise shut down under it mid-batch, with stack traces.
-    The JVM still ends with the driver: it exits when its stdin, a pipe from the driver, closes."""
+    The JVM still ends with the driver: it exits when its stdin, a pipe from the driver, closes. With `output`, the
+    JVM's stdout and stderr (Spark's log4j console, the Python workers' output it relays) are appended there."""
     from pyspark import SparkConf, SparkContext
     from pyspark.java_gateway import launch_gateway
 
@@ -170,7 +181,10 @@ def _launch_jvm_in_its_own_session(options: Mapping[str, str]) -> None:
     conf = SparkConf()
     for key, value in options.items():
         conf.set(key, value)
-    gateway = launch_gateway(conf, popen_kwargs={"start_new_session": True})
+    popen: dict[str, Any] = {"start_new_session": True}
+    if output is not None:
+        popen["stdout"] = popen["stderr"] = open(output, "ab")  # noqa: SIM115 - the JVM's for its lifetime
+    gateway = launch_gateway(conf, popen_kwargs=popen)
     carry_priority(gateway.proc.pid)
     SparkContext._ensure_initialized(gateway=gateway)
 

@@ -103,7 +103,6 @@ def test_validate_says_which_stop_the_brokers_apply(tmp_path, capsys):
     main(["validate", "--offline", write(tmp_path, BOOT + HARD)])
     out = capsys.readouterr().out
     assert "# at a stop each client gets 24966 bytes/s per broker" in out
-    assert "# producers below that per-client limit are not slowed at all" in out
     main(["validate", "--offline", write(tmp_path, BOOT + HARD + "authorizer.class.name="
                                      "io.quotapipeline.callback.StopAuthorizer\nquota.pipeline.stop.scope=cluster\n")])
     out = capsys.readouterr().out
@@ -113,6 +112,47 @@ def test_validate_says_which_stop_the_brokers_apply(tmp_path, capsys):
                                      "io.quotapipeline.callback.BasicStopAuthorizer\n")])  # brokers before Kafka 4.1
     out = capsys.readouterr().out
     assert "# at factor 0 the brokers' StopAuthorizer refuses the writes to the topics the decision names" in out
+
+
+REFUSING = "authorizer.class.name=io.quotapipeline.callback.StopAuthorizer\n"
+
+
+def test_validate_explains_the_stop_in_one_line_that_points_to_the_docs(tmp_path, capsys):
+    for extra in ("", REFUSING):
+        assert main(["validate", "--offline", write(tmp_path, BOOT + HARD + extra)]) == 0
+        comments = [line for line in capsys.readouterr().out.splitlines() if line.startswith("#")]
+        assert len(comments) == 1 and comments[0].endswith("(more: docs/broker-side.md)"), comments
+
+
+def test_validate_shows_values_as_they_would_be_written_without_markup(tmp_path, capsys):
+    assert main(["validate", "--offline", write(tmp_path, BOOT + HARD)]) == 0
+    out = capsys.readouterr().out
+    assert "quota.pipeline.stop.authorizer.delegate=org.apache.kafka.metadata.authorizer.StandardAuthorizer\n" in out
+    assert not [line for line in out.splitlines() if "`" in line.partition("=")[2] and not line.startswith("#")]
+
+
+def test_validate_warns_when_a_refusing_stop_exempts_no_principal(tmp_path, capsys):
+    excluded = "client.quota.callback.static.excluded.principal.name.list=User:quota-pipeline\n"
+    assert main(["validate", "--offline", write(tmp_path, BOOT + HARD + REFUSING)]) == 0
+    err = capsys.readouterr().err
+    assert "warning: client.quota.callback.static.excluded.principal.name.list is empty" in err
+    assert "docs/broker-side.md" in err and len(err.strip().splitlines()) == 1
+    for text in (BOOT + HARD + REFUSING + excluded, BOOT + HARD):  # exempted; or the throttle's stop
+        assert main(["validate", "--offline", write(tmp_path, text)]) == 0
+        assert "excluded.principal.name.list is empty" not in capsys.readouterr().err
+
+
+def test_the_examples_spell_the_check_interval_as_the_readme_does():
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    spelled = "client.quota.callback.static.storage.check.interval="
+    assert spelled + "PT10S" in (root / "README.md").read_text()
+    for example in ("conf/examples/example.properties", "conf/demo.properties"):
+        lines = (root / example).read_text().splitlines()
+        interval = [line for line in lines if "check" in line and "interval" in line]
+        assert len(interval) == 1 and interval[0].startswith(spelled + "PT"), (example, interval)
+        assert cfg.load(root / example).check_interval.total_seconds() > 0
 
 
 def test_validate_acceptance_four_errors_exit_2(tmp_path, capsys):

@@ -2,12 +2,14 @@
 from __future__ import annotations
 
 import argparse
+import datetime as dt
 import logging
 import sys
 from typing import Any, NoReturn
 
 from quota_pipeline.core import config as cfg
 from quota_pipeline.core.display import VisibleFormatter, visible
+from quota_pipeline.core.model import UTC, format_time
 from quota_pipeline.core.secrets import redact  # commands mask with it
 
 EXIT_USAGE = 2
@@ -90,6 +92,13 @@ class RedactSecrets(logging.Filter):
         return True
 
 
+class TimedFormatter(VisibleFormatter):
+    """A line's time as every record and the demo show one: RFC 3339 in UTC, milliseconds, Z (model.format_time)."""
+
+    def formatTime(self, record: logging.LogRecord, datefmt: str | None = None) -> str:  # noqa: N802 - logging's
+        return format_time(dt.datetime.fromtimestamp(record.created, UTC)) or ""
+
+
 def configure_logging(verbose: bool = False, quiet_level: int = logging.WARNING, timestamps: bool = False) -> None:
     """Log to stderr, secrets masked (tracebacks too) and control characters visible (core/display.py).
     kafka-python's connection errors stay quiet unless --verbose: every command
@@ -100,7 +109,8 @@ def configure_logging(verbose: bool = False, quiet_level: int = logging.WARNING,
         if not any(isinstance(f, RedactSecrets) for f in handler.filters):
             handler.addFilter(RedactSecrets())
         if not isinstance(handler.formatter, VisibleFormatter):
-            handler.setFormatter(VisibleFormatter(handler.formatter._fmt if handler.formatter else fmt))
+            kind = TimedFormatter if timestamps else VisibleFormatter
+            handler.setFormatter(kind(handler.formatter._fmt if handler.formatter else fmt))
     if not verbose:
         logging.getLogger("kafka").setLevel(logging.CRITICAL)
     for noisy in ("py4j", "urllib3"):

@@ -6,6 +6,7 @@ import logging
 import os
 import signal
 import sys
+import tempfile
 from pathlib import Path
 
 from quota_pipeline.commands.common import add_config_argument, configure_logging, fail, load_or_exit
@@ -23,7 +24,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                     "http://<metrics.host>:<metrics.port>/metrics, state and offsets to the checkpoint path "
                     "of the first CONFIG. At start it reads the output cluster's replica.lag.time.max.ms and warns "
                     "when a config's validity does not cover the check interval plus the longest acks=all stall "
-                    "(docs/design.md). SIGTERM or Ctrl-C stops after the running micro-batch. A failed micro-batch "
+                    "(docs/design.md). The terminal shows the job's own lines; Spark's and the Kafka client's go to "
+                    "the log file (--log-file, named at start) or, with -v, here too. "
+                    "SIGTERM or Ctrl-C stops after the running micro-batch. A failed micro-batch "
                     "restarts the query from the checkpoint (backoff 2 s doubling to 60 s) until "
                     f"{RUN_GIVE_UP_AFTER} (default PT15M) has passed with no micro-batch published: then it gives "
                     "up, as it does when resuming while the output cluster stays unreachable that long. Exit codes: 0 stopped by a signal; 1 the output cluster or the metrics port cannot be used; "
@@ -38,7 +41,32 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--log-batches", action="store_true",
                    help="log one line per micro-batch: decisions, observed_at spread, time per Spark stage, "
                         "collect, publication and Spark's own durations (for benchmarks and tuning)")
+    p.add_argument("--log-file", metavar="FILE",
+                   help="where Spark's JVM, its Python workers and librdkafka write (appended; default run.log in "
+                        "a local checkpoint directory, else quota-pipeline-run.log in the temporary directory)")
+    p.add_argument("-v", "--verbose", action="store_true",
+                   help="show Spark's, its Python workers' and librdkafka's own lines here too")
     p.set_defaults(func=run)
+
+
+def log_file(args: argparse.Namespace, checkpoint_path: str) -> Path | None:
+    """The file for Spark's and librdkafka's lines (None with -v: they stay on this process's stdout/stderr)."""
+    if args.verbose:
+        return None
+    from quota_pipeline.streaming.checkpoint_files import is_local
+
+    if args.log_file:
+        path = Path(args.log_file)
+    elif is_local(checkpoint_path):
+        path = Path(checkpoint_path.removeprefix("file:")) / "run.log"
+    else:
+        path = Path(tempfile.gettempdir()) / "quota-pipeline-run.log"
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.open("ab").close()
+    except OSError as exc:
+        fail(f"cannot write the log file {path} ({exc.strerror}); pass --log-file FILE or -v")
+    return path
 
 
 def config_paths(args: argparse.Namespace) -> list[str]:
@@ -68,6 +96,17 @@ def run(args: argparse.Namespace) -> int:
         return 2
     configure_logging(quiet_level=logging.INFO, timestamps=True)
     log = logging.getLogger("quota_pipeline")
+    spark_log = log_file(args, job.first.checkpoint_path)
+    if spark_log is not None:
+        job.spark_log = str(spark_log)
+        from quota_pipeline.kafka.publisher import LIBRDKAFKA_LOG
+
+        to_file = logging.FileHandler(spark_log)
+        to_file.setFormatter(logging.getLogger().handlers[0].formatter)
+        LIBRDKAFKA_LOG.addHandler(to_file)
+        LIBRDKAFKA_LOG.propagate = False
+        whose = "the Kafka client's" if os.environ.get("PYSPARK_GATEWAY_PORT") else "Spark's and the Kafka client's"
+        log.info("%s own lines go to %s (-v: here too)", whose, spark_log)  # spark-submit's JVM: its own output
 
     def stop(signum, _frame) -> None:
         log.info("received %s: stopping after the running micro-batch", signal.Signals(signum).name)
@@ -112,4 +151,17 @@ def run(args: argparse.Namespace) -> int:
     if not os.environ.get("PYSPARK_GATEWAY_PORT") and not archive_in_use(archive_path()):  # a JVM we start
         log.info("no JVM class archive on this host: `quota-pipeline prepare` (once) makes Spark, and so a restarted "
                  "job, start sooner")
-    return job.run()
+    return quiet_exit(job.run())
+
+
+def quiet_exit(code: int) -> int:
+    """`code`, also when the reader of stdout/stderr went away (a `| tee` ended by the same Ctrl-C): the
+    interpreter's last flush would otherwise fail and turn a clean stop into exit code 120."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except OSError:
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, stream.fileno())
+            os.close(devnull)
+    return code

@@ -4,11 +4,13 @@ from __future__ import annotations
 import argparse
 import sys
 
+from quota_pipeline.core import config as cfg
 from quota_pipeline.core.stop import STOP_AUTHORIZERS, describe as describe_stop
 from quota_pipeline.commands.common import add_config_argument, load_or_exit
 from quota_pipeline.core.display import visible
 
 CHECK_TIMEOUT_S = 3.0  # validate is interactive: an unreachable output cluster costs this, then a note
+STOP_DOCS = "docs/broker-side.md"
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -19,7 +21,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                     "(defaults filled in, secrets masked) or one 'error: <property>: ...' line per problem "
                     "and exits with code 2. When the output cluster answers within 3 s, also reads its brokers' "
                     "replica.lag.time.max.ms and warns (stderr, exit code 0) when the validity does not cover the "
-                    "check interval plus the longest acks=all stall; unreachable, it says it could not check.",
+                    "check interval plus the longest acks=all stall; unreachable, it says it could not check. "
+                    f"One comment line says what a stop does with this configuration (the whole story: {STOP_DOCS}); "
+                    "with the refusing stop (authorizer.class.name=StopAuthorizer) it warns when no principal is "
+                    f"exempt ({cfg.EXCLUDED} empty).",
     )
     add_config_argument(p, "path of the .properties file (the broker config works)")
     p.add_argument("--offline", action="store_true",
@@ -33,8 +38,12 @@ def run(args: argparse.Namespace) -> int:
         print(visible(f"{key}={value}"))  # the file's own text: a control character is shown escaped
     # What a stop admits: a refusal when the brokers' authorizer is StopAuthorizer, else the quota's throttle.
     refusal = conf.raw.get("authorizer.class.name", "").strip() in STOP_AUTHORIZERS
-    for line in describe_stop(conf.stop_limit(), conf.produce, refusal=refusal, scope=conf.stop_scope):
-        print(line)
+    print(f"{describe_stop(conf.stop_limit(), conf.produce, refusal=refusal, scope=conf.stop_scope)[0]} "
+          f"(more: {STOP_DOCS})")
+    if refusal and not conf.excluded_principals:
+        print(f"warning: {cfg.EXCLUDED} is empty: no principal is exempt from the stop; list the pipeline's own "
+              f"there (its decisions otherwise share the producers' throttle), and remedy's and your operators' (at "
+              f"factor 0 their writes are refused) ({STOP_DOCS})", file=sys.stderr)
     if not args.offline:
         from quota_pipeline.kafka.publisher import stall_warning
 

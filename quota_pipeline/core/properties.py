@@ -255,7 +255,7 @@ TABLE: tuple[Property, ...] = (
     Property(Q + "stop.authorizer.delegate", "string", None, text,
              "(broker) the authorizer `io.quotapipeline.callback.StopAuthorizer` asks about every action it does not "
              "refuse, with its ACLs and settings; `none`: the broker had no authorizer (all else allowed, no ACLs)",
-             "`" + DEFAULT_STOP_DELEGATE + "`"),
+             DEFAULT_STOP_DELEGATE),
     Property(Q + "throttle.max.mute", "duration", DEFAULT_MAX_MUTE, duration,
              "the longest a producer stays muted after the release (at least PT32S with Kafka's default quota "
              "window, `quota.window.num` x `quota.window.size.seconds`); each client's produce limit at a stop follows from "

@@ -21,6 +21,7 @@ from rich.text import Text
 from quota_pipeline import resources
 from quota_pipeline.core import config as cfg
 from quota_pipeline.core.display import markup, text as shown
+from quota_pipeline.core.model import format_time
 
 DEMO_CONFIG = resources.path("demo/demo.properties")
 DEMO_SCENARIO = resources.path("scenarios/demo.yaml")
@@ -97,7 +98,7 @@ class LiveView:
 
     def render(self) -> Table:
         table = Table(title="decisions published to __quota_throttle_factors (latest last)", expand=False)
-        for col in ("observed at (UTC)", "factor", "source", "status", "violations", "log dirs", "worst volume"):
+        for col in ("observed at", "factor", "source", "status", "violations", "log dirs", "worst volume"):
             table.add_column(col, no_wrap=True)
         with self.lock:
             rows = list(self.rows)
@@ -108,7 +109,7 @@ class LiveView:
                 f"broker {worst['broker_id']} {worst['log_dir']} "
                 + ("offline" if worst["available_ratio"] is None else f"{worst['available_ratio']:.1%} free"))
             style = "red" if r.throttle_factor == 0 else ("yellow" if r.throttle_factor < 1 else "green")
-            table.add_row(f"{r.observed_at:%H:%M:%S}", Text(f"{r.throttle_factor:.2f}", style=style),
+            table.add_row(format_time(r.observed_at), Text(f"{r.throttle_factor:.2f}", style=style),
                           shown(r.decision_source), shown(r.status), str(r.violations), str(r.active_log_dirs),
                           shown(worst_text))
         return table

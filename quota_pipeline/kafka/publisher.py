@@ -16,6 +16,9 @@ from quota_pipeline.kafka.settings import to_librdkafka
 from quota_pipeline.kafka.stall import request_timeout_ms
 
 log = logging.getLogger(__name__)
+# librdkafka's own lines (a coordinator loading, a broker reconnecting): `run` writes them to its log file, or shows them
+# with -v; the job reports what they mean for it in its own words (a stall, a failed micro-batch).
+LIBRDKAFKA_LOG = logging.getLogger("quota_pipeline.librdkafka")
 
 # An acknowledgement takes milliseconds; one still missing after this long is a stall worth one log line.
 STALL_LOG_AFTER_S = 3.0
@@ -132,7 +135,7 @@ class Publisher:
         conf.update({"enable.idempotence": True, "acks": "all", "linger.ms": 5,
                      "max.in.flight.requests.per.connection": 5,
                      "log_level": 4})  # librdkafka logs every idle disconnect at info level
-        self.producer = Producer(conf)
+        self.producer = Producer(conf, logger=LIBRDKAFKA_LOG)
         self.topic = topic
         self.on_acknowledged = on_acknowledged
         self.clock = clock

@@ -10,15 +10,14 @@ import datetime as dt
 import json
 from typing import Any
 
-from quota_pipeline.core.model import STATUSES, DecisionSource, RecordError, WorstVolume
+from quota_pipeline.core.model import SOURCES, STATUSES, RecordError, WorstVolume
 from quota_pipeline.core.record import READABLE_VERSIONS, ThrottleDecision
 from quota_pipeline.core.record_time import parse_record_time
 from quota_pipeline.reader.log_text import SHOWN_TIME_CHARS, printable
 
-SOURCES = frozenset(s.value for s in DecisionSource)
 COUNTS = ("active_brokers", "active_log_dirs", "violations")
 _WORST_FIELDS = frozenset(f.name for f in dataclasses.fields(WorstVolume))
-_SOURCE_NAMES = ", ".join(s.value for s in list(DecisionSource)[:-1]) + f" or {list(DecisionSource)[-1].value}"
+_SOURCE_NAMES = ", ".join(SOURCES[:-1]) + f" or {SOURCES[-1]}"
 
 
 def parse_decision(value: bytes) -> ThrottleDecision:

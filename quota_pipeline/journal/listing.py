@@ -10,7 +10,7 @@ from quota_pipeline.core.model import RecordError, parse_time
 from quota_pipeline.journal import layout
 from quota_pipeline.journal.layout import Period, Sources
 from quota_pipeline.journal.period_file import Footer, read_footer
-from quota_pipeline.journal.storage import Entry, Storage
+from quota_pipeline.journal.storage import StoredFile, Storage
 
 _OBSERVED_AT = re.compile(rb'"observed_at"\s*:\s*"([^"\\]{1,64})"')
 PEEK_BYTES = 512  # the store writes cluster_id, then observed_at: both within the first bytes
@@ -78,7 +78,7 @@ class FooterCache:
     def __init__(self) -> None:
         self._known: dict[tuple[str, str], Footer] = {}
 
-    def get(self, storage: Storage, entry: Entry) -> Footer:
+    def get(self, storage: Storage, entry: StoredFile) -> Footer:
         key = (entry.rel, entry.version)
         if key not in self._known:
             if len(self._known) > 100_000:

@@ -15,7 +15,7 @@ import pyarrow as pa
 from quota_pipeline.core import names
 from quota_pipeline.journal import layout, ownership
 from quota_pipeline.journal.private import FILE_MODE, fsync_dir, private_dirs, write_private
-from quota_pipeline.journal.storage import NAME_IS, Entry, JournalBusy, JournalConflict, NotRegularFile, Step
+from quota_pipeline.journal.storage import NAME_IS, StoredFile, JournalBusy, JournalConflict, NotRegularFile, Step
 
 WRITE_LOCK_FILE = "_write_lock"  # serialises the job's own attempts at a tick while one moves a file aside
 CLAIM_TRIES = 5  # each try moves one foreign file aside; more means someone keeps planting while the job writes
@@ -150,9 +150,9 @@ class LocalStorage:
         except FileNotFoundError:
             return None
 
-    def list(self, cluster: str) -> list[Entry]:
+    def list(self, cluster: str) -> list[StoredFile]:
         # Symlinks are never followed nor listed: nothing is read, compacted or deleted outside the cluster's directory.
-        out: list[Entry] = []
+        out: list[StoredFile] = []
         for top in _entries(self.root / cluster):
             if top.is_dir(follow_symlinks=False) and layout.DAY_DIR.match(top.name):
                 out += [e for f in _entries(Path(top.path)) if (e := _entry(f, f"{cluster}/{top.name}/{f.name}"))]
@@ -219,7 +219,7 @@ def _entries(path: Path) -> list[os.DirEntry]:
         return []
 
 
-def _entry(f: os.DirEntry, rel: str) -> Entry | None:
+def _entry(f: os.DirEntry, rel: str) -> StoredFile | None:
     """The regular file `f` as listed, or None (a link, a directory, a file gone since the directory was read)."""
     try:
         if not f.is_file(follow_symlinks=False):
@@ -227,7 +227,7 @@ def _entry(f: os.DirEntry, rel: str) -> Entry | None:
         st = f.stat(follow_symlinks=False)
     except FileNotFoundError:
         return None
-    return Entry(rel, st.st_size, st.st_mtime, _version(st))
+    return StoredFile(rel, st.st_size, st.st_mtime, _version(st))
 
 
 def _move_aside(target: Path) -> str | None:

@@ -15,7 +15,7 @@ from typing import Iterator
 from quota_pipeline.core import names
 from quota_pipeline.journal import ownership
 from quota_pipeline.journal.objstore import ObjectStore, ObjectStoreError, store_for
-from quota_pipeline.journal.storage import NAME_IS, Entry, Step
+from quota_pipeline.journal.storage import NAME_IS, StoredFile, Step
 
 DOWNLOADS = 8  # parallel GETs (small objects: latency, not bandwidth, bounds a copy)
 CONFLICT_TRIES = 5  # a 409 (a concurrent conditional PUT in flight) or an object that vanished under us: try again
@@ -90,8 +90,8 @@ class ObjectStorage:
             step("uploaded")
         return done
 
-    def list(self, cluster: str) -> list[Entry]:
-        return [Entry(o.rel, o.size, o.mtime, o.etag) for o in self.store.list(f"{cluster}/")
+    def list(self, cluster: str) -> list[StoredFile]:
+        return [StoredFile(o.rel, o.size, o.mtime, o.etag) for o in self.store.list(f"{cluster}/")
                 if not o.rel.endswith("/")]  # a "directory" marker some tools create
 
     def delete(self, rels: list[str]) -> int:

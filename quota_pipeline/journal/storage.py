@@ -47,7 +47,7 @@ class NotRegularFile(ValueError):
 
 
 @dataclass(frozen=True)
-class Entry:
+class StoredFile:
     """One file as `list` finds it; `version` changes whenever its content may have (size and mtime, or ETag)."""
 
     rel: str
@@ -89,7 +89,7 @@ class Storage(Protocol):
     def put_file(self, rel: str, built: Path, version: str | None, step: Step) -> bool:
         """`swap` with a file built within `staged` beside its name, which it consumes; durable when True."""
 
-    def list(self, cluster: str) -> list[Entry]:
+    def list(self, cluster: str) -> list[StoredFile]:
         """The cluster's files (rel from the root), sorted; links are neither listed nor followed."""
 
     def delete(self, rels: list[str]) -> int:

@@ -177,16 +177,6 @@ def run_buckets(readings, bucket: int) -> tuple:
     return b
 
 
-def test_a_bucket_of_unknown_top_never_passes_for_a_clean_up():
-    # A state saved before tops were kept: its buckets load with UNKNOWN_TOP and hold until they leave the window.
-    bucket = 60 * 10 ** 6
-    old = ((0, 50, trend.UNKNOWN_TOP), (60 * 10 ** 6, 40, trend.UNKNOWN_TOP))
-    b = trend.add_reading(old, 120 * 10 ** 6, 10 ** 15, bucket)
-    assert b == old + ((120 * 10 ** 6, 10 ** 15, 10 ** 15),)
-    # Once they left the window (the bucket of 120 s and those after it remain), a reading above every top restarts.
-    assert trend.add_reading(b, 420 * 10 ** 6, 10 ** 16, bucket) == ((420 * 10 ** 6, 10 ** 16, 10 ** 16),)
-
-
 def test_a_fenced_brokers_pinned_reading_keeps_its_predictive_factor():
     s = replace(settings(hard_bytes=HARD, validity_s=60), eta_horizon=dt.timedelta(seconds=3600),
                 eta_window=dt.timedelta(seconds=60))

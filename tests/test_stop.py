@@ -18,8 +18,7 @@ from quota_pipeline.core.reference.decision import DecisionState, step
 from quota_pipeline.core.model import STOP_TOPICS_BUDGET, PartitionSize, Stop, stop_json_bytes
 from quota_pipeline.core.record import ThrottleDecision, build_record, stop_from_json
 from quota_pipeline.streaming import source
-from quota_pipeline.streaming.processor import DecisionProcessor, encode_state
-from tests.support.older_state import as_npz
+from quota_pipeline.streaming.processor import DecisionProcessor
 from test_cluster_pass import replayed, write_flat
 
 DECIDED = dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc)
@@ -160,32 +159,6 @@ def test_a_topic_list_over_the_budget_stops_the_cluster(tmp_path):
     snaps = [ok(0, topics(1, 5 * GB, names)), ok(10, topics(1, 5 * GB, names[:-100]))]
     got = stops(tmp_path, snaps, settings())
     assert got[0] == CLUSTER and got[1] == {"scope": "topics", "topics": names[:-100]}
-
-
-def _carry_on_from(handle: MemoryHandle, old: str) -> None:
-    """The state in `handle` rewritten as a version before topics saved it (`old`: "json" or "columns")."""
-    handle.states["cluster"].update((as_npz(handle.states["cluster"].value[0], topics=False),))
-
-
-@pytest.mark.parametrize("old", ["columns", "json"])
-def test_a_checkpoint_from_before_topics_stops_the_cluster_until_the_dir_is_read_again(old):
-    s = settings(validity_s=300)
-    snaps = [ok(0, topics(1, 5 * GB, ["a"])), failed(10), ok(20, topics(1, 5 * GB, ["a"]))]
-    handle = MemoryHandle()
-    if old == "columns":
-        first = processed(snaps[:1], s, handle=handle)
-        _carry_on_from(handle, old)
-    else:
-        state = DecisionState()
-        step(state, snaps[0], s)
-        text = encode_state(state, "a")
-        raw = json.loads(text)
-        raw["entries"] = [e[:9] for e in raw["entries"]]   # the entry as written before topics
-        handle.getValueState("cluster", None).update((json.dumps(raw),))
-        first = reference(snaps[:1], s)
-    later = processed(snaps[1:], s, handle=handle)
-    assert [r["stop"] for r in first + later] == [{"scope": "topics", "topics": ["a"]}, CLUSTER,
-                                                  {"scope": "topics", "topics": ["a"]}]
 
 
 def test_the_stop_in_the_record_and_its_schema():

@@ -15,9 +15,7 @@ from quota_pipeline.core import config as cfg
 from quota_pipeline.streaming import source
 from quota_pipeline.core.reference.decision import DecisionState, step
 from quota_pipeline.streaming.metrics import Metrics
-from quota_pipeline.core.model import PartitionSize, Status, VolumeSnapshot
-from quota_pipeline.streaming.processor import decode_state, encode_state
-from tests.support.older_state import as_arrow_row, as_npz
+from quota_pipeline.core.model import Status, VolumeSnapshot
 from quota_pipeline.journal.store import Journal
 
 
@@ -141,19 +139,6 @@ def test_journal_is_first_writer_wins(tmp_path):
     assert j.read("a", 1, t) == first
 
 
-def test_state_survives_encoding(tmp_path):
-    s = settings(offline="pin")
-    state = DecisionState()
-    step(state, ok(0, vol(1, 5 * GB), vol(2, None)), s)
-    step(state, ok(10, vol(1, 4 * GB), vol(2, None)), s)   # filling: a fill rate and a history to keep
-    step(state, ok(20, replace(vol(1, 3 * GB), top_partitions=(PartitionSize("t", 0, GB),)), vol(2, None)), s)
-    assert state.cache.entries[(1, "/d0")].fill_rate == pytest.approx(GB / 10)
-    assert state.decision.throttled_since is not None
-    back = decode_state(encode_state(state))
-    assert back.cache == state.cache and back.decision == state.decision
-    assert decode_state(None) == DecisionState()
-
-
 def packed_volumes(*listed) -> bytes:
     """The source's packed value of volumes given as [broker id, log dir, total bytes, available bytes]."""
     from quota_pipeline.core.model import Volume
@@ -270,12 +255,10 @@ def test_a_removed_clusters_state_is_dropped_by_its_removal_row_and_no_one_elses
 
 @hsettings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck))
 @given(cluster_journal("c1"), st.sampled_from(["pin", "last-known", "violate"]), st.sampled_from([0, 30, 60]),
-       st.sampled_from(["pin", "expire"]), st.integers(0, 30), st.integers(1, 3),
-       st.sampled_from([(0, 3600), (60, 60), (600, 600)]))
-def test_the_job_decides_as_the_streaming_form_batch_by_batch_and_from_an_earlier_state(
-        snaps, offline, validity, fenced, handover, per_batch, eta):
-    """The processor (the columnar steps of core/kernel.py, state carried between micro-batches in the state
-    store) publishes what core.decision.step publishes; a state written by the earlier JSON form carries on."""
+       st.sampled_from(["pin", "expire"]), st.integers(1, 3), st.sampled_from([(0, 3600), (60, 60), (600, 600)]))
+def test_the_job_decides_as_the_reference_batch_by_batch(snaps, offline, validity, fenced, per_batch, eta):
+    """The processor (the compiled pass, its state carried between micro-batches in the state store) publishes what
+    the reference (core/reference/decision.step) publishes."""
     from quota_pipeline.core.record import build_record
     from quota_pipeline.streaming.processor import DecisionProcessor
 
@@ -286,24 +269,19 @@ def test_the_job_decides_as_the_streaming_form_batch_by_batch_and_from_an_earlie
         summary, decision = step(state, snap, s)
         value = build_record(summary, decision, s, dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc), "out").to_json()
         reference.append(value)
-    # The first `handover` snapshots through the JSON form, the rest through the processor, `per_batch` at a time.
-    handle, earlier = MemoryHandle(), DecisionState()
-    for snap in snaps[:handover]:
-        step(earlier, snap, s)
-    if handover:
-        handle.getValueState("cluster", None).update((encode_state(earlier, "a"),))
+    # Through the processor, `per_batch` snapshots a micro-batch.
+    handle = MemoryHandle()
     processor = DecisionProcessor({"a": s}, {"a": "out"})
     processor.init(handle)
     got = []
-    rest = snaps[handover:]
-    for i in range(0, len(rest), per_batch):
-        frame = _rows(r for tick, snap in enumerate(rest[i:i + per_batch], start=i) for r in
+    for i in range(0, len(snaps), per_batch):
+        frame = _rows(r for tick, snap in enumerate(snaps[i:i + per_batch], start=i) for r in
                       source.snapshot_rows("a", tick, snap))
         for out in processor.handleInputRows(("c1",), iter(frame), None):
             got.append(json.loads(out.value))
     for value in got + reference:
         value.pop("decided_at")
-    assert got == reference[handover:]
+    assert got == reference
 
 
 def _processed(snaps, s, per_batch: int = 1) -> list[dict]:
@@ -393,71 +371,6 @@ def test_a_job_is_resuming_once_its_checkpoint_holds_a_committed_batch(tmp_path)
     assert not StreamJob.resuming(job)
     (tmp_path / "query" / "commits" / "0").write_text("v1\n{}")
     assert StreamJob.resuming(job)
-
-
-def _reference_records(snaps: list, settings_at) -> list[dict]:
-    """The reference's records for `snaps`, snapshot i decided with settings_at(i), decided_at left out."""
-    from quota_pipeline.core.record import build_record
-    records, state = [], DecisionState()
-    for i, snap in enumerate(snaps):
-        s = settings_at(i)
-        summary, decision = step(state, snap, s)
-        record = build_record(summary, decision, s, dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc), "out").to_json()
-        record.pop("decided_at")
-        records.append(record)
-    return records
-
-
-def _restarted_with_older_state(snaps: list, at: int, before, after, dropped: tuple[str, ...]) -> list[dict]:
-    """The processor's records for `snaps`, restarted at snapshot `at` from its state with the state columns
-    `dropped` taken out (as an earlier version saved it), decided_at left out."""
-    from quota_pipeline.streaming.processor import DecisionProcessor
-    handle, got = MemoryHandle(), []
-    for i, part, s in ((0, snaps[:at], before), (at, snaps[at:], after)):
-        processor = DecisionProcessor({"a": s}, {"a": "out"})
-        processor.init(handle)
-        frame = _rows(r for tick, snap in enumerate(part, start=i) for r in source.snapshot_rows("a", tick, snap))
-        for out in processor.handleInputRows(("c1",), iter(frame), None):
-            got.append(json.loads(out.value))
-        if i == 0:
-            handle.states["cluster"].update((as_npz(handle.states["cluster"].value[0], dropped),))
-    for record in got:
-        record.pop("decided_at")
-    return got
-
-
-def test_a_checkpoint_from_before_the_predictive_step_loads_and_starts_its_buckets_empty():
-    """A state saved without the ETA buckets (every checkpoint before issue 21) carries on with none: the job then
-    decides as the reference that ran without the predictive step until the restart and with it after."""
-    before, after = settings(hard_bytes=5 * GB), settings(hard_bytes=5 * GB, eta=(1800, 60))
-    snaps = [ok(10 * i, vol(1, 40 * GB - i * 300_000_000), vol(2, 50 * GB)) for i in range(40)]
-    reference = _reference_records(snaps, lambda i: before if i < 20 else after)
-    # The state as an earlier version saved it: without the predictive step's arrays.
-    got = _restarted_with_older_state(snaps, 20, before, after, ("eta", "env_t", "env_a", "env_n"))
-    assert got == reference
-    assert reference[19]["throttle_factor"] == 1.0 and reference[-1]["throttle_factor"] < 1.0
-
-
-def test_a_checkpoint_from_before_the_buckets_tops_loads_and_holds_a_clean_up_for_one_window():
-    """A state saved with the ETA buckets but without their tops (env_m, before clean-ups restarted the history)
-    carries on: its buckets' tops are unknown, so a clean-up while they are in the window does not restart the
-    history (the factor stays as before the restart); once they have left it, the job decides as the reference."""
-    s = settings(hard_bytes=5 * GB, eta=(1800, 60))   # buckets of 10 s: two snapshots each, six in the window
-    fill = [ok(5 * i, vol(1, 40 * GB - i * 150_000_000), vol(2, 50 * GB)) for i in range(23)]
-    # 20 GB freed at snapshot 23, the second of its bucket: the first (22) is that bucket's least reading.
-    freed = [ok(5 * i, vol(1, 60 * GB - i * 150_000_000), vol(2, 50 * GB)) for i in range(23, 40)]
-    snaps = fill + freed
-    reference = _reference_records(snaps, lambda i: s)
-    got = _restarted_with_older_state(snaps, 20, s, s, ("env_m",))  # the state as the version before tops saved it
-    factors = [r["throttle_factor"] for r in reference]
-    assert factors[22] < 1.0 and factors[23] == 1.0 and reference[23]["predictive"] is None   # released at once
-    # Loaded with tops unknown: the buckets of snapshots 12-19 still in the window at 23 hold the throttle.
-    assert got[23]["throttle_factor"] < 1.0 and got[23]["predictive"]["log_dir"] == "/d0"
-    # They have left the window at 30 (buckets of 20..31); once the bucket of 22-23 has too (at 34), the buckets
-    # are the reference's: the same factors and reasons (the episode began later: the old buckets' rate was lost).
-    assert got[:23] == reference[:23]
-    assert [(r["throttle_factor"], r["predictive"]) for r in got[34:]] == \
-        [(r["throttle_factor"], r["predictive"]) for r in reference[34:]]
 
 
 PREDICTIVE = {"broker_id": 2, "log_dir": "/data/x", "eta_seconds": 840.0, "horizon_seconds": 1800.0}
@@ -556,41 +469,6 @@ def test_the_volumes_reach_the_driver_only_for_the_per_log_dir_gauges(tmp_path, 
     available = sample(job.metrics, "quota_pipeline_volume_available_bytes", cluster="a", broker_id="2",
                        log_dir="/d0")
     assert available == (20 * GB if gauges else None)
-
-
-def _zlib(value: str) -> str:
-    """The state as the version before Zstandard saved it."""
-    import base64
-    import zlib
-
-    from quota_pipeline.streaming.processor import state_columns
-
-    saved = json.loads(value)
-    saved.update(compressed="zlib", columns=base64.b64encode(zlib.compress(state_columns(saved))).decode())
-    del saved["size"]
-    return json.dumps(saved)
-
-
-@pytest.mark.parametrize("earlier", [_zlib, as_arrow_row], ids=["zlib", "arrow row"])
-def test_a_state_saved_by_an_earlier_version_carries_on_as_the_current_one_does(earlier):
-    """The state as an earlier version saved it (compressed by zlib; the arrays as an Arrow row) decides on
-    exactly as the current one, micro-batch after micro-batch."""
-    from quota_pipeline.streaming.processor import DecisionProcessor
-
-    s = settings()
-    snaps = [ok(t, vol(1, (14 - 2 * t) * GB), vol(2, 30 * GB)) for t in range(6)]
-    runs = []
-    for rewrite in (False, True):
-        handle, got = MemoryHandle(), []
-        for tick, snap in enumerate(snaps):
-            processor = DecisionProcessor({"a": s}, {"a": "out"})
-            processor.init(handle)
-            if rewrite and tick:
-                handle.states["cluster"].update((earlier(handle.states["cluster"].value[0]),))
-            got += [json.loads(r.value) for r in processor.handleInputRows(
-                ("c1",), iter(_rows(source.snapshot_rows("a", tick, snap))), None)]
-        runs.append([{k: v for k, v in r.items() if k != "decided_at"} for r in got])
-    assert runs[0] == runs[1] and {r["throttle_factor"] for r in runs[0]} != {1.0}
 
 
 @pytest.mark.parametrize("header", [b"{}", b'{"has": ["|O", [3]]}', b"not json", b'{"has": ["<i8", [-1]]}'])

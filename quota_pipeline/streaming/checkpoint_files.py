@@ -68,6 +68,10 @@ def last_planned(query_checkpoint: str) -> dict | None:
     return value if isinstance(value, dict) else None
 
 
+# The operator an earlier form of the stateful step recorded (frames in and out): a checkpoint of it is refused.
+PANDAS_FORM = "transformWithStateInPandasExec"
+
+
 def stateful_operator(query_checkpoint: str) -> str | None:
     """The name Spark recorded for the query's stateful operator, None before a micro-batch recorded one.
 

@@ -1,22 +1,20 @@
-"""The stateful step of the streaming job: transformWithState keyed by cluster, running the cluster pass.
+"""The stateful step of the streaming job: transformWithState keyed by cluster, running the decision pass.
 
-The whole per-cluster state (volume cache, registered brokers, current decision) is one value in
-the state store, so it lives in the checkpoint: a restarted job continues where it stopped, and a
-throttle in force stays in force across a restart. When a cluster's config was removed from the fleet,
+The whole per-cluster state (the pass's Carried: volume cache, registered brokers, current decision) is one value in
+the state store, so it lives in the checkpoint: a restarted job continues where it stopped, and a throttle in force
+stays in force across a restart. The value is in the one format core/compiled/state_codec.py reads. When a cluster's config was removed from the fleet,
 the source sends one REMOVED row for it in the first micro-batch after the restart: its state is then
 dropped and one REMOVED row (no value, never published) tells the driver, which logs it. (No timers:
 a checkpoint's time mode cannot change, and existing checkpoints were made without one.)
 
-Rows, not pandas frames, go in and out: a cluster's micro-batch is one row in (its snapshot, the volumes packed) and
-one out, and a pandas frame each way per cluster was a third of the stateful step's time. Checkpoints written by the
-pandas form (transformWithStateInPandas, the same operator and state) carry on.
+Rows, not pandas frames, go in and out: a cluster's snapshot is one row in (its volumes packed) and its record one
+out, since converting a frame each way per cluster costs more than the decision.
 """
 from __future__ import annotations
 
 import base64
 import datetime as dt
 import json
-import zlib
 from itertools import groupby
 from typing import Any, Iterator, Sequence
 
@@ -26,19 +24,15 @@ from pyspark.sql import Row
 from pyspark.sql.streaming.stateful_processor import StatefulProcessor, StatefulProcessorHandle
 from pyspark.sql.types import StringType, StructField, StructType
 
-from quota_pipeline.core.reference.cache import CacheState, Entry
 from quota_pipeline.core.clock import SYSTEM, Clock
-from quota_pipeline.core.reference import trend
-from quota_pipeline.core.columns import PARTITION, TOPICS
-from quota_pipeline.core.compiled import codes, kernel, state_codec
+from quota_pipeline.core.compiled import state_codec
 from quota_pipeline.core.compiled.cluster_pass import Carried, ClusterPass
 from quota_pipeline.core.compiled.frame import Origin, prepare
-from quota_pipeline.core.reference.decision import DecisionState
 from quota_pipeline.core.record import SCHEMA_VERSION, ThrottleDecision
 from quota_pipeline.streaming import packed
 from quota_pipeline.streaming.source import REMOVED  # also the status of the row reporting a dropped state
 from quota_pipeline.core.settings import Settings
-from quota_pipeline.core.model import UTC, Decision, DecisionSource, PartitionSize, epoch_micros, from_epoch_micros
+from quota_pipeline.core.model import UTC, epoch_micros
 
 OUTPUT_SCHEMA = (
     "key string, cluster_id string, config_name string, tick long, observed_at timestamp, value string, "
@@ -47,47 +41,6 @@ OUTPUT_SCHEMA = (
 )
 OUTPUT_COLUMNS = tuple(f.split()[0] for f in OUTPUT_SCHEMA.split(", "))
 STATE_SCHEMA = StructType([StructField("json", StringType())])
-
-
-def encode_state(state: DecisionState, config_name: str | None = None) -> str:
-    d = state.decision
-    return json.dumps({
-        "config": config_name,  # the configured cluster that last updated it: a removal names it
-        "registered": sorted(state.cache.registered),
-        "entries": [[e.broker_id, e.log_dir, epoch_micros(e.observed_at), e.total_bytes, e.available_bytes,
-                     codes.FENCED_PIN if e.fenced_pin else e.pinned,
-                     e.fill_rate, [[p.topic, p.partition, p.size_bytes] for p in e.top_partitions], e.eta_seconds,
-                     None if e.topics is None else list(e.topics)]
-                    for e in state.cache.entries.values()],
-        "history": [[b, ld, [list(h) for h in hist]] for (b, ld), hist in state.cache.history.items()],
-        "buckets": [[b, ld, [list(m) for m in mins]] for (b, ld), mins in state.cache.buckets.items()],
-        "decision": None if d is None else [d.factor, d.source.value, epoch_micros(d.valid_from),
-                                            None if d.throttled_since is None else epoch_micros(d.throttled_since)],
-    }, separators=(",", ":"))
-
-
-def decode_state(text: str | None) -> DecisionState:
-    """The inverse of encode_state; a state written before fill rates, throttle episodes or topics reads as without
-    them (topics not known)."""
-    if not text:
-        return DecisionState()
-    raw = json.loads(text)
-    entries = {}
-    for b, ld, t, total, avail, pinned, *extra in raw["entries"]:
-        fill, parts, eta, topics = (extra + [None, [], None, None][len(extra):])[:4]
-        entries[(b, ld)] = Entry(b, ld, from_epoch_micros(t), total, avail, bool(pinned), fill,
-                                 tuple(PartitionSize(*p) for p in parts), fenced_pin=pinned == codes.FENCED_PIN,
-                                 eta_seconds=eta, topics=None if topics is None else tuple(topics))
-    history = {(b, ld): tuple(tuple(h) for h in hist) for b, ld, hist in raw.get("history", [])}
-    # A bucket saved before tops were kept ([t, least]) has an unknown top: it never passes for a clean-up.
-    buckets = {(b, ld): tuple((*m, trend.UNKNOWN_TOP)[:3] for m in mins) for b, ld, mins in raw.get("buckets", [])}
-    d = raw["decision"]
-    decision = None if d is None else Decision(
-        d[0], DecisionSource(d[1]), from_epoch_micros(d[2]),
-        from_epoch_micros(d[3]) if len(d) > 3 and d[3] is not None else None)
-    return DecisionState(CacheState(entries, frozenset(raw["registered"]), history, buckets), decision)
-
-
 STATE_CODEC = pa.Codec("zstd", compression_level=1)
 MAX_STATE_BYTES = 1 << 30  # a saved state's size as it claims: more is not a state this job wrote
 
@@ -95,73 +48,32 @@ MAX_STATE_BYTES = 1 << 30  # a saved state's size as it claims: more is not a st
 def save_state(carried: Carried | None, config_name: str | None) -> str:
     """The state value: JSON naming the configured cluster that last updated it (a removal reads it) and the
     columnar state (state_codec.to_bytes), compressed: a 500-log-dir cluster's 200 kB are about 11 kB, and the state
-    store writes and the state's round trips to the JVM carry every cluster's state on every micro-batch. Zstandard
-    at level 1 compresses it a little smaller than zlib did, in a quarter of the time."""
+    store writes and the state's round trips to the JVM carry every cluster's state on every micro-batch (Zstandard
+    at level 1: small and fast)."""
     data = state_codec.to_bytes(carried)
     return json.dumps({"config": config_name, "compressed": "zstd", "size": len(data),
                        "columns": base64.b64encode(STATE_CODEC.compress(data, asbytes=True)).decode("ascii")})
 
 
 def state_columns(raw: dict) -> bytes:
-    """state_codec.to_bytes of a saved state (one saved by zlib, or before compression, included)."""
-    data = base64.b64decode(raw["columns"])
-    codec = raw.get("compressed")
-    if codec == "zstd":
-        size = raw.get("size")
-        if not isinstance(size, int) or not 0 <= size <= MAX_STATE_BYTES:
-            raise ValueError(f"a saved state claims {size!r} bytes; not a state this job wrote")
-        return STATE_CODEC.decompress(data, decompressed_size=size, asbytes=True)
-    return zlib.decompress(data) if codec == "zlib" else data
+    """state_codec.to_bytes of a saved state value (save_state's); StateVersionError for any other form."""
+    if not isinstance(raw, dict) or raw.get("compressed") != "zstd" or not isinstance(raw.get("columns"), str):
+        raise state_codec.StateVersionError(state_codec.REFUSED)
+    size = raw.get("size")
+    if not isinstance(size, int) or not 0 <= size <= MAX_STATE_BYTES:
+        raise ValueError(f"a saved state claims {size!r} bytes; not a state this job wrote")
+    return STATE_CODEC.decompress(base64.b64decode(raw["columns"]), decompressed_size=size, asbytes=True)
 
 
 def load_state(text: str | None) -> Carried | None:
-    """The cluster's carried state (None: none yet): the columnar form, or encode_state's form (earlier versions)
-    converted."""
+    """The cluster's carried state, None when it has none yet."""
     if not text:
         return None
-    raw = json.loads(text)
-    if "columns" in raw:
-        return state_codec.restore(state_columns(raw))
-    return from_decision_state(decode_state(text))
-
-
-def from_decision_state(state: DecisionState) -> Carried:
-    """A checkpoint written by the Python form (encode_state) carried on by the columnar one."""
-    cache = state.cache
-    keys = sorted(set(cache.entries) | set(cache.history) | set(cache.buckets))
-    brokers = np.array(sorted(set(cache.registered) | {b for b, _ in keys}), np.int64)
-    st = kernel.State.empty(len(keys), len(brokers))
-    partitions, topics = [], []
-    for k, key in enumerate(keys):
-        e = cache.entries.get(key)
-        if e is not None:
-            offline = e.total_bytes is None or e.available_bytes is None
-            st.has[k], st.offline[k] = True, offline
-            st.pinned[k] = codes.FENCED_PIN if e.fenced_pin else int(e.pinned)
-            st.observed[k] = epoch_micros(e.observed_at)
-            st.total[k] = codes.NONE if offline else e.total_bytes
-            st.available[k] = codes.NONE if offline else e.available_bytes
-            st.fill[k] = np.nan if e.fill_rate is None else e.fill_rate
-            st.eta[k] = np.nan if e.eta_seconds is None else e.eta_seconds
-            if not offline or e.top_partitions or e.topics is not None:  # an offline dir that filled up keeps its
-                st.row[k] = len(partitions)                                # last reading's
-                partitions.append([p.to_json() for p in e.top_partitions])
-                topics.append(None if e.topics is None else list(e.topics))
-        hist = cache.history.get(key, ())[-kernel.FILL_READINGS:]
-        st.hist_n[k] = len(hist)
-        for j, (t, a) in enumerate(hist):
-            st.hist_t[k, j], st.hist_a[k, j] = t, a
-        mins = cache.buckets.get(key, ())[-kernel.ETA_BUCKETS:]
-        st.env_n[k] = len(mins)
-        for j, (t, a, top) in enumerate(mins):
-            st.env_t[k, j], st.env_a[k, j], st.env_m[k, j] = t, a, top
-    st.registered[:] = np.isin(brokers, sorted(cache.registered))
-    d = state.decision
-    if d is not None:
-        st.decision[:] = [1.0, d.factor, codes.SOURCE_NAMES.index(d.source.value), epoch_micros(d.valid_from),
-                          codes.NONE if d.throttled_since is None else epoch_micros(d.throttled_since)]
-    return Carried([st], np.array([b for b, _ in keys], np.int64), np.array([ld for _, ld in keys], dtype=object),
-                   brokers, pa.array(partitions, pa.list_(PARTITION)), pa.array(topics, TOPICS))
+    try:
+        raw = json.loads(text)
+    except ValueError:
+        raise state_codec.StateVersionError(state_codec.REFUSED) from None
+    return state_codec.restore(state_columns(raw))
 
 
 def observed_micros(value: dt.datetime) -> int:

@@ -18,7 +18,7 @@ from quota_pipeline.core.compiled import numba_cache, steps
 from quota_pipeline.core.compiled.codes import BYTES, FALLBACK, NO_LIMIT, NONE, OFFLINE_POLICY_CODES, RATIO
 from quota_pipeline.core.config import Limit
 from quota_pipeline.core.model import micros
-from quota_pipeline.core.reference.trend import ETA_BUCKETS, FILL_READINGS, UNKNOWN_TOP, bucket_micros
+from quota_pipeline.core.reference.trend import ETA_BUCKETS, FILL_READINGS, bucket_micros
 from quota_pipeline.core.settings import Settings
 
 numba_cache.install()  # before the functions below are compiled
@@ -75,32 +75,22 @@ class State:
     hist_n: np.ndarray      # int64[K]
     registered: np.ndarray  # bool[B]
     decision: np.ndarray    # float64[5]: has, factor, source, valid_from µs, throttled_since µs (NONE)
-    # The predictive step (cache.Entry.eta_seconds, CacheState.buckets); untouched while it is off.
-    eta: np.ndarray = None    # float64[K]: the cached reading's ETA by the envelope (s), NaN when none
-    env_t: np.ndarray = None  # int64[K, ETA_BUCKETS]: each bucket's least reading, oldest first
-    env_a: np.ndarray = None  # int64[K, ETA_BUCKETS]
-    env_n: np.ndarray = None  # int64[K]
-    env_m: np.ndarray = None  # int64[K, ETA_BUCKETS]: each bucket's most available bytes (UNKNOWN_TOP: not known)
-
-    def __post_init__(self) -> None:
-        # A state saved before the predictive step (a checkpoint) has none of it: no rate, no buckets.
-        keys = self.has.shape[0]
-        if self.eta is None:
-            self.eta = np.full(keys, np.nan)
-        if self.env_t is None:
-            self.env_t = np.zeros((keys, ETA_BUCKETS), np.int64)
-            self.env_a = np.zeros((keys, ETA_BUCKETS), np.int64)
-            self.env_n = np.zeros(keys, np.int64)
-        if self.env_m is None:
-            # Saved before tops were kept: the buckets it has are of unknown top, which never passes for a clean-up.
-            self.env_m = np.full((keys, ETA_BUCKETS), UNKNOWN_TOP, np.int64)
+    # The predictive step (reference: CachedReading.eta_seconds, CacheState.buckets); untouched while it is off.
+    eta: np.ndarray         # float64[K]: the cached reading's ETA by the envelope (s), NaN when none
+    env_t: np.ndarray       # int64[K, ETA_BUCKETS]: each bucket's least reading, oldest first
+    env_a: np.ndarray       # int64[K, ETA_BUCKETS]
+    env_n: np.ndarray       # int64[K]
+    env_m: np.ndarray       # int64[K, ETA_BUCKETS]: each bucket's most available bytes
 
     @classmethod
     def empty(cls, keys: int, brokers: int) -> "State":
         return cls(np.zeros(keys, bool), np.zeros(keys, np.int8), np.zeros(keys, np.int64), np.zeros(keys, np.int64),
                    np.zeros(keys, np.int64), np.zeros(keys, bool), np.full(keys, np.nan), np.full(keys, NONE, np.int64),
                    np.zeros((keys, FILL_READINGS), np.int64), np.zeros((keys, FILL_READINGS), np.int64),
-                   np.zeros(keys, np.int64), np.zeros(brokers, bool), np.array([0.0, 1.0, 0.0, 0.0, NONE]))
+                   np.zeros(keys, np.int64), np.zeros(brokers, bool), np.array([0.0, 1.0, 0.0, 0.0, NONE]),
+                   np.full(keys, np.nan), np.zeros((keys, ETA_BUCKETS), np.int64),
+                   np.zeros((keys, ETA_BUCKETS), np.int64), np.zeros(keys, np.int64),
+                   np.zeros((keys, ETA_BUCKETS), np.int64))
 
     def remap(self, key_of: np.ndarray, keys: int, broker_of: np.ndarray, brokers: int) -> "State":
         """The same state numbered for a new chunk: old key i becomes key_of[i], old broker j broker_of[j]."""

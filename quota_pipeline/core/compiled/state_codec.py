@@ -1,20 +1,31 @@
 """A pass's carried state (cluster_pass.Carried) as bytes, and back: the streaming job keeps it in Spark's state store
-for every cluster, written at every micro-batch."""
+for every cluster, written at every micro-batch.
+
+One format is read: version VERSION, the one to_bytes writes. Any other value is refused with REFUSED, one line that
+says to start from a fresh checkpoint. That is safe: a fresh state decides from the next observation on (a
+violation throttles at once; only a release waits for a complete one), the brokers hold the last published decision
+until its validity runs out, and the journal keeps every snapshot for replay (docs/design.md, "One compiled form,
+one reference")."""
 from __future__ import annotations
 
-import io
 import json
 
 import numpy as np
 import pyarrow as pa
 
-from quota_pipeline.core.columns import TOPICS
 from quota_pipeline.core.compiled import arrays, kernel
 from quota_pipeline.core.compiled.cluster_pass import Carried
 
-STATE_MAGIC = b"quota-pipeline state 2\n"  # to_bytes' form; earlier forms: an Arrow IPC stream, an npz archive
+VERSION = 2
+STATE_MAGIC = b"quota-pipeline state %d\n" % VERSION  # the first line of the bytes: the format's version
+REFUSED = (f"the checkpoint holds a decision state that is not version {VERSION}, the only one this job reads: start "
+           "from a fresh checkpoint (an empty quota.pipeline.checkpoint.path); the journal keeps every snapshot")
 STATE_FIELDS = ("has", "pinned", "observed", "total", "available", "offline", "fill", "row", "hist_t", "hist_a",
                 "hist_n", "registered", "decision", "eta", "env_t", "env_a", "env_n", "env_m")
+
+
+class StateVersionError(ValueError):
+    """A saved state in a format this job does not read (an earlier version's)."""
 
 
 def to_bytes(carried: Carried | None) -> bytes:
@@ -40,11 +51,9 @@ def to_bytes(carried: Carried | None) -> bytes:
 
 
 def restore(data: bytes) -> Carried:
-    """The state to_bytes wrote (or, from a checkpoint of an earlier version, the Arrow row or the npz it wrote)."""
-    if data[:2] == b"PK":
-        return _restore_npz(data)
+    """The state to_bytes wrote; StateVersionError (REFUSED) for any other format, ValueError for a damaged one."""
     if not data.startswith(STATE_MAGIC):
-        return _restore_arrow(data)
+        raise StateVersionError(REFUSED)
     end = data.find(b"\n", len(STATE_MAGIC))
     try:
         header = json.loads(data[len(STATE_MAGIC):end]) if end > 0 else None
@@ -67,35 +76,7 @@ def restore(data: bytes) -> Carried:
     return _restored(flat, arrays.row_values(data[at:]))
 
 
-def _restore_arrow(data: bytes) -> Carried:
-    """The Arrow row an earlier version's to_bytes wrote: every array a list value."""
-    fields = arrays.row_values(data)
-    flat = {name: np.array(fields[name].to_numpy(zero_copy_only=False))
-            for name in (*STATE_FIELDS, "key_broker", "brokers")}
-    keys = len(flat["key_broker"])
-    widths = {"hist_t": kernel.FILL_READINGS, "hist_a": kernel.FILL_READINGS, "env_t": kernel.ETA_BUCKETS,
-              "env_a": kernel.ETA_BUCKETS, "env_m": kernel.ETA_BUCKETS}
-    for name, width in widths.items():
-        flat[name] = flat[name].reshape(keys, width)
-    return _restored(flat, fields)
-
-
 def _restored(flat: dict[str, np.ndarray], nested: dict[str, pa.Array]) -> Carried:
     return Carried([kernel.State(**{f: flat[f] for f in STATE_FIELDS})], flat["key_broker"],
                    nested["key_name"].to_numpy(zero_copy_only=False).astype(object), flat["brokers"],
                    nested["p"], nested["topics"])
-
-
-def _restore_npz(data: bytes) -> Carried:
-    z = np.load(io.BytesIO(data), allow_pickle=False)
-    # A checkpoint from before the predictive step lacks its fields: State starts them empty (and one from
-    # before the buckets' tops, env_m, with tops unknown: they never pass for a clean-up).
-    state = kernel.State(**{f: z[f] for f in STATE_FIELDS if f in z.files})
-    state.pinned = state.pinned.astype(np.int8)  # bool in checkpoints before fenced pins
-    with pa.ipc.open_stream(pa.py_buffer(z["partitions"].tobytes())) as r:
-        saved = r.read_all()
-    partitions = saved.column("p").combine_chunks()
-    # Saved before topics were kept: the cached readings' topics are not known (a stop there is the cluster's).
-    topics = saved.column("topics").combine_chunks() if "topics" in saved.column_names else \
-        pa.nulls(len(partitions), TOPICS)
-    return Carried([state], z["key_broker"], z["key_name"].astype(object), z["brokers"], partitions, topics)

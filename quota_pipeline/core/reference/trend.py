@@ -63,9 +63,6 @@ def eta_seconds(headroom_bytes: float | None, rate: float | None) -> float | Non
 # the deletion period holds the bottom of a tooth, and the bottoms follow the real trend.
 ETA_BUCKETS = 6
 ETA_MIN_BUCKETS = 3  # fewer minima give no rate: two points fit any line
-# A bucket's top when it is not known (a state saved before tops were kept): no reading exceeds it, so such a bucket
-# never restarts the history (an unknown top must not pass for a clean-up).
-UNKNOWN_TOP = 2 ** 63 - 1
 
 
 def bucket_micros(window: dt.timedelta) -> int:

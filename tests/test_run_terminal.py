@@ -142,3 +142,34 @@ def test_a_restart_says_at_which_factor_it_resumed(restarted):
     decided = [line for line in screen.splitlines() if DECIDED in line]
     assert decided and "0.000 kept" in decided[0], decided
     assert all(OWN_LINE.match(line) for line in screen.splitlines() if line.strip()), screen
+
+
+def test_the_demo_shows_times_as_run_logs_them():
+    """One form for every time an operator reads: the demo's table as run's lines and the records (RFC 3339, UTC)."""
+    import datetime as dt
+    import json
+    from types import SimpleNamespace
+
+    from rich.console import Console
+
+    from quota_pipeline.demo.runner import LiveView
+
+    view = LiveView()
+    view.add([SimpleNamespace(observed_at=dt.datetime(2026, 12, 2, 3, 35, 20, 899000, tzinfo=dt.timezone.utc),
+                              throttle_factor=0.0, decision_source="OBSERVATION", status="SUCCESS", violations=3,
+                              active_log_dirs=3, value=json.dumps({"worst_volume": None}))])
+    console = Console(width=200, record=True)
+    console.print(view.render())
+    assert "2026-12-02T03:35:20.899Z" in console.export_text()
+
+
+def test_a_resume_line_from_a_file_this_job_did_not_write_claims_no_factor(tmp_path):
+    from quota_pipeline.streaming import held
+
+    held.write(str(tmp_path), {"c1": (0.0, "OBSERVATION"), "c2": (0.5, "FALLBACK")})
+    assert held.resumed_line(held.read(str(tmp_path))) == (
+        "resumed from the checkpoint: c1 at factor 0.000 (stop in force), c2 at factor 0.500 (throttled)")
+    for planted in ('{"c1": [7, "OBSERVATION"]}', '{"c1": "0.0"}', "[]", "not json", '{"c1": [NaN, "x"]}'):
+        (tmp_path / held.NAME).write_text(planted)
+        assert held.resumed_line(held.read(str(tmp_path))) == (
+            "resumed from the checkpoint (it does not record the factors in force)")

@@ -23,11 +23,13 @@ import isodate
 from quota_pipeline.core import config as cfg
 from quota_pipeline.core import names as path_names
 from quota_pipeline.core.clock import SYSTEM, Clock
+from quota_pipeline.core.model import format_time
 from quota_pipeline.core.record import predictive_of
 from quota_pipeline.dashboard.text import predictive as predictive_text
 from quota_pipeline.core.settings import Settings
 from quota_pipeline.streaming.metrics import Metrics
 from quota_pipeline.streaming import checkpoint_files, s3a
+from quota_pipeline.streaming import held as held_factors
 from quota_pipeline.streaming.fleet import fleet_change
 from quota_pipeline.streaming.restarts import GAVE_UP, GaveUp, Restarts
 from quota_pipeline.streaming.processor import OUTPUT_SCHEMA, REMOVED, DecisionProcessor
@@ -92,6 +94,7 @@ class StreamJob:
     # Each decision's packed volumes reach the driver for the per-log-dir gauges; without a metrics endpoint nobody
     # reads them, and bringing them to the driver took tens of ms a micro-batch at 50,000 log dirs.
     volume_gauges: bool = True
+    spark_log: str | None = None  # where a JVM started here writes its output (None: this process's stdout/stderr)
 
     def __post_init__(self) -> None:
         check_runnable(self.configs)
@@ -103,7 +106,8 @@ class StreamJob:
         self._stop = threading.Event()
         self._query: Any = None
         self._publisher: Publisher | None = None
-        self._last: dict[str, tuple[float, str]] = {}
+        self._last: dict[str, tuple[float, str]] = {}  # key -> (factor, source) last published
+        self._resumed: set[str] = set()  # keys whose factor came from the checkpoint, not yet decided in this run
         self._counts: dict[str, int] = {}
         self._last_summary = self.clock.monotonic()
         self._batch_times: dict[int, str] = {}  # batch id -> what _batch measured, logged with Spark's progress
@@ -139,7 +143,8 @@ class StreamJob:
         package = s3a.connector_package() if on_s3a and not submitted else None
         if package:  # under spark-submit, spark-submit.sh passed it to --packages: the JVM is up by now
             conf["spark.jars.packages"] = package
-        spark = get_session("quota-pipeline-stream", master=master, conf=conf, record_classes=record_classes)
+        spark = get_session("quota-pipeline-stream", master=master, conf=conf, record_classes=record_classes,
+                            jvm_output=self.spark_log, keep_sigint=True)  # SIGINT: request_stop, as SIGTERM
         if on_s3a:
             log.info("checkpoint on %s: S3A to %s", self.first.checkpoint_path, s3a.describe(s3a.configure(spark)))
         return spark
@@ -198,16 +203,23 @@ class StreamJob:
         self.metrics.batch_seconds.observe(self.clock.monotonic() - started)
 
     def _log(self, rows: list[Any]) -> None:
+        changed = False
         for r in rows:
             self._counts[r.key] = self._counts.get(r.key, 0) + 1
             last = self._last.get(r.key)
             now = (r.throttle_factor, r.decision_source)
-            if last != now:
-                log.info("%s: throttle factor %s -> %.3f (%s) at %s: status %s, %d violating log dir(s), "
-                         "%d/%d log dirs in force%s", r.key, "none" if last is None else f"{last[0]:.3f}",
-                         r.throttle_factor, r.decision_source, r.observed_at.isoformat(), r.status, r.violations,
-                         r.active_log_dirs, r.cached_volumes, predictive_cause(r))
+            kept = r.key in self._resumed and last == now
+            self._resumed.discard(r.key)
+            if last != now or kept:
+                change = (f"{r.throttle_factor:.3f}" if last is None else
+                          f"{last[0]:.3f} kept" if kept else f"{last[0]:.3f} -> {r.throttle_factor:.3f}")
+                log.info("%s: throttle factor %s (%s) at %s: status %s, %d violating log dir(s), "
+                         "%d/%d log dirs in force%s", r.key, change, r.decision_source, format_time(r.observed_at),
+                         r.status, r.violations, r.active_log_dirs, r.cached_volumes, predictive_cause(r))
+                changed = changed or last != now
                 self._last[r.key] = now
+        if changed:
+            self._keep_factors()
         if self.clock.monotonic() - self._last_summary >= self.summary_every:
             self._last_summary = self.clock.monotonic()
             for key, (factor, source) in sorted(self._last.items()):
@@ -238,6 +250,7 @@ class StreamJob:
         maintenance = Maintenance([ClusterJournal.of(c, config_name(c)) for c in self.configs],
                                   lambda report: (self.metrics.record_journal(report), log_report(report)))
         maintenance.start()  # off the decision path: a niced child process compacts and prunes the journal
+        self._log_resumed()
         self._log_fleet_change()
         try:
             return self._run(max_restarts)
@@ -251,6 +264,22 @@ class StreamJob:
         finally:
             maintenance.stop()
             self._recorder.submit(lambda: None).result(timeout=60)  # the last batches' metrics are in
+
+    def _keep_factors(self) -> None:
+        try:
+            held_factors.write(checkpoint_files.query_dir(self.first.checkpoint_path), self._last)
+        except Exception as exc:  # noqa: BLE001 - only a restart's log line depends on it
+            log.warning("could not record the factors in force in the checkpoint: %s", _first_line(exc))
+
+    def _log_resumed(self) -> None:
+        """On a restart, the factors in force as the checkpoint left them; the first decision of each says whether
+        it changed (never `none -> ...`)."""
+        if not self.resuming():
+            return
+        held = held_factors.read(checkpoint_files.query_dir(self.first.checkpoint_path))
+        log.info("%s", held_factors.resumed_line(held))
+        self._last = {**(held or {}), **self._last}
+        self._resumed = set(held or {})
 
     def _log_fleet_change(self) -> None:
         change = fleet_change(checkpoint_files.query_dir(self.first.checkpoint_path), list(self.settings))

@@ -11,7 +11,7 @@
    recorded stays a stop whatever the horizon, and its least headroom is the same for all. The report's sweep chart
    is also written to --out/eta_sweep_replay.png.
 3. The closed-loop model (a model, not history): the same month run once per horizon through the reference
-   decision functions (core/decision.py), the factor each snapshot decided slowing what producers write until the
+   decision functions (core/reference/decision.py), the factor each snapshot decided slowing what producers write until the
    next one. Prints per horizon the time stopped and throttled, the least headroom, the production deferred
    (bytes producers wanted to write minus bytes written), and draws --out/eta_sweep_model.png.
 

@@ -163,7 +163,7 @@ class Run:
 def closed_loop(settings: Settings, interval: dt.timedelta = dt.timedelta(seconds=60), seed: int = 21,
                 days: int = DAYS, keep: bool = False) -> Run:
     """The month under `settings`: every interval the disks advance under the factor the last snapshot decided
-    (the reference decision functions, core/decision.py), then the observer reads them and the next is decided."""
+    (the reference decision functions, core/reference/decision.py), then the observer reads them and the next is decided."""
     cluster = MonthCluster(seed, days=days)
     state = DecisionState()
     step_s = interval.total_seconds()

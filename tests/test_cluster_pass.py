@@ -1,5 +1,5 @@
-"""Replay's per-cluster columnar pass (replay/cluster_files.py reading, core/cluster_pass.py over core/kernel.py)
-equals the streaming form (core/cache.py + core/decision.py) on random journals, in one chunk and in many; bad rows
+"""Replay's per-cluster columnar pass (replay/cluster_files.py reading, core/compiled/cluster_pass.py over core/compiled/kernel.py)
+equals the reference (core/reference/cache.py + core/reference/decision.py) on random journals, in one chunk and in many; bad rows
 are rejected with the reasons of core/snapshot_rules.py."""
 from __future__ import annotations
 

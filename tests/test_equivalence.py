@@ -1,5 +1,5 @@
-"""`replay` on Spark (JSONL parsed by Spark SQL, Parquet read by the cluster tasks, decided by core/kernel.py)
-equals the streaming Python form (core/cache.py + core/decision.py) on random journals, the Parquet ones in each of
+"""`replay` on Spark (JSONL parsed by Spark SQL, Parquet read by the cluster tasks, decided by core/compiled/kernel.py)
+equals the reference (core/reference/cache.py + core/reference/decision.py) on random journals, the Parquet ones in each of
 journal_strategies.LAYOUTS."""
 from __future__ import annotations
 

@@ -133,7 +133,7 @@ def test_spark_reader_gives_the_same_reasons(spark, tmp_path):
 
 
 def test_replays_parquet_checks_give_the_same_reasons(tmp_path):
-    """Replay checks flattened Parquet itself (core/cluster_pass.py, vectorised): every corpus line that typed
+    """Replay checks flattened Parquet itself (core/compiled/cluster_pass.py, vectorised): every corpus line that typed
     Parquet columns can hold at all gets the reason the other readers give, at its first row."""
     import pyarrow as pa
     import pyarrow.parquet as pq

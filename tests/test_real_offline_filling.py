@@ -1,7 +1,7 @@
 """An offline log dir on a real broker at PT10S: one that filled from above the hard limit to ENOSPC between two
 polls throttles at the next poll; one that failed while steady (a write error, not a full disk) does not.
 
-The real observer polls every 10 s; each snapshot goes through the streaming job's processor (core/kernel.py, its
+The real observer polls every 10 s; each snapshot goes through the streaming job's processor (core/compiled/kernel.py, its
 state carried in an in-memory state store between micro-batches), as the job decides; Spark itself is left out."""
 from __future__ import annotations
 

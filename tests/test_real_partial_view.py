@@ -2,7 +2,7 @@
 as a hung broker or a kill -9 looks until the controller fences it) and node 1's tmpfs log dir past the hard limit,
 the poll is a partial view (TIMEOUT, with the volumes of the nodes that answered) and the decision stops at once.
 
-The real observer polls; each snapshot goes through the streaming job's processor (core/kernel.py), as the job
+The real observer polls; each snapshot goes through the streaming job's processor (core/compiled/kernel.py), as the job
 decides (test_real_offline_filling.decide); Spark itself is left out."""
 from __future__ import annotations
 

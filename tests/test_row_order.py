@@ -1,4 +1,4 @@
-"""The compiled order checks (core/row_order.py) say what numpy's sorts would, and a snapshot whose log dirs are not
+"""The compiled order checks (core/compiled/row_order.py) say what numpy's sorts would, and a snapshot whose log dirs are not
 in order is still checked for the same log dir twice."""
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """The record's `stop`: what a factor of 0 refuses (docs/design.md, Decision semantics). Each case is decided by the
-reference (core/cache.py + core/decision.py + core/record.py), by replay's compiled pass and by the streaming
+reference (core/reference/cache.py + core/reference/decision.py + core/record.py), by replay's compiled pass and by the streaming
 processor, which must publish the same stop."""
 from __future__ import annotations
 

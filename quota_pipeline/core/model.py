@@ -30,6 +30,7 @@ class DecisionSource(str, Enum):
 
 
 STATUSES = tuple(s.value for s in Status)
+SOURCES = tuple(s.value for s in DecisionSource)
 
 
 class RecordError(ValueError):

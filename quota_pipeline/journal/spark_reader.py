@@ -277,7 +277,7 @@ def read(spark: SparkSession, path: str, split_bytes: int = SPLIT_BYTES) -> tupl
 
 
 def flatten(valid: DataFrame) -> DataFrame:
-    """Valid snapshots (split(..., where=True)) in the flattened form core/cluster_pass.py reads: one row per
+    """Valid snapshots (split(..., where=True)) in the flattened form core/compiled/cluster_pass.py reads: one row per
     volume (a snapshot without volumes as one row), with the line each came from."""
     rows = valid.select(
         "cluster_id", F.date_format("observed_at", "yyyy-MM-dd'T'HH:mm:ss.SSSSSS'Z'").alias("observed_at"),

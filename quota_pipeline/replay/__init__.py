@@ -1,1 +1,1 @@
-"""Batch replay: the cluster pass (a cluster's journal rows through core/kernel.py), the job, sweeps and the report."""
+"""Batch replay: the cluster pass (a cluster's journal rows through core/compiled/kernel.py), the job, sweeps and the report."""

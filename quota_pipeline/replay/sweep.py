@@ -1,7 +1,7 @@
 """What-if sweeps: the data of one replay decided under several values of one property, over one read.
 
 Each cluster task (replay/cluster_files.py) reads a chunk once and runs the compiled decision steps
-(core/kernel.py) once per setting over it; what each setting did is summed up here per cluster.
+(core/compiled/kernel.py) once per setting over it; what each setting did is summed up here per cluster.
 """
 from __future__ import annotations
 
@@ -95,7 +95,7 @@ def episode_metrics(t_us: np.ndarray, factor: np.ndarray, fallback: np.ndarray, 
     decision in force until the next one (the last holds for no time), as replay.summary_table counts them; and
     time stopped (factor 0, the fallback's aside), the least headroom read (`headroom` per snapshot, NaN: none
     read) and the bytes deferred: each decision's (1 - factor) times `written[i + 1]`, the bytes the log dirs grew
-    by until the next snapshot (cluster_pass.filled_bytes). Deferred bytes are relative to the journal: where the
+    by until the next snapshot (replay/tally.filled_bytes). Deferred bytes are relative to the journal: where the
     recorded cluster was already stopped its disks did not grow, so nothing more is deferred there."""
     span = np.diff(t_us, append=t_us[-1:]).astype(float) / 1e6 if len(t_us) else np.zeros(0)
     head = headroom[~np.isnan(headroom)] if headroom is not None else np.zeros(0)

@@ -88,7 +88,7 @@ class ReplayPass(ClusterPass):
             first = c.row(starts[c.vs[c.first_of_run[j]]])
             self._reject_snapshot(table, c.row(starts[c.vs[j]]), rule_codes.DUPLICATE, first=first)
         for s in np.flatnonzero(~c.valid):
-            self._reject_snapshot(table, c.row(starts[s]), rule_codes.REASONS[c.code[s]])
+            self._reject_snapshot(table, c.row(starts[s]), rule_codes.RULE_REASONS[c.code[s]])
 
     def decided(self, columns: kernel.SnapshotColumns, outs: list[kernel.Out], carried_key_of: np.ndarray) -> None:
         self.outcome.snapshots += len(columns.t)
@@ -108,7 +108,7 @@ class ReplayPass(ClusterPass):
             if (r["_file"], r["observed_at"]) in seen:
                 continue
             seen.add((r["_file"], r["observed_at"]))
-            self.outcome.rejected.append(_rejection(r, rule_codes.REASONS[code]))
+            self.outcome.rejected.append(_rejection(r, rule_codes.RULE_REASONS[code]))
 
     def _reject_snapshot(self, table: pa.Table, row: int, reason: str, first: int | None = None) -> None:
         r = table.slice(row, 1).select(["_file", "_offset", "_line", "cluster_id", "observed_at", "status",

@@ -25,10 +25,9 @@ from pyspark.sql.streaming.stateful_processor import StatefulProcessor, Stateful
 from pyspark.sql.types import StringType, StructField, StructType
 
 from quota_pipeline.core.clock import SYSTEM, Clock
-from quota_pipeline.core.compiled import state_codec
+from quota_pipeline.core.compiled import record_json, state_codec
 from quota_pipeline.core.compiled.cluster_pass import Carried, ClusterPass
 from quota_pipeline.core.compiled.frame import Origin, prepare
-from quota_pipeline.core.record import SCHEMA_VERSION, ThrottleDecision
 from quota_pipeline.streaming import packed
 from quota_pipeline.streaming.source import REMOVED  # also the status of the row reporting a dropped state
 from quota_pipeline.core.settings import Settings
@@ -109,12 +108,6 @@ def snapshot_table(rows: Sequence[Any], volumes: list[pa.Table]) -> tuple[pa.Tab
     return table, snapshot, observed[snapshot]
 
 
-def record_json(r: dict, decided_at: dt.datetime, limit: dict, output_key: str | None) -> dict:
-    """A record of the cluster pass as the published JSON, through the record's one definition."""
-    return ThrottleDecision.from_json({**r, "schema_version": SCHEMA_VERSION, "decided_at": decided_at,
-                                       "cluster_id": output_key or r["cluster_id"], "limit": limit}).to_json()
-
-
 class DecisionProcessor(StatefulProcessor):
     """Keyed by cluster_id; `settings` and `output_keys` are per configured cluster (config_name)."""
 
@@ -165,13 +158,10 @@ class DecisionProcessor(StatefulProcessor):
               config_name: str) -> list[Row]:
         """The job's output rows for the records of one run of snapshots, in time order; each row's volumes as the
         source packed them (the driver's metrics read them)."""
-        records = batch.to_pylist()
         out = []
-        now = self.clock.now()
-        limit = settings.limits.to_json()
-        output_key = self.output_keys.get(config_name)
-        for i, (r, tick, vols) in enumerate(zip(records, ticks, volumes)):
-            value = record_json(r, now, limit, output_key)
+        published = record_json.values(batch, self.clock.now(), settings.limits.to_json(),
+                                       self.output_keys.get(config_name))
+        for i, ((r, value), tick, vols) in enumerate(zip(published, ticks, volumes)):
             out.append(Row(key=value["cluster_id"], cluster_id=r["cluster_id"], config_name=config_name, tick=int(tick),
                       observed_at=r["observed_at"], value=json.dumps(value), throttle_factor=r["throttle_factor"],
                       decision_source=r["source"], status=r["status"], violations=r["violations"],

@@ -2,14 +2,14 @@
 and the marker of an empty slot. numba reads them as constants."""
 from __future__ import annotations
 
-from quota_pipeline.core.model import DecisionSource
+from quota_pipeline.core.model import SOURCES
 
 # storage.offline.log.dir.policy as Params.offline holds it.
 VIOLATE, PIN, LAST_KNOWN = 0, 1, 2
 OFFLINE_POLICY_CODES = {"violate": VIOLATE, "pin": PIN, "last-known": LAST_KNOWN}
 # A decision's source as Out.source and State.decision[2] hold it; SOURCE_NAMES[code] is the record's word.
-OBSERVATION, RETAINED, FALLBACK = 0, 1, 2
-SOURCE_NAMES = (DecisionSource.OBSERVATION.value, DecisionSource.RETAINED.value, DecisionSource.FALLBACK.value)
+SOURCE_NAMES = SOURCES
+OBSERVATION, RETAINED, FALLBACK = (SOURCE_NAMES.index(s) for s in ("OBSERVATION", "RETAINED", "FALLBACK"))
 # A limit's kind as Params.hard_kind and soft_kind hold it.
 NO_LIMIT, BYTES, RATIO = 0, 1, 2
 NONE = -1  # no time, no snapshot row, no log dir

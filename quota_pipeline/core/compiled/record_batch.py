@@ -96,7 +96,7 @@ def _closest(o: kernel.Out, key_broker_id: np.ndarray, key_name: np.ndarray, par
     offsets = np.concatenate([[0], np.cumsum(counts)]).astype(np.int32)
     k = o.closest[have]
     rows = o.c_row[have]
-    # Offline entries have no partitions (an empty list, as the streaming form's ()), except a dir that went
+    # Offline entries have no partitions (an empty list, as the reference's ()), except a dir that went
     # offline after filling up: it keeps its last reading's, and its fill rate (cache.offline_reason).
     parts = parts_all.take(pa.array(rows, pa.int64(), mask=rows < 0))
     if parts.null_count:

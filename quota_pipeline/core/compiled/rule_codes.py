@@ -19,7 +19,7 @@ from quota_pipeline.core.compiled import arrays, row_order
 
 RULES = rules.FLATTENED_RULES
 CODE = {r.key: c for c, r in enumerate(RULES)}
-REASONS = tuple(r.reason for r in RULES)
+RULE_REASONS = tuple(r.reason for r in RULES)
 VALID = len(RULES)
 C_TIME, C_RANGE = CODE["timestamp"], CODE["time_range"]
 DUPLICATE = rules.DUPLICATE_SNAPSHOT.reason

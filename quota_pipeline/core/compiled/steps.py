@@ -323,7 +323,7 @@ def stopped_by(has, pinned, registered, key_broker, offline, available, total, r
 @numba.njit(cache=True, inline="always")
 def cache_counts(has, gone):
     """(cached, evicted): log dirs in the cache after the snapshot, and those that expired at it and were not read
-    again (the streaming form counts keys that left)."""
+    again (as the reference counts keys that left)."""
     cached = 0
     evicted = 0
     for k in range(has.shape[0]):

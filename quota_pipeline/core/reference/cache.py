@@ -1,10 +1,10 @@
-"""Steps 1-3 of the decision semantics, streaming form: the volume cache of one cluster held in state.
+"""Steps 1-3 of the decision semantics in plain Python, the reference: the volume cache of one cluster.
 
-`apply_snapshot` evicts, upserts and pins, then summarises the entries in force; core/kernel.py is replay's
-compiled form of the same steps, held equal to this one by the property tests. This yields a SnapshotSummary,
-the input of step 4 (decision.py).
-Each reading also carries its log dir's fill rate, fitted over the key's recent readings (core/trend.py), and
-its largest partitions, so that the record can say which log dirs come next and what fills them.
+`apply_snapshot` evicts, upserts and pins, then summarises the entries in force into a SnapshotSummary, the input of
+step 4 (decision.py). Neither job runs this: both run the compiled decision (core/compiled/), which the property
+tests hold equal to it.
+Each reading also carries its log dir's fill rate, fitted over the key's recent readings (trend.py), and its largest
+partitions, so that the record can say which log dirs come next and what fills them.
 """
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ Key = tuple[int, str]
 
 
 @dataclass(frozen=True)
-class Entry:
+class CachedReading:
     """A cached reading of one log dir. No bytes means it was reported offline (always violates)."""
 
     broker_id: int
@@ -57,7 +57,7 @@ class Entry:
 class CacheState:
     """Steps 1-3 state of one cluster: cached readings and the registered brokers of the last SUCCESS."""
 
-    entries: dict[Key, Entry] = field(default_factory=dict)
+    entries: dict[Key, CachedReading] = field(default_factory=dict)
     registered: frozenset[int] = frozenset()
     # The last few (observed_at µs, available bytes) readings per key, for fill rates; kept apart from the
     # entries because a reading that expired still tells how fast its log dir was filling, and kept while the key
@@ -97,7 +97,7 @@ def apply_snapshot(state: CacheState, snap: VolumeSnapshot, settings: Settings) 
                 entries[key] = _reading(v, t, trend.fill_rate(trend.recent(history[key], t_us, settings.validity)),
                                         eta)
             elif settings.offline_policy == "violate":
-                entries[key] = Entry(v.broker_id, v.log_dir, t, None, None)
+                entries[key] = CachedReading(v.broker_id, v.log_dir, t, None, None)
             elif settings.offline_policy == "pin":
                 existing = entries.get(key)
                 if existing is not None and reached_by(existing, t_us, settings, onset(history.get(key, ()), settings)):
@@ -105,7 +105,7 @@ def apply_snapshot(state: CacheState, snap: VolumeSnapshot, settings: Settings) 
                 elif existing is None or existing.fenced_pin:
                     # No reading of the broker's current run: a dir that is offline when its broker comes back may
                     # have filled while it was down, and a reading from before cannot tell a failed disk from that.
-                    entries[key] = Entry(v.broker_id, v.log_dir, t, None, None, pinned=True)
+                    entries[key] = CachedReading(v.broker_id, v.log_dir, t, None, None, pinned=True)
                 else:
                     entries[key] = replace(existing, pinned=True)
             # last-known: the cached reading stays and expires like any other.
@@ -127,7 +127,7 @@ def observation(snap: VolumeSnapshot) -> bool:
     return snap.status is Status.SUCCESS or bool(snap.volumes)
 
 
-def missing_brokers(snap: VolumeSnapshot, in_force: list[Entry]) -> tuple[int, ...]:
+def missing_brokers(snap: VolumeSnapshot, in_force: list[CachedReading]) -> tuple[int, ...]:
     """The registered brokers of an observation without an entry in force and, in a partial view, the active
     brokers that did not answer (no volume of theirs in it), whatever they have cached; none for a failed poll."""
     if not observation(snap):
@@ -144,14 +144,14 @@ def onset(history: tuple[tuple[int, int], ...], settings: Settings) -> float | N
     return trend.onset_rate(trend.recent(history, history[-1][0], settings.validity)) if history else None
 
 
-def reached_by(e: Entry, t_us: int, settings: Settings, onset_rate: float | None = None) -> bool:
+def reached_by(e: CachedReading, t_us: int, settings: Settings, onset_rate: float | None = None) -> bool:
     """An offline log dir whose cached reading `e` was filling: has it reached the hard limit by `t_us`?
 
     The last available bytes minus the fill rate times the time since that reading, against the hard limit (bytes,
     or ratio of the last total). The rate is the larger of the reading's fill rate (fitted over the readings before
-    it went offline) and `onset_rate`, the last step before it went offline: a fill that began just before (the
-    fault campaign, seed 1: 36 MB to ENOSPC in 4 s at a 2 s interval) is diluted in a fit over flat readings. No
-    rate (steady, freeing, or a single reading) never reaches it. core/kernel.py's _reached, operation for operation.
+    it went offline) and `onset_rate`, the last step before it went offline: a fill that began just before is
+    diluted in a fit over flat readings. No rate (steady, freeing, or a single reading) never reaches it.
+    core/compiled/arithmetic.py's `reached`, operation for operation.
     """
     rates = [r for r in (e.fill_rate, onset_rate) if r is not None]
     if e.available_bytes is None or e.total_bytes is None or not rates:
@@ -160,26 +160,26 @@ def reached_by(e: Entry, t_us: int, settings: Settings, onset_rate: float | None
     return policy.violates_py(estimate, e.total_bytes, settings.limits)
 
 
-def went_offline_filling(e: Entry) -> Entry:
+def went_offline_filling(e: CachedReading) -> CachedReading:
     """The pinned offline entry of a dir that filled up before it went offline: no bytes (it violates as any
     offline entry), with the fill rate, top partitions and topics of its last reading for the record."""
     return replace(e, total_bytes=None, available_bytes=None, pinned=True, fenced_pin=False)
 
 
-def _reading(v: Volume, t: dt.datetime, fill_rate: float | None, eta_seconds: float | None) -> Entry:
-    return Entry(v.broker_id, v.log_dir, t, v.total_bytes, v.available_bytes, fill_rate=fill_rate,
+def _reading(v: Volume, t: dt.datetime, fill_rate: float | None, eta_seconds: float | None) -> CachedReading:
+    return CachedReading(v.broker_id, v.log_dir, t, v.total_bytes, v.available_bytes, fill_rate=fill_rate,
                  top_partitions=v.top_partitions, eta_seconds=eta_seconds, topics=v.topics)
 
 
-def closest_key(headroom: float | None, entry: Entry) -> tuple:
+def closest_key(headroom: float | None, entry: CachedReading) -> tuple:
     """Order of 'closest to the hard limit': offline first, then least headroom, broker, log dir (as
-    core/kernel.py's _closer)."""
+    core/compiled/arithmetic.py's closer)."""
     return (headroom is not None, headroom if headroom is not None else 0.0, entry.broker_id, entry.log_dir)
 
 
-def closest_volumes(in_force: list[Entry], settings: Settings) -> tuple[ClosestVolume, ...]:
+def closest_volumes(in_force: list[CachedReading], settings: Settings) -> tuple[ClosestVolume, ...]:
     """The settings.closest_volumes entries in force nearest the hard limit, nearest first."""
-    def headroom(e: Entry) -> float | None:
+    def headroom(e: CachedReading) -> float | None:
         if e.available_bytes is None or e.total_bytes is None:
             return None
         return e.available_bytes - policy.limit_bytes(settings.limits.hard, e.total_bytes, policy.PY)
@@ -191,7 +191,7 @@ def closest_volumes(in_force: list[Entry], settings: Settings) -> tuple[ClosestV
                  for h, e in ranked[:settings.closest_volumes])
 
 
-def offline_reason(e: Entry) -> str | None:
+def offline_reason(e: CachedReading) -> str | None:
     """Why an entry without bytes violates: reported offline after filling up (it keeps its fill rate), or
     reported offline with no reading to judge it by (or under the `violate` policy); None for a reading."""
     if e.available_bytes is not None and e.total_bytes is not None:
@@ -199,17 +199,17 @@ def offline_reason(e: Entry) -> str | None:
     return OFFLINE if e.fill_rate is None else OFFLINE_FILLING
 
 
-def worst_key(factor: float, entry: Entry) -> tuple:
+def worst_key(factor: float, entry: CachedReading) -> tuple:
     """Order of 'worst': lowest factor, then lowest ratio (offline first), bytes, broker, log dir.
 
-    core/kernel.py's _worse compares the same fields in the same order.
+    core/compiled/arithmetic.py's worse compares the same fields in the same order.
     """
     ratio = entry.available_ratio
     return (factor, ratio is not None, ratio or 0.0, entry.available_bytes is not None,
             entry.available_bytes or 0, entry.broker_id, entry.log_dir)
 
 
-def eta_factor(e: Entry, settings: Settings) -> tuple[float, float | None]:
+def eta_factor(e: CachedReading, settings: Settings) -> tuple[float, float | None]:
     """The predictive step for one entry in force: (its ETA / the horizon clamped to 0..1, the ETA in seconds), the
     ETA its reading carries; (1.0, None) with the policy off, without an ETA (not filling), or offline."""
     if settings.eta_horizon <= dt.timedelta(0) or e.available_bytes is None or e.total_bytes is None or \
@@ -218,17 +218,17 @@ def eta_factor(e: Entry, settings: Settings) -> tuple[float, float | None]:
     return trend.eta_factor(e.eta_seconds, settings.eta_horizon.total_seconds()), e.eta_seconds
 
 
-def predictive_throttle(etas: list[tuple[float, float | None, Entry]], limits_factor: float,
+def predictive_throttle(etas: list[tuple[float, float | None, CachedReading]], limits_factor: float,
                         settings: Settings) -> PredictiveThrottle | None:
     """The entry whose predictive factor is the least (ties: broker, log dir), when it lowers the factor: below 1
-    and below `limits_factor`, the least volume factor of the limits (core/kernel.py's _entries_in_force)."""
+    and below `limits_factor`, the least volume factor of the limits (core/compiled/steps.py's entries_in_force)."""
     least = min(etas, key=lambda fe: (fe[0], fe[2].broker_id, fe[2].log_dir), default=None)
     if least is None or not (least[0] < 1.0 and least[0] < limits_factor) or least[1] is None:
         return None
     return PredictiveThrottle(least[2].broker_id, least[2].log_dir, least[1], settings.eta_horizon.total_seconds())
 
 
-def stop_topics(violating: list[Entry], exemption: StopExemption) -> tuple[str, ...] | None:
+def stop_topics(violating: list[CachedReading], exemption: StopExemption) -> tuple[str, ...] | None:
     """The sorted union of the violating entries' topics that a stop refuses (not those `exemption` lets through):
     what a stop refuses, so that every other topic keeps producing (a full dir grows only through its partitions).
     None when none violates (a factor of 0 then comes from the fallback or the predictive step: nothing to point at)
@@ -238,7 +238,7 @@ def stop_topics(violating: list[Entry], exemption: StopExemption) -> tuple[str, 
     return exemption.refusable(set().union(*(e.topics for e in violating)))
 
 
-def summarize(snap: VolumeSnapshot, in_force: list[Entry], settings: Settings) -> SnapshotSummary:
+def summarize(snap: VolumeSnapshot, in_force: list[CachedReading], settings: Settings) -> SnapshotSummary:
     limits = settings.limits
     volume = [policy.volume_factor_py(e.available_bytes, e.total_bytes, limits) for e in in_force]
     etas = [(*eta_factor(e, settings), e) for e in in_force]

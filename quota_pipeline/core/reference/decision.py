@@ -1,7 +1,7 @@
 """Step 4 of the decision semantics: decide on an observation, retain within validity, or fall back.
 
-The streaming form, after cache.apply_snapshot (core/kernel.py compiles the same step for replay, held equal by
-the property tests). `step` runs one snapshot through all four steps.
+The reference, after cache.apply_snapshot: core/compiled/steps.py compiles the same step for both jobs, held equal to
+this by the property tests. `step` runs one snapshot through all four steps.
 """
 from __future__ import annotations
 
@@ -42,14 +42,14 @@ def throttled_since(current: Decision, factor: float, t: dt.datetime) -> dt.date
 
 @dataclass
 class DecisionState:
-    """Everything the streaming job keeps per cluster between micro-batches."""
+    """What the reference carries per cluster from one snapshot to the next: the cache and the decision in force."""
 
     cache: CacheState = field(default_factory=CacheState)
     decision: Decision | None = None
 
 
 def step(state: DecisionState, snap: VolumeSnapshot, settings: Settings) -> tuple[SnapshotSummary, Decision]:
-    """One snapshot through all four steps; mutates `state` in place (the streaming state holder)."""
+    """One snapshot through all four steps; mutates `state` in place."""
     state.cache, summary = apply_snapshot(state.cache, snap, settings)
     state.decision = advance(state.decision, summary, settings)
     return summary, state.decision

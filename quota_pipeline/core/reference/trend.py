@@ -1,7 +1,7 @@
 """How fast a log dir fills: the least-squares slope of its recent readings, and the time left to the hard limit.
 
-Written once for both formulations: `fill_rate` on Python numbers (the streaming cache) mirrors
-core/kernel.py's compiled loop term by term, so the two agree to the last bits of a double.
+The reference: `fill_rate` on Python numbers (cache.py) is mirrored term by term by core/compiled/arithmetic.py, so
+the two agree to the last bits of a double.
 """
 from __future__ import annotations
 
@@ -55,7 +55,7 @@ def eta_seconds(headroom_bytes: float | None, rate: float | None) -> float | Non
     return 0.0 if headroom_bytes <= 0 else headroom_bytes / rate
 
 
-# The predictive policy's fill rate (issue 21): Kafka frees space in steps (retention deletes whole segments every
+# The predictive policy's fill rate: Kafka frees space in steps (retention deletes whole segments every
 # check interval, 5 min by default), so available bytes fall between deletions and jump back at each one, and a
 # least-squares slope over a few readings reads every falling edge as a crisis. The lower envelope does not: the
 # window is cut into ETA_BUCKETS buckets aligned to epoch multiples of their length (so replay and the streaming job
@@ -122,5 +122,5 @@ def envelope_eta(buckets: Sequence[tuple[int, int, int]], hard_bytes: float) -> 
 
 
 def eta_factor(eta: float, horizon_seconds: float) -> float:
-    """The predictive factor: ETA / horizon clamped to 0..1 (core/kernel.py's, operation for operation)."""
+    """The predictive factor: ETA / horizon clamped to 0..1 (core/compiled/steps.py's, operation for operation)."""
     return min(1.0, max(0.0, eta / horizon_seconds))

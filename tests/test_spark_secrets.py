@@ -103,6 +103,7 @@ def test_the_ui_the_event_log_and_the_output_of_a_running_job_show_no_credential
         surfaces[f"event log {f.name}"] = f.read_text(errors="replace")
     assert any("SparkListenerSQLExecutionStart" in t for w, t in surfaces.items() if w.startswith("event log"))
     surfaces["the job's output"] = log.read_text(errors="replace")
+    surfaces["the job's log file"] = (tmp_path / "checkpoint" / "run.log").read_text(errors="replace")
     assert not leaks(surfaces)
 
 

@@ -91,6 +91,13 @@ def runnable(root: Path) -> list[str]:
             if re.search(r"^if __name__ == .__main__.:", p.read_text(encoding="utf-8"), re.M)]
 
 
+def test_every_benchmark_is_in_results_with_its_command():
+    """bench/ holds benchmarks: RESULTS.md names each with the command that measures it (a study's code goes, its
+    write-up is in docs/studies.md), so no script there is one nobody knows how to read."""
+    results = (ROOT / "bench" / "RESULTS.md").read_text(encoding="utf-8")
+    assert [n for n in runnable(ROOT) if not re.search(rf"python3\s+(?:-\S+\s+)*-m\s+bench\.{n}\b", results)] == []
+
+
 def test_bench_holds_code_results_md_and_written_results_only():
     """A result file is what a benchmark wrote (under bench/results/, by the command RESULTS.md gives beside it),
     never one edited by hand beside the code; each is named in RESULTS.md, or nothing tells what made it."""

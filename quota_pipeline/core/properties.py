@@ -31,7 +31,7 @@ PUBLISHER_CLIENT_ID = "quota-pipeline-publisher"
 STOP_SCOPES = ("topics", "cluster")
 DEFAULT_STOP_DELEGATE = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
 # The longest a producer stays muted after the release: a stop then admits about N x 1 MiB / 60 s per broker from N
-# librdkafka clients, in the range measured for Strimzi's plugin (bench/RESULTS.md, "Strimzi's plugin and this one").
+# librdkafka clients, in the range measured for Strimzi's plugin (bench/RESULTS.md, "Against Strimzi's quota plugin").
 DEFAULT_MAX_MUTE = dt.timedelta(seconds=60)
 # How far a decision record's observed_at or decided_at may be ahead of a reader's clock (docs/broker-side.md).
 DEFAULT_MAX_CLOCK_SKEW = dt.timedelta(seconds=30)

@@ -173,3 +173,16 @@ def test_a_resume_line_from_a_file_this_job_did_not_write_claims_no_factor(tmp_p
         (tmp_path / held.NAME).write_text(planted)
         assert held.resumed_line(held.read(str(tmp_path))) == (
             "resumed from the checkpoint (it does not record the factors in force)")
+
+
+def test_librdkafka_speaks_through_its_logger_not_straight_to_stderr(capfd, caplog):
+    """So that `run` can send its lines to the log file (or, with -v, to the terminal) like Spark's."""
+    from quota_pipeline.kafka.publisher import LIBRDKAFKA_LOG, Publisher
+
+    caplog.set_level("INFO", logger=LIBRDKAFKA_LOG.name)
+    publisher = Publisher({"bootstrap.servers": "127.0.0.1:9"}, "t", flush_timeout=2)
+    with pytest.raises(Exception):
+        publisher.publish([("k", "v")])
+    publisher.abandon()
+    assert "%3|" not in capfd.readouterr().err
+    assert any("Connection refused" in r.getMessage() for r in caplog.records if r.name == LIBRDKAFKA_LOG.name)

@@ -76,7 +76,7 @@ def main() -> int:
         "fleet", tick, snapshot(tick, args.brokers, args.log_dirs, args.interval))] for tick in range(args.batches)]
     settings = Settings(Limits(Limit("bytes", 10 * GB), Limit("bytes", 20 * GB)), dt.timedelta(minutes=5))
     parts: dict[str, list[float]] = {}
-    for name in ("flattened", "load_state", "save_state"):
+    for name in ("snapshot_table", "load_state", "save_state"):
         setattr(proc, name, timed(parts, name, getattr(proc, name)))
     proc.ClusterPass.decide = timed(parts, "decide (compiled steps)", proc.ClusterPass.decide)
     proc.DecisionProcessor._rows = timed(parts, "output rows", proc.DecisionProcessor._rows)

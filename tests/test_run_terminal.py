@@ -91,7 +91,9 @@ def under_tee(cluster):
 
 @pytest.fixture(scope="module")
 def restarted(cluster, under_tee):
-    """The same job started again on its checkpoint, its output a pipe; Ctrl-C to the job alone once it decided."""
+    """The same job started again on its checkpoint, its output a pipe; Ctrl-C to the job alone once it decided.
+    Before it starts, someone plants tick files in its journal for the ticks to come (their token removed)."""
+    plant_foreign_ticks(cluster)
     job = _job(cluster, start_new_session=True)
     lines: list[str] = []
     reader = threading.Thread(target=lambda: lines.extend(iter(job.stdout.readline, b"")), daemon=True)
@@ -100,12 +102,36 @@ def restarted(cluster, under_tee):
     try:
         _wait_for(text, DECIDED, job)
         first_screen = text()
+        deadline = time.monotonic() + 30  # a worker's line reaches the terminal through the log file
+        while FOREIGN not in text() and time.monotonic() < deadline:
+            time.sleep(0.2)
         job.send_signal(signal.SIGINT)
         code = job.wait(90)
         reader.join(10)
     finally:
         _end(job)
     return {"code": code, "first_screen": first_screen, "out": text()}
+
+
+def plant_foreign_ticks(conf_path: Path, count: int = 300) -> None:
+    import datetime as dt
+    import json
+
+    from quota_pipeline.journal import layout, ownership
+    from quota_pipeline.streaming import source
+
+    conf = cfg.load(conf_path)
+    journal = conf_path.parent / "checkpoint" / "journal" / "c1"
+    own = json.loads(next(journal.rglob("*.json")).read_text())
+    own.pop(ownership.TOKEN_FIELD, None)
+    now = source.current_tick(conf, dt.datetime.now(dt.timezone.utc))
+    for tick in range(now + 1, now + count):
+        path = journal / layout.tick_file(tick, source.tick_time(conf, tick))
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(own) + "\n")
+
+
+FOREIGN = "that this job did not write"
 
 
 def test_ctrl_c_under_tee_exits_0_without_a_traceback(under_tee):
@@ -186,3 +212,10 @@ def test_librdkafka_speaks_through_its_logger_not_straight_to_stderr(capfd, capl
     publisher.abandon()
     assert "%3|" not in capfd.readouterr().err
     assert any("Connection refused" in r.getMessage() for r in caplog.records if r.name == LIBRDKAFKA_LOG.name)
+
+
+def test_a_warning_of_a_polling_worker_reaches_the_terminal_as_the_jobs_own_line(restarted):
+    """Spark's Python workers write to the log file; the job's own warnings among them (here: tick files in the
+    journal that it did not write) still reach the terminal, in the job's form."""
+    found = [line for line in restarted["out"].splitlines() if FOREIGN in line]
+    assert found and all(OWN_LINE.match(line) and " WARNING c1: tick " in line for line in found), found

@@ -107,6 +107,11 @@ def run(args: argparse.Namespace) -> int:
         LIBRDKAFKA_LOG.propagate = False
         whose = "the Kafka client's" if os.environ.get("PYSPARK_GATEWAY_PORT") else "Spark's and the Kafka client's"
         log.info("%s own lines go to %s (-v: here too)", whose, spark_log)  # spark-submit's JVM: its own output
+        if not os.environ.get("PYSPARK_GATEWAY_PORT"):  # the JVM started here writes the file: its workers' own lines
+            from quota_pipeline.streaming import worker_lines
+
+            os.environ[worker_lines.ENV] = "1"
+            worker_lines.follow(spark_log, log)
 
     def stop(signum, _frame) -> None:
         log.info("received %s: stopping after the running micro-batch", signal.Signals(signum).name)

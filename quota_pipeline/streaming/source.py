@@ -34,7 +34,7 @@ from quota_pipeline.core.clock import SYSTEM, Clock
 from quota_pipeline.core.model import UTC, Status, VolumeSnapshot
 from quota_pipeline.journal import ownership
 from quota_pipeline.journal.store import Claimed, Journal
-from quota_pipeline.streaming import checkpoint_files, packed
+from quota_pipeline.streaming import checkpoint_files, packed, worker_lines
 
 log = logging.getLogger("quota_pipeline")
 
@@ -271,6 +271,8 @@ class KafkaVolumesReader(DataSourceStreamReader):
         return parts
 
     def read(self, partition: PollPartition) -> Iterator[tuple]:
+        worker_lines.install()  # in the executor's Python worker: the job's warnings reach the driver's terminal
+
         def poll(tick: TickPartition) -> VolumeSnapshot:
             return poll_or_replay(tick.config_name, cfg.parse(json.loads(tick.props_json), tick.config_name),
                                   tick.tick, tick.token, tick.rerun)

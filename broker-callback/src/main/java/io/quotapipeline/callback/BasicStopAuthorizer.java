@@ -404,11 +404,7 @@ public class BasicStopAuthorizer implements ClusterMetadataAuthorizer {
             return;
         }
         configured = null;
-        try {
-            c.follower().close();
-        } finally {
-            c.jmx().close();
-        }
+        Follower.closeWith(c.follower(), c.jmx());
     }
 
     /** Writes refused so far (for tests). */

@@ -205,11 +205,7 @@ public class PipelineQuotaCallback implements ClientQuotaCallback {
             return;
         }
         configured = null;
-        try {
-            c.follower().close();
-        } finally {
-            c.jmx().close();
-        }
+        Follower.closeWith(c.follower(), c.jmx());
     }
 
     /** The answer in force now; null before configure(). */

@@ -69,6 +69,36 @@ def log_file(args: argparse.Namespace, checkpoint_path: str) -> Path | None:
     return path
 
 
+def stop_on_signals(job, log: logging.Logger) -> None:
+    """SIGTERM and Ctrl-C alike: one line, then the job stops after the running micro-batch (StreamJob keeps this
+    SIGINT handler when the SparkContext installs its own)."""
+    def stop(signum, _frame) -> None:
+        log.info("received %s: stopping after the running micro-batch", signal.Signals(signum).name)
+        job.request_stop()
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+
+
+def to_log_file(job, path: Path, log: logging.Logger) -> None:
+    """Spark's JVM (when started here) and librdkafka write to `path`; the workers' own lines come back from it."""
+    from quota_pipeline.kafka.publisher import LIBRDKAFKA_LOG
+
+    job.spark_log = str(path)
+    to_file = logging.FileHandler(path)
+    to_file.setFormatter(logging.getLogger().handlers[0].formatter)
+    LIBRDKAFKA_LOG.addHandler(to_file)
+    LIBRDKAFKA_LOG.propagate = False
+    submitted = bool(os.environ.get("PYSPARK_GATEWAY_PORT"))  # spark-submit's JVM writes where it was told
+    log.info("%s own lines go to %s (-v: here too)",
+             "the Kafka client's" if submitted else "Spark's and the Kafka client's", path)
+    if not submitted:
+        from quota_pipeline.streaming import worker_lines
+
+        os.environ[worker_lines.ENV] = "1"  # the JVM's environment, so its Python workers'
+        worker_lines.follow(path, log)
+
+
 def config_paths(args: argparse.Namespace) -> list[str]:
     paths = list(args.configs)
     if args.clusters_dir:
@@ -98,27 +128,9 @@ def run(args: argparse.Namespace) -> int:
     log = logging.getLogger("quota_pipeline")
     spark_log = log_file(args, job.first.checkpoint_path)
     if spark_log is not None:
-        job.spark_log = str(spark_log)
-        from quota_pipeline.kafka.publisher import LIBRDKAFKA_LOG
+        to_log_file(job, spark_log, log)
 
-        to_file = logging.FileHandler(spark_log)
-        to_file.setFormatter(logging.getLogger().handlers[0].formatter)
-        LIBRDKAFKA_LOG.addHandler(to_file)
-        LIBRDKAFKA_LOG.propagate = False
-        whose = "the Kafka client's" if os.environ.get("PYSPARK_GATEWAY_PORT") else "Spark's and the Kafka client's"
-        log.info("%s own lines go to %s (-v: here too)", whose, spark_log)  # spark-submit's JVM: its own output
-        if not os.environ.get("PYSPARK_GATEWAY_PORT"):  # the JVM started here writes the file: its workers' own lines
-            from quota_pipeline.streaming import worker_lines
-
-            os.environ[worker_lines.ENV] = "1"
-            worker_lines.follow(spark_log, log)
-
-    def stop(signum, _frame) -> None:
-        log.info("received %s: stopping after the running micro-batch", signal.Signals(signum).name)
-        job.request_stop()
-
-    signal.signal(signal.SIGTERM, stop)  # from here on: a stop also ends the wait for the output cluster
-    signal.signal(signal.SIGINT, stop)
+    stop_on_signals(job, log)  # from here on: a stop also ends the wait for the output cluster
     try:
         outcome = job.start_output()
     except GaveUp as exc:

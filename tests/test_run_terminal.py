@@ -219,3 +219,26 @@ def test_a_warning_of_a_polling_worker_reaches_the_terminal_as_the_jobs_own_line
     journal that it did not write) still reach the terminal, in the job's form."""
     found = [line for line in restarted["out"].splitlines() if FOREIGN in line]
     assert found and all(OWN_LINE.match(line) and " WARNING c1: tick " in line for line in found), found
+
+
+def test_the_log_file_of_a_job_without_a_local_checkpoint_lives_where_only_its_user_can_write(tmp_path, monkeypatch,
+                                                                                             capsys):
+    import argparse
+    import tempfile
+
+    from quota_pipeline.commands.run import log_file
+
+    monkeypatch.setattr(tempfile, "gettempdir", lambda: str(tmp_path))
+    args = argparse.Namespace(verbose=False, log_file=None)
+    path = log_file(args, "s3a://bucket/checkpoints")
+    assert path == tmp_path / f"quota-pipeline-{os.getuid()}" / "run.log" and path.exists()
+    assert path.parent.stat().st_mode & 0o077 == 0
+    path.unlink()
+    path.parent.rmdir()
+    (tmp_path / "elsewhere").mkdir()
+    path.parent.symlink_to(tmp_path / "elsewhere")  # planted by another user of the host
+    with pytest.raises(SystemExit) as refused:
+        log_file(args, "s3a://bucket/checkpoints")
+    assert refused.value.code == 2 and "pass --log-file FILE or -v" in capsys.readouterr().err
+    assert not (tmp_path / "elsewhere" / "run.log").exists()
+    assert log_file(argparse.Namespace(verbose=True, log_file=None), "s3a://bucket/checkpoints") is None

@@ -43,7 +43,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "collect, publication and Spark's own durations (for benchmarks and tuning)")
     p.add_argument("--log-file", metavar="FILE",
                    help="where Spark's JVM, its Python workers and librdkafka write (appended; default run.log in "
-                        "a local checkpoint directory, else quota-pipeline-run.log in the temporary directory)")
+                        "a local checkpoint directory, else in quota-pipeline-UID/ in the temporary directory)")
     p.add_argument("-v", "--verbose", action="store_true",
                    help="show Spark's, its Python workers' and librdkafka's own lines here too")
     p.set_defaults(func=run)
@@ -59,10 +59,12 @@ def log_file(args: argparse.Namespace, checkpoint_path: str) -> Path | None:
         path = Path(args.log_file)
     elif is_local(checkpoint_path):
         path = Path(checkpoint_path.removeprefix("file:")) / "run.log"
-    else:
-        path = Path(tempfile.gettempdir()) / "quota-pipeline-run.log"
+    else:  # a directory of this user's own in the shared temporary directory: nobody else chooses the file
+        path = Path(tempfile.gettempdir()) / f"quota-pipeline-{os.getuid()}" / "run.log"
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
+        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        if path.parent.is_symlink() or path.parent.stat().st_uid != os.getuid():
+            fail(f"{path.parent} belongs to another user; pass --log-file FILE or -v")
         path.open("ab").close()
     except OSError as exc:
         fail(f"cannot write the log file {path} ({exc.strerror}); pass --log-file FILE or -v")

@@ -159,18 +159,37 @@ def collect(files: Sequence[str], parts: Sequence[Any], settings: Settings) -> R
                        ["cluster_id"], [("t0", "min"), ("t1", "max")],
                        pa.schema([("cluster_id", pa.string()), ("t0", pa.int64()), ("t1", pa.int64())]))
     bounds = {c: (t0, t1) for c, t0, t1 in zip(*(spans.column(n).to_pylist() for n in ("cluster_id", "t0", "t1")))}
+    heat, lowest = _heat_and_lowest(files, bounds, settings)
+    heat_pd = heat.to_pandas()
+    # A bucket's start: the cluster's first snapshot plus whole bucket widths (as _bucket numbers them).
+    start = heat_pd["cluster_id"].map(lambda c: bounds[c][0])
+    width = heat_pd["cluster_id"].map(lambda c: max(1.0, (bounds[c][1] - bounds[c][0]) / HEAT_COLUMNS))
+    heat_pd["observed_at"] = pd.to_datetime(start + heat_pd["bucket"] * width, unit="us", utc=True)
+    return ReportFrames(
+        limits=settings.limits,
+        decisions=_with_time(_decisions(recs, bounds).to_pandas().drop(columns="bucket")),
+        worst=_with_time(_worst(files, bounds, lowest).to_pandas().drop(columns="bucket")),
+        heat=heat_pd.drop(columns="bucket").sort_values(["cluster_id", "broker_id", "observed_at"]),
+        bucket_s={c: (t1 - t0) / 1e6 / HEAT_COLUMNS for c, (t0, t1) in bounds.items()},
+    )
 
+
+def _decisions(recs: list[pa.Table], bounds: dict[str, tuple[int, int]]) -> pa.Table:
+    """Each cluster's decisions folded into at most MAX_POINTS buckets: the lowest factor and ratio of each."""
     decided = []
     for r in recs:
         r, t0, t1 = _with_bounds(r, bounds)
         decided.append(r.append_column("bucket", pa.array(_bucket(r.column("t_us").to_numpy(), t0, t1, MAX_POINTS))))
-    decisions = _aggregate(decided, ["cluster_id", "bucket"],
-                           [("t_us", "min"), ("throttle_factor", "min"), ("fallback", "max"),
-                            ("min_available_ratio", "min")],
-                           pa.schema([("cluster_id", pa.string()), ("bucket", pa.int64()), ("t_us", pa.int64()),
-                                      ("throttle_factor", pa.float64()), ("fallback", pa.bool_()),
-                                      ("min_available_ratio", pa.float64())]))
+    return _aggregate(decided, ["cluster_id", "bucket"],
+                      [("t_us", "min"), ("throttle_factor", "min"), ("fallback", "max"), ("min_available_ratio", "min")],
+                      pa.schema([("cluster_id", pa.string()), ("bucket", pa.int64()), ("t_us", pa.int64()),
+                                 ("throttle_factor", pa.float64()), ("fallback", pa.bool_()),
+                                 ("min_available_ratio", pa.float64())]))
 
+
+def _heat_and_lowest(files: Sequence[str], bounds: dict[str, tuple[int, int]],
+                     settings: Settings) -> tuple[pa.Table, pd.DataFrame]:
+    """The heat map (each broker's lowest ratio per column) and each log dir's lowest reading, in one read."""
     # Closest to the hard limit: by ratio or by bytes, as the limit is written; an offline reading has neither.
     by = "available_ratio" if settings.limits.hard.kind == "ratio" else "available_bytes"
     heat_parts, lowest_parts = [], []
@@ -191,9 +210,13 @@ def collect(files: Sequence[str], parts: Sequence[Any], settings: Settings) -> R
     lowest = _aggregate(lowest_parts, ["cluster_id", "broker_id", "log_dir"], [("low", "min")],
                         pa.schema([("cluster_id", pa.string()), ("broker_id", pa.int64()), ("log_dir", pa.string()),
                                    ("low", pa.float64())])).to_pandas()
+    return heat, lowest
+
+
+def _worst(files: Sequence[str], bounds: dict[str, tuple[int, int]], lowest: pd.DataFrame) -> pa.Table:
+    """The readings of each cluster's worst log dir (its lowest reading), folded into at most MAX_POINTS buckets."""
     worst_key = {c: (b, d) for c, b, d in lowest.sort_values(["cluster_id", "low", "broker_id", "log_dir"])
                  .drop_duplicates("cluster_id")[["cluster_id", "broker_id", "log_dir"]].itertuples(index=False)}
-
     worst_parts = []
     for v in _readings(files) if worst_key else ():
         picked = np.zeros(v.num_rows, bool)
@@ -209,24 +232,11 @@ def collect(files: Sequence[str], parts: Sequence[Any], settings: Settings) -> R
             "bucket": _bucket(v.column("t_us").to_numpy(), t0, t1, MAX_POINTS), "t_us": v.column("t_us"),
             "available_bytes": v.column("available_bytes"), "available_ratio": v.column("available_ratio"),
             "offline": pc.is_null(v.column("available_bytes"))}))
-    worst = _aggregate(worst_parts, ["cluster_id", "broker_id", "log_dir", "bucket"],
-                       [("t_us", "min"), ("available_bytes", "min"), ("available_ratio", "min"), ("offline", "max")],
-                       pa.schema([("cluster_id", pa.string()), ("broker_id", pa.int64()), ("log_dir", pa.string()),
-                                  ("bucket", pa.int64()), ("t_us", pa.int64()), ("available_bytes", pa.int64()),
-                                  ("available_ratio", pa.float64()), ("offline", pa.bool_())]))
-
-    heat_pd = heat.to_pandas()
-    # A bucket's start: the cluster's first snapshot plus whole bucket widths (as _bucket numbers them).
-    start = heat_pd["cluster_id"].map(lambda c: bounds[c][0])
-    width = heat_pd["cluster_id"].map(lambda c: max(1.0, (bounds[c][1] - bounds[c][0]) / HEAT_COLUMNS))
-    heat_pd["observed_at"] = pd.to_datetime(start + heat_pd["bucket"] * width, unit="us", utc=True)
-    return ReportFrames(
-        limits=settings.limits,
-        decisions=_with_time(decisions.to_pandas().drop(columns="bucket")),
-        worst=_with_time(worst.to_pandas().drop(columns="bucket")),
-        heat=heat_pd.drop(columns="bucket").sort_values(["cluster_id", "broker_id", "observed_at"]),
-        bucket_s={c: (t1 - t0) / 1e6 / HEAT_COLUMNS for c, (t0, t1) in bounds.items()},
-    )
+    return _aggregate(worst_parts, ["cluster_id", "broker_id", "log_dir", "bucket"],
+                      [("t_us", "min"), ("available_bytes", "min"), ("available_ratio", "min"), ("offline", "max")],
+                      pa.schema([("cluster_id", pa.string()), ("broker_id", pa.int64()), ("log_dir", pa.string()),
+                                 ("bucket", pa.int64()), ("t_us", pa.int64()), ("available_bytes", pa.int64()),
+                                 ("available_ratio", pa.float64()), ("offline", pa.bool_())]))
 
 
 def _with_time(frame: pd.DataFrame) -> pd.DataFrame:

@@ -50,8 +50,10 @@ class _Parser(argparse.ArgumentParser):
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="quota-pipeline",
-        description="Cluster-wide disk-pressure throttling for Apache Kafka, decided once by a Spark job "
-                    "and published to a compacted topic that every broker's quota callback reads.",
+        description="Cluster-wide disk-pressure protection for Apache Kafka, decided once by a Spark job and "
+                    "published to a compacted topic that every broker reads. Factor 1: open. 0 < factor < 1: "
+                    "the throttle (production slowed to the factor, by the quota callback or enforce's client "
+                    "quotas). Factor 0: the stop (writes refused, by StopAuthorizer or enforce's DENY WRITE ACLs).",
     )
     parser.add_argument("--version", action="version", version=f"quota-pipeline {_version()}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)

@@ -77,7 +77,7 @@ def test_checked_in_dashboard_is_the_generated_one() -> None:
 
 def test_check_flag_fails_on_a_stale_dashboard(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     stale = tmp_path / "grafana-dashboard.json"
-    stale.write_text(grafana.render().replace('"Throttle factor"', '"Factor"'), encoding="utf-8")
+    stale.write_text(grafana.render().replace('"Factor: open, throttled or stopped"', '"Factor"'), encoding="utf-8")
     assert grafana.main(["--check", str(stale)]) == 1
     assert grafana.REGENERATE in capsys.readouterr().err
 

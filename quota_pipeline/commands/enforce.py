@@ -1,4 +1,4 @@
-"""`quota-pipeline enforce CONFIG`: apply the published throttle factor to a stock Kafka cluster via client quotas."""
+"""`quota-pipeline enforce CONFIG`: apply the published factor to a stock Kafka cluster (DENY WRITE ACLs, client quotas)."""
 from __future__ import annotations
 
 import argparse
@@ -40,7 +40,8 @@ NO_AUTHORIZER = (f"the cluster has no authorizer, so --stop refuse cannot refuse
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "enforce",
-        help="apply the published throttle factor to a stock Kafka cluster through client quotas (KIP-546)",
+        help="apply the published factor to a stock Kafka cluster: the stop refuses writes (DENY WRITE ACLs), "
+             "the throttle scales client quotas (KIP-546)",
         description="Follow the decision topic (quota.pipeline.output.topic on the quota.pipeline.output.kafka.* "
                     "cluster, else the admin cluster) for one cluster. At factor 0 (--stop refuse, the default) "
                     "refuse every write to the stop's topics with DENY WRITE ACL bindings for User:* and delete "

@@ -31,7 +31,7 @@ def variables() -> list[DatasourceVariable | QueryVariable]:
 
 def dashboard() -> Dashboard:
     board = (Dashboard("quota-pipeline").uid("quota-pipeline").tags(["kafka", "quota-pipeline"])
-             .description("Disk-pressure throttling decisions of the quota-pipeline job (docs/monitoring.md).")
+             .description("Disk-pressure protection decisions of the quota-pipeline job (docs/monitoring.md).")
              .time("now-6h", "now").refresh("1m").timezone("browser").variables(variables()))
     sections = {
         "Decision": [panels.throttle_factor(), panels.factor_source(), panels.decision_age(),

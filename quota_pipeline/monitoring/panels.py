@@ -33,8 +33,10 @@ def thresholds(*steps: tuple[float | None, str]) -> ThresholdsConfig:
 
 
 def throttle_factor() -> timeseries.Panel:
-    return (timeseries.Panel().title("Throttle factor").datasource(DATASOURCE)
-            .description("The factor every broker multiplies producer quotas by: 1 = no throttle, 0 = stopped.")
+    return (timeseries.Panel().title("Factor: open, throttled or stopped").datasource(DATASOURCE)
+            .description("The factor in force per cluster: 1 = open; 0 < f < 1 = throttled to f (producer quotas "
+                         "x f); 0 = stopped (writes refused; on brokers with only the quota callback, each producer "
+                         "held to the quota throttle's floor).")
             .with_target(query(f"quota_pipeline_throttle_factor{{{CLUSTER}}}", "{{cluster}}"))
             .min(0).max(1).decimals(2).line_interpolation(LineInterpolation.STEP_AFTER).span(12).height(8))
 

@@ -25,7 +25,8 @@ class Metrics:
     def __post_init__(self) -> None:
         r = self.registry
         c = ["cluster"]
-        self.factor = Gauge("quota_pipeline_throttle_factor", "Current throttle factor (1 = no throttle)", c, registry=r)
+        self.factor = Gauge("quota_pipeline_throttle_factor", "Current factor: 1 open, 0 < f < 1 throttled to "
+                            "f, 0 stopped (writes refused)", c, registry=r)
         self.factor_source = Gauge("quota_pipeline_throttle_factor_source",
                                    "1 for the source of the current factor", c + ["source"], registry=r)
         self.last_observation = Gauge("quota_pipeline_last_observation_timestamp_seconds",

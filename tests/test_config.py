@@ -102,12 +102,12 @@ def test_excluded_client_ids_are_deprecated_and_ignored(tmp_path, capsys):
 def test_validate_says_which_stop_the_brokers_apply(tmp_path, capsys):
     main(["validate", "--offline", write(tmp_path, BOOT + HARD)])
     out = capsys.readouterr().out
-    assert "# at a stop each client gets 24966 bytes/s per broker" in out
+    assert "# at factor 0 writes are not refused: the quota throttle's floor gives each client 24966 bytes/s per broker" in out
     main(["validate", "--offline", write(tmp_path, BOOT + HARD + "authorizer.class.name="
                                      "io.quotapipeline.callback.StopAuthorizer\nquota.pipeline.stop.scope=cluster\n")])
     out = capsys.readouterr().out
     assert "# at factor 0 the brokers' StopAuthorizer refuses the writes to every topic" in out
-    assert "at a stop each client gets" not in out
+    assert "the quota throttle's floor gives each client" not in out
     main(["validate", "--offline", write(tmp_path, BOOT + HARD + "authorizer.class.name="
                                      "io.quotapipeline.callback.BasicStopAuthorizer\n")])  # brokers before Kafka 4.1
     out = capsys.readouterr().out

@@ -28,6 +28,8 @@ FORBIDDEN = {
         r"\b(?:factor|f)\s*(?:=|of)?\s*0(?![.\d])[^.;:]{0,40}?\bthrottl\w*", re.I),
     "enforce is not only client quotas: its stop is DENY WRITE ACLs": re.compile(
         r"\b(?:enforce|stock Kafka cluster)\b[^.;]{0,80}?(?:through|via) client quotas", re.I),
+    "a per-client produce limit at factor 0 is the quota throttle's floor, not a stop": re.compile(
+        r"\b(?:at|in) a (?:long )?stop\b[^.;]{0,40}?\b(?:each client gets|clients? (?:get|share))", re.I),
     "a stop through client quotas is only enforce's --stop throttle": re.compile(
         r"\bstop\b[^.;]{0,20}(?:through|via) client quotas", re.I),
 }
@@ -118,7 +120,8 @@ def test_the_patterns_catch_the_confusions_they_name() -> None:
            "b": "Production to cluster east is stopped (throttle factor 0).",
            "c": "apply the published throttle factor to a stock Kafka cluster through client quotas (KIP-546)",
            "d": "At factor 0 every producer is throttled.",
-           "e": "state THROTTLED or OK, with the factor in force"}
+           "e": "state THROTTLED or OK, with the factor in force",
+           "f": "# at a stop each client gets 24966 bytes/s per broker, down to 14980 as the stop lasts"}
     assert len(offenders(bad)) == len(bad)
     fine = {"a": "At f = 0 (`--stop throttle`) the floor goes on a new quota window instead.",
             "b": "Production to cluster west is throttled to 50 % (factor 0.5).",

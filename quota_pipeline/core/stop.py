@@ -131,24 +131,25 @@ def describe(stop: StopLimit, produce: float | None, clients: tuple[int, ...] = 
             lines.append("# graded factors (between 0 and 1): clients share produce x factor")
         return lines
     if stop.fixed:
-        return [f"# at a stop each client gets {stop.floor:.0f} bytes/s per broker (deprecated fixed floor): a 1 MiB "
+        return [f"# at factor 0 writes are not refused: the quota throttle's floor gives each client {stop.floor:.0f} "
+                f"bytes/s per broker (deprecated fixed floor): a 1 MiB "
                 f"request is muted about {stop.mute_seconds(0):.0f} s, so a producer is back within that after the "
                 "release"]
     first, longest = stop.mute_seconds(0), stop.max_mute_seconds
     per_client = stop.admitted_per_client()
     totals = ", ".join(f"{n}: {_rate(n * per_client)}" for n in clients)
-    lines = [f"# at a stop each client gets {stop.enter_limit():.0f} bytes/s per broker, down to {stop.limit(math.inf):.0f} "
-             f"as the stop lasts: a 1 MiB request muted {first:.0f} s at first, lengthening to "
-             f"{longest:.0f} s after {longest / 2:.0f} s of stop",
-             f"# a broker admits about N x {_rate(per_client)} from N librdkafka clients in a long stop ({totals}); "
+    lines = [f"# at factor 0 writes are not refused: the quota throttle's floor gives each client "
+             f"{stop.enter_limit():.0f} bytes/s per broker, down to {stop.limit(math.inf):.0f} as factor 0 lasts: a 1 MiB "
+             f"request muted {first:.0f} s at first, lengthening to {longest:.0f} s after {longest / 2:.0f} s at the floor",
+             f"# a broker admits about N x {_rate(per_client)} from N librdkafka clients at a long floor ({totals}); "
              "Java clients (16 KiB batches) are held to the limit itself",
-             f"# after the release a producer is back within {first:.0f} s after a stop of up to {first / 2:.0f} s, "
-             f"within twice the stop's length after a longer one, never later than {longest:.0f} s",
+             f"# after the release a producer is back within {first:.0f} s after up to {first / 2:.0f} s at the floor, "
+             f"within twice that time after a longer one, never later than {longest:.0f} s",
              "# producers below that per-client limit are not slowed at all; with "
-             f"authorizer.class.name={STOP_AUTHORIZER} the brokers refuse the writes instead"]
+             f"authorizer.class.name={STOP_AUTHORIZER} the brokers stop instead: writes refused"]
     if produce is not None and produce > stop.enter_limit():
         lines.append(f"# graded factors: clients share produce x factor (the total stays bounded); factors up to "
-                     f"{stop.enter_limit() / produce:.4g} count as a stop")
+                     f"{stop.enter_limit() / produce:.4g} are held at the floor")
     return lines
 
 

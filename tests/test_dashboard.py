@@ -171,6 +171,26 @@ def test_the_reason_names_the_closest_log_dir_and_the_limit():
     assert s.throttled_since is not None and s.eta_seconds == 0.0
 
 
+def test_the_json_of_a_stopped_cluster_carries_the_stop_its_refused_topics_and_the_dirs_why():
+    rec = record("c1", T0, 0.0, [volume(3, "/data/1", 0.01), volume(1, "/data/0", 0.6)])
+    topics = [f"t{i:02d}" for i in range(14)]
+    rec["stop"] = {"scope": "topics", "topics": topics}
+    s = summaries(history_of(rec), T0)[0]
+    assert s.state == "STOPPED"
+    detail, row = view.summary_json(s), view.row_json(s)
+    assert detail["stop"] == {"scope": "topics", "headline": "STOPPED: writes refused to 14 topics", "count": 14,
+                              "topics": topics, "more": 0, "violations": 1,
+                              "dirs": [{"broker_id": 3, "log_dir": "/data/1",
+                                        "state": "1.0% available, hard limit 5.0%"}]}
+    assert row["stop"]["topics"] == topics[:10] and row["stop"]["more"] == 4
+    assert view.counts([s])["stopped"] == 1 and view.counts([s])["throttled"] == 0
+    # On the fallback at factor 0 the brokers refuse every write, whatever the last record named.
+    fallback = summaries(history_of(rec), T0 + 10 * MINUTE)[0]
+    assert view.summary_json(fallback)["stop"] is None  # this fallback is 0.5: no stop
+    at_zero = view.summarize(history_of(rec).records()[0], T0 + 10 * MINUTE, view.ViewSettings(MINUTE, 0.0))
+    assert at_zero.stop is not None and at_zero.stop.headline == "STOPPED: writes refused to every topic"
+
+
 def test_v1_throttled_since_comes_from_the_timeline():
     stories = [record("c1", T0 + i * MINUTE, f, version=1) for i, f in enumerate([1.0, 0.5, 0.0, 0.0])]
     (s,) = summaries(history_of(*stories), T0 + 4 * MINUTE)

@@ -97,7 +97,7 @@ def test_the_page_shows_a_predictive_badge_and_says_why(page, tmp_path):
                      "&& document.querySelectorAll('.uplot').length == 2")
     rows = browser.evaluate("[...document.querySelectorAll('#overview tbody tr')].map(tr => [tr.cells[0].innerText, "
                             "tr.cells[1].innerText, tr.cells[1].querySelector('.badge:last-child').title])")
-    assert rows[0][:2] == ["stopped", "THROTTLED"]
+    assert rows[0][:2] == ["stopped", "STOPPED"]
     assert rows[1] == ["prod", "THROTTLED PREDICTIVE", f"predictive throttle: {SENTENCE}"]
     text = browser.text()
     assert f"predictive throttle: {SENTENCE}" in text  # the reason

@@ -46,7 +46,7 @@ def test_an_update_after_one_cluster_changes_carries_that_cluster_only():
     version, body, whole = cache.update(version)
     update = json.loads(body)
     assert not whole and [c["key"] for c in update["clusters"]] == ["c1234"] and update["removed"] == []
-    assert update["clusters"][0]["factor_text"] == "0" and update["counts"]["throttled"] == 1
+    assert update["clusters"][0]["factor_text"] == "0" and update["counts"]["stopped"] == 1
     assert len(body) < 5_000
     # nothing changed since: an empty update (the heartbeat), and the full overview puts the change first
     assert json.loads(cache.update(version)[1])["clusters"] == []

@@ -68,9 +68,40 @@ def test_the_terminal_view_shows_the_throttled_cluster_first_and_why():
     rows = [line.split()[0] for line in text.splitlines() if line.strip().startswith(("prod-east", "calm", "quiet"))]
     assert rows[:3] == ["prod-east", "quiet", "calm"]  # then the details of the clusters at risk
     assert next(line for line in text.splitlines() if line.startswith("prod-east ")).split()[1] == "0"
-    assert "prod-east: THROTTLED, factor 0: 1 log dir(s) at or below the hard limit; closest broker 3 /data/1" in text
+    assert "prod-east: STOPPED, factor 0: 1 log dir(s) at or below the hard limit; closest broker 3 /data/1" in text
     assert "orders-3 40.0 GiB" in text and "50.0 MiB/s" in text
     assert "No decision for 9 min" in text and "1 record(s) could not be read" in text
+
+
+def stopped(stop: dict | None, volumes: list | None = None) -> str:
+    """The captured screen of one cluster at factor 0 whose record carries `stop`."""
+    rec = record("prod-east", T0, 0.0, volumes or [volume(3, "/data/1", 0.01), volume(5, "/data/2", None),
+                                                   volume(1, "/data/0", 0.6)])
+    rec["stop"] = stop
+    h = History(clock=ManualClock(T0))
+    h.apply(b"prod-east", encode(rec))
+    console = Console(record=True, width=220, color_system=None)
+    console.print(terminal.render(view.overview(h.records(), T0, SETTINGS), feed_status(), T0, SETTINGS))
+    return console.export_text()
+
+
+def test_the_terminal_view_of_a_targeted_stop_names_the_refused_topics_the_count_and_the_dirs_why():
+    text = stopped({"scope": "topics", "topics": [f"orders-{i:02d}" for i in range(12)] + ["evil\x1b[2J"]})
+    assert next(line for line in text.splitlines() if line.startswith("prod-east ")).split()[:3] == \
+        ["prod-east", "0", "STOPPED"]
+    assert "STOPPED: writes refused to 13 topics: evil\\x1b[2J, orders-00, orders-01, orders-02, orders-03, " \
+        "orders-04, orders-05, orders-06, orders-07, orders-08 + 3 more" in text
+    assert "orders-09" not in text and "THROTTLED" not in text and "\x1b" not in text
+    assert "why: 2 log dir(s) at or below the hard limit (broker 3 /data/1: 1.0% available, hard limit 5.0%; " \
+        "broker 5 /data/2: offline (counts as full))" in text
+
+
+def test_the_terminal_view_of_a_cluster_stop_says_every_topic():
+    text = stopped({"scope": "cluster"})
+    assert "STOPPED: writes refused to every topic" in text and "refused to 0" not in text
+    assert "why: 2 log dir(s) at or below the hard limit (broker 3 /data/1" in text
+    # A record without a stop (written before the field) stops the whole cluster, as brokers read it.
+    assert "STOPPED: writes refused to every topic" in stopped(None)
 
 
 def test_the_terminal_view_says_when_the_topic_cannot_be_read():
@@ -134,7 +165,7 @@ def test_tail_once_shows_the_view(topic_with_records):
     done = tail(conf, "--once")
     assert done.returncode == 0, done.stderr
     first = next(line for line in done.stdout.splitlines() if line.startswith(("prod-east ", "legacy ")))
-    assert first.split()[:3] == ["prod-east", "0", "THROTTLED"]
+    assert first.split()[:3] == ["prod-east", "0", "STOPPED"]
     assert "1 record(s) could not be read" in done.stdout and "broker 3 /data/1" in done.stdout
 
 

@@ -15,7 +15,7 @@ from quota_pipeline.dashboard import view
 from quota_pipeline.dashboard.changes import SLACK, ChangeLog
 from quota_pipeline.dashboard.history import ClusterRecord, History
 
-COUNTED = ("throttled", "stale", "fallback")
+COUNTED = ("stopped", "throttled", "stale", "fallback")
 
 
 @dataclass(frozen=True)
@@ -25,12 +25,12 @@ class Row:
     rec: ClusterRecord
     body: str
     risk: tuple[Any, ...]
-    counted: tuple[bool, bool, bool]  # throttled, stale, fallback
+    counted: tuple[bool, bool, bool, bool]  # stopped, throttled, stale, fallback
     until: dt.datetime | None
 
 
-def _counted(s: view.ClusterSummary) -> tuple[bool, bool, bool]:
-    return s.state == "THROTTLED", s.stale, s.basis == "fallback"
+def _counted(s: view.ClusterSummary) -> tuple[bool, bool, bool, bool]:
+    return s.state == "STOPPED", s.state == "THROTTLED", s.stale, s.basis == "fallback"
 
 
 class Board:

@@ -10,7 +10,7 @@ from typing import Any
 
 from quota_pipeline.reader.log_text import SHOWN_TIME_CHARS, printable
 from quota_pipeline.reader.parsing import parse_decision, record_json
-from quota_pipeline.core.model import OFFLINE, OFFLINE_FILLING, PartitionSize, PredictiveThrottle
+from quota_pipeline.core.model import OFFLINE, OFFLINE_FILLING, PartitionSize, PredictiveThrottle, Stop
 from quota_pipeline.core.record import ThrottleDecision, predictive_of
 
 
@@ -70,6 +70,7 @@ class DecisionView:
     volumes_listed: bool  # True: v2's closest_volumes; False: v1's worst volume only
     note: str | None = None
     predictive: PredictiveThrottle | None = None  # why a predictive throttle is in force (a later v2 field)
+    stop: Stop | None = None  # what a factor of 0 refuses, as core.record reads it (a malformed one: the cluster)
 
 
 def read_decision(value: bytes) -> ThrottleDecision:
@@ -116,7 +117,8 @@ def view_of(decision: ThrottleDecision, value: bytes) -> DecisionView:
         valid_until=decision.valid_until, status=decision.status.value, active_brokers=decision.active_brokers,
         missing_brokers=decision.missing_brokers, limit=limit, violations=decision.violations,
         min_available_ratio=ratio, throttled_since=since,
-        volumes=volumes or (), volumes_listed=listed, note=note or since_note, predictive=predictive)
+        volumes=volumes or (), volumes_listed=listed, note=note or since_note, predictive=predictive,
+        stop=decision.stop)
 
 
 def parse_record(value: bytes) -> DecisionView:

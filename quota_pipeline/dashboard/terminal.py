@@ -15,7 +15,7 @@ from quota_pipeline.core.config import MAX_CLOCK_SKEW
 from quota_pipeline.core.model import OFFLINE_FILLING
 from quota_pipeline.dashboard.history import Refused
 from quota_pipeline.dashboard.records import DecisionView, VolumeView
-from quota_pipeline.dashboard.view import ClusterSummary, FeedStatus, ViewSettings
+from quota_pipeline.dashboard.view import ClusterSummary, FeedStatus, StopView, ViewSettings, volume_state
 
 DETAILS = 3  # clusters shown in detail: the riskiest, when throttled, stale or on the fallback
 
@@ -87,6 +87,8 @@ def detail(s: ClusterSummary, now: dt.datetime, settings: ViewSettings) -> Group
     head.append(s.state, style=_factor_style(s.factor))
     head.append(f", factor {text.factor(s.factor)}: {visible(s.reason)}")
     lines: list[RenderableType] = [head]
+    if s.stop is not None:
+        lines.extend(stop_lines(s.stop, s.latest.limit if s.latest else {}))
     if s.stale and s.latest is not None:
         lines.append(Text(f"No decision for {text.duration(s.age_seconds)}: more than two check intervals "
                           f"({text.duration(settings.check_interval.total_seconds())} each). Is the streaming job "
@@ -102,6 +104,22 @@ def detail(s: ClusterSummary, now: dt.datetime, settings: ViewSettings) -> Group
         lines.append(shown(d.note, style="yellow"))
     lines.append(volumes_table(d))
     return Group(*lines)
+
+
+def stop_lines(stop: StopView, limit: dict) -> list[Text]:
+    """The stop in force: its scope and count, the first refused topics (names escaped), and the dirs why."""
+    first, more = stop.first_topics()
+    head = Text(stop.headline, style="bold red")
+    if first:
+        head.append(": " + ", ".join(visible(t) for t in first) + (f" + {more} more" if more else ""))
+    elif stop.topics is None:
+        head.append(" of the cluster")
+    why = "; ".join(f"broker {v.broker_id} {visible(v.log_dir)}: {volume_state(v, limit)}" for v in stop.dirs)
+    unlisted = stop.violations - len(stop.dirs)
+    if unlisted > 0:
+        why += f"{'; ' if why else ''}{unlisted} more not listed in the record"
+    return [head, Text(f"why: {stop.violations} log dir(s) at or below the hard limit"
+                       + (f" ({why})" if why else ""), style="red")]
 
 
 def volumes_table(d: DecisionView) -> Table:
@@ -125,7 +143,8 @@ def _volume_row(v: VolumeView, listed: bool) -> list[Text]:
 
 
 def _state(s: ClusterSummary) -> Text:
-    out = Text(s.state, style="bold red" if s.state == "THROTTLED" else "green" if s.state == "OK" else "yellow")
+    out = Text(s.state, style="bold red" if s.state in ("STOPPED", "THROTTLED") else "green" if s.state == "OK"
+               else "yellow")
     if s.stale and s.latest is not None:
         out.append(" STALE", style="bold yellow")
     if s.basis == "fallback":

@@ -12,8 +12,52 @@ from quota_pipeline.core.properties import DEFAULT_MAX_CLOCK_SKEW
 from quota_pipeline.dashboard import text
 from quota_pipeline.dashboard.history import ClusterRecord, Refused, Unreadable
 from quota_pipeline.dashboard.records import DecisionView, VolumeView
+from quota_pipeline.reader.write_refusal import RefusalPolicy
 
 STALE_INTERVALS = 2  # no decision for more than this many check intervals: say so
+FIRST_TOPICS = 10  # refused topics named in a line; the page's list holds them all
+
+
+@dataclass(frozen=True)
+class StopView:
+    """The stop in force: the refused topics (None: every topic) and why, the log dirs at or below the hard limit
+    (`violations` counts them all; `dirs` those the record lists)."""
+
+    topics: tuple[str, ...] | None
+    dirs: tuple[VolumeView, ...]
+    violations: int
+
+    @property
+    def headline(self) -> str:
+        if self.topics is None:
+            return "STOPPED: writes refused to every topic"
+        return f"STOPPED: writes refused to {len(self.topics)} topic{'' if len(self.topics) == 1 else 's'}"
+
+    def first_topics(self, n: int = FIRST_TOPICS) -> tuple[tuple[str, ...], int]:
+        """The first `n` refused topics and how many more there are."""
+        topics = self.topics or ()
+        return topics[:n], max(0, len(topics) - n)
+
+
+def stop_in_force(d: DecisionView | None, factor: float | None, basis: str) -> StopView | None:
+    """What the brokers' StopAuthorizer refuses now (write_refusal.RefusalPolicy, the one rule), None when writes
+    are not stopped; the dashboard does not know a broker's own quota.pipeline.stop.scope, so it shows the record's."""
+    if factor is None:
+        return None
+    scope = RefusalPolicy().in_force(factor, basis, None if d is None else d.stop)
+    if scope is None:
+        return None
+    dirs = () if d is None else at_limit(d)
+    return StopView(None if scope.topics is None else tuple(sorted(scope.topics)), dirs,
+                    0 if d is None else max(d.violations, len(dirs)))
+
+
+def at_limit(d: DecisionView) -> tuple[VolumeView, ...]:
+    """The listed log dirs at or below the hard limit: offline, or without headroom (v1: its worst, when one
+    violates)."""
+    if not d.volumes_listed:
+        return d.volumes[:1] if d.violations > 0 else ()
+    return tuple(v for v in d.volumes if v.offline or (v.headroom_bytes is not None and v.headroom_bytes <= 0))
 
 
 @dataclass(frozen=True)
@@ -47,7 +91,7 @@ class ClusterSummary:
     """One cluster as an operator reads it; `factor` is what its brokers apply now."""
 
     key: str
-    state: str  # THROTTLED | OK | NO DECISION
+    state: str  # STOPPED | THROTTLED | OK | NO DECISION
     factor: float | None
     basis: str  # record | fallback | none
     reason: str
@@ -59,6 +103,7 @@ class ClusterSummary:
     eta_seconds: float | None
     unreadable: int
     last_error: str | None
+    stop: StopView | None = None
 
     @property
     def flagged(self) -> bool:
@@ -83,11 +128,13 @@ def summarize(rec: ClusterRecord, now: dt.datetime, settings: ViewSettings) -> C
     age = (now - latest.decided_at).total_seconds()
     since, approx = _since(latest, rec, factor)
     return ClusterSummary(
-        key=rec.key, state="THROTTLED" if factor < 1.0 else "OK", factor=factor, basis=basis,
+        key=rec.key, state="STOPPED" if factor == 0 else "THROTTLED" if factor < 1.0 else "OK", factor=factor,
+        basis=basis,
         reason=f"{held}; the last decision said factor {text.factor(latest.throttle_factor)} ({_why(latest)})"
         if basis == "fallback" else _why(latest), latest=latest, age_seconds=age,
         stale=now - latest.decided_at > settings.stale_after, throttled_since=since, since_approx=approx,
-        eta_seconds=eta(latest.volumes), unreadable=rec.unreadable, last_error=last_error)
+        eta_seconds=eta(latest.volumes), unreadable=rec.unreadable, last_error=last_error,
+        stop=stop_in_force(latest, factor, basis))
 
 
 def in_force(latest: DecisionView, now: dt.datetime, fallback: float,
@@ -201,7 +248,7 @@ def page_head(cluster_counts: dict[str, int], feed: FeedStatus, now: dt.datetime
 def row_json(s: ClusterSummary) -> dict[str, Any]:
     """One overview row: the summary with the closest volume only, without its age (the page computes it from
     decided_at, so a row holds until the cluster changes), and its risk order as JSON for the page to sort by."""
-    row = summary_json(s, all_volumes=False)
+    row = summary_json(s, all_volumes=False, all_topics=False)
     del row["age_seconds"]
     factor, flagged, eta_, ratio, key = s.risk()
     row["risk"] = [factor, flagged, None if eta_ == math.inf else eta_, None if ratio == math.inf else ratio]
@@ -209,14 +256,17 @@ def row_json(s: ClusterSummary) -> dict[str, Any]:
 
 
 def counts(summaries: list[ClusterSummary]) -> dict[str, int]:
-    return {"clusters": len(summaries), "throttled": sum(s.state == "THROTTLED" for s in summaries),
+    return {"clusters": len(summaries), "stopped": sum(s.state == "STOPPED" for s in summaries),
+            "throttled": sum(s.state == "THROTTLED" for s in summaries),
             "stale": sum(s.stale for s in summaries), "fallback": sum(s.basis == "fallback" for s in summaries)}
 
 
-def summary_json(s: ClusterSummary, all_volumes: bool = True) -> dict[str, Any]:
-    """The summary for the page; the overview lists only the closest volume (`closest`), the detail all of them."""
+def summary_json(s: ClusterSummary, all_volumes: bool = True, all_topics: bool = True) -> dict[str, Any]:
+    """The summary for the page; the overview lists only the closest volume (`closest`) and the first refused
+    topics, the detail all of them."""
     d = s.latest
     base: dict[str, Any] = {
+        "stop": None if s.stop is None else stop_json(s.stop, d.limit if d else {}, all_topics),
         "key": s.key, "state": s.state, "factor": s.factor, "factor_text": text.factor(s.factor), "basis": s.basis,
         "reason": s.reason, "age_seconds": s.age_seconds, "stale": s.stale, "eta_seconds": s.eta_seconds,
         "throttled_since": _epoch(s.throttled_since), "since_approx": s.since_approx,
@@ -234,6 +284,17 @@ def summary_json(s: ClusterSummary, all_volumes: bool = True) -> dict[str, Any]:
             "predictive": None if d.predictive is None else d.predictive.to_json(),
             "closest": _volume_json(d.volumes[0], d.limit) if d.volumes else None,
             **({"volumes": [_volume_json(v, d.limit) for v in d.volumes]} if all_volumes else {})}
+
+
+def stop_json(stop: StopView, limit: dict[str, Any], all_topics: bool = True) -> dict[str, Any]:
+    """The stop for the page: scope, headline, the refused topics (all, or the first with how many more), the dirs."""
+    first, more = stop.first_topics()
+    return {"scope": "cluster" if stop.topics is None else "topics", "headline": stop.headline,
+            "count": None if stop.topics is None else len(stop.topics),
+            "topics": list(stop.topics or ()) if all_topics else list(first), "more": 0 if all_topics else more,
+            "violations": stop.violations,
+            "dirs": [{"broker_id": v.broker_id, "log_dir": v.log_dir, "state": volume_state(v, limit)}
+                     for v in stop.dirs]}
 
 
 def _volume_json(v: VolumeView, limit: dict[str, Any]) -> dict[str, Any]:

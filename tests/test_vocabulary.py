@@ -1,5 +1,5 @@
 """One vocabulary for operators: the stop is writes refused, the throttle is production slowed, the project is
-disk-pressure protection; every user-facing text (help, README, docs, validate, metrics, alerts, Grafana) keeps to it."""
+disk-pressure protection; every text an operator reads (help, docs, validate, metrics, alerts, Grafana) keeps to it."""
 from __future__ import annotations
 
 import argparse
@@ -23,7 +23,8 @@ DASHBOARD_FILES: tuple[str, ...] = ()
 # A throttle word describing factor 0 (the stop), or the project called throttling.
 FORBIDDEN = {
     "the project is disk-pressure protection, not throttling": re.compile(r"disk-pressure throttl", re.I),
-    "factor 0 is the stop, not a throttle factor": re.compile(r"\bthrottl\w*\s+(?:at\s+)?(?:a\s+)?factor\s+(?:of\s+)?0(?![.\d])", re.I),
+    "factor 0 is the stop, not a throttle factor": re.compile(
+        r"\bthrottl\w*\s+(?:at\s+)?(?:a\s+)?factor\s+(?:of\s+|is\s+|=\s*)?0(?![.\d])", re.I),
     "factor 0 is described by a throttle word": re.compile(
         r"\b(?:factor|f)\s*(?:=|of)?\s*0(?![.\d])[^.;:]{0,40}?\bthrottl\w*", re.I),
     "enforce is not only client quotas: its stop is DENY WRITE ACLs": re.compile(

@@ -1,4 +1,4 @@
-"""`quota-pipeline enforce CONFIG`: apply the published factor to a stock Kafka cluster (DENY WRITE ACLs, client quotas)."""
+"""`quota-pipeline enforce CONFIG`: apply the published factor to stock Kafka (DENY WRITE ACLs, client quotas)."""
 from __future__ import annotations
 
 import argparse
@@ -66,8 +66,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "quota.pipeline.stop.scope=cluster, the fallback or a record without a topic list); "
                         "producers get TOPIC_AUTHORIZATION_FAILED at once and are back as soon as the bindings go; "
                         "no client quota is lowered; needs an authorizer (StandardAuthorizer); only super.users "
-                        "escape. throttle: client quotas at the stop's per-client limit (clients get a request "
-                        "through per mute and wait out up to quota.pipeline.throttle.max.mute after the release)")
+                        "escape. throttle: no write refused; client quotas at the quota throttle's floor (clients "
+                        "get a request through per mute and wait out up to quota.pipeline.throttle.max.mute after the release)")
     p.add_argument("--dry-run", action="store_true",
                    help="print the changes the current factor calls for (and the bindings a stop would write); "
                         "change nothing, write no baseline")

@@ -18,8 +18,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         description="Replay snapshot journals (JSONL, optionally .gz, or flattened Parquet; a file or a "
                     "directory of them; clusters may be interleaved) through the same decision logic as the "
                     "streaming job. Writes one decision record per input snapshot, sorted by cluster then "
-                    "observed_at, and prints how long each cluster was throttled and why. Lines that are not "
-                    "valid snapshots are counted, reported with file and line, and written to OUT.rejected. "
+                    "observed_at, and prints how long each cluster was below factor 1 (stopped or throttled) "
+                    "and why. Lines that are not valid snapshots are counted, reported with file and line, and "
+                    "written to OUT.rejected. "
                     "--sweep decides the same snapshots under several values of one limit, the validity or the "
                     "fallback in the same run; --report draws it all into one HTML file.",
     )

@@ -200,7 +200,8 @@ TABLE: tuple[Property, ...] = (
     Property(P + "request", "double", None, double(0.0), "static request quota in % (broker side)",
              "unlimited", strimzi=True),
     Property(P + "excluded.principal.name.list", "list", (), principals,
-             "`;`-separated `User:name` entries never throttled; a name without `User:` is an error",
+             "`;`-separated `User:name` entries never throttled, nor refused by StopAuthorizer (enforce's DENY WRITE "
+             "ACLs spare only `super.users`); a name without `User:` is an error",
              "empty", strimzi=True),
     Property(P + "storage.check-interval", "int", None, integer(minimum=0),
              "seconds between polls; 0 disables, and `run` refuses to start", "60", strimzi=True),
@@ -230,8 +231,8 @@ TABLE: tuple[Property, ...] = (
              strimzi=True),
     Property(P + "storage.fenced.broker.policy", "choice", "pin", choice(*FENCED_POLICIES),
              "a registered but fenced broker (stopped, restarting): `pin` keeps its cached readings in force "
-             "while it stays registered (a full broker that stops cannot release the throttle); `expire` lets "
-             "them expire (Strimzi)"),
+             "while it stays registered (a full broker that stops cannot release the stop or the throttle); "
+             "`expire` lets them expire (Strimzi)"),
     Property(P + "storage.per.volume.eta.horizon", "duration", _PT(0), duration,
              "predictive throttling: a log dir whose time to the hard limit (from its lowest reading in the ETA "
              "window, at that window's fill rate; a reading above every reading of the window, a clean-up, restarts "
@@ -278,8 +279,8 @@ TABLE: tuple[Property, ...] = (
              "the same keys (a rotation: docs/security.md). Never shown", "none: records are not signed"),
     Property(Q + "enforce.stop", "choice", "refuse", choice("refuse", "throttle"),
              "what `enforce` does at factor 0 on a stock cluster: `refuse` writes DENY WRITE ACL bindings for "
-             "`User:*` on the stop's topics (needs an authorizer; only `super.users` escape), `throttle` lowers client "
-             "quotas (`--stop` overrides it)"),
+             "`User:*` on the stop's topics (needs an authorizer; only `super.users` escape), `throttle` refuses "
+             "nothing and lowers client quotas to the quota throttle's floor (`--stop` overrides it)"),
     Property(Q + "journal.path", "string", None, text,
              "durable snapshot journal (local path or s3://bucket/prefix; other URIs are refused)", "`<checkpoint>/journal`"),
     Property(Q + "journal.period", "duration", _PT(hours=1), duration,

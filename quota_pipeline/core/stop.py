@@ -139,8 +139,9 @@ def describe(stop: StopLimit, produce: float | None, clients: tuple[int, ...] = 
     per_client = stop.admitted_per_client()
     totals = ", ".join(f"{n}: {_rate(n * per_client)}" for n in clients)
     lines = [f"# at factor 0 writes are not refused: the quota throttle's floor gives each client "
-             f"{stop.enter_limit():.0f} bytes/s per broker, down to {stop.limit(math.inf):.0f} as factor 0 lasts: a 1 MiB "
-             f"request muted {first:.0f} s at first, lengthening to {longest:.0f} s after {longest / 2:.0f} s at the floor",
+             f"{stop.enter_limit():.0f} bytes/s per broker, down to {stop.limit(math.inf):.0f} as factor 0 lasts: "
+             f"a 1 MiB request muted {first:.0f} s at first, lengthening to {longest:.0f} s after "
+             f"{longest / 2:.0f} s at the floor",
              f"# a broker admits about N x {_rate(per_client)} from N librdkafka clients at a long floor ({totals}); "
              "Java clients (16 KiB batches) are held to the limit itself",
              f"# after the release a producer is back within {first:.0f} s after up to {first / 2:.0f} s at the floor, "

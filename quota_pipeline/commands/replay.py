@@ -34,8 +34,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="fail (exit 1, no output) when any input line is rejected")
     p.add_argument("--sweep", metavar="KEY=V1,V2,...",
                    help="what-if: also decide every snapshot under each value of one property, over the same read "
-                        "of the journal, and print per value the time throttled, throttle episodes, longest "
-                        "episode, time in fallback and the least available ratio while unthrottled (also written "
+                        "of the journal, and print per value the time limited (stopped or throttled), episodes, "
+                        "longest episode, time in fallback and the least available ratio while open (also written "
                         "to OUT.sweep.json), with the time stopped (factor 0), the least headroom above the hard "
                         "limit read and the bytes deferred (sum of (1 - factor) x the bytes the log dirs grew by). "
                         "KEY: storage.per.volume.limit.min.available.ratio|bytes, "
@@ -176,12 +176,12 @@ def _checked(args: argparse.Namespace, conf):
 
 
 def _print_summary(result, elapsed: float, output: str, sweep) -> None:
-    """Per cluster: snapshots, period, time throttled and in fallback, episodes; and the sweep table."""
+    """Per cluster: snapshots, period, time limited (stopped or throttled) and in fallback, episodes; the sweep."""
     from rich.console import Console
     from rich.table import Table
 
     table = Table(title=shown(f"{result.records} decisions in {elapsed:.1f}s -> {output}"))
-    for col in ("cluster", "snapshots", "period (UTC)", "throttled", "fallback", "episodes", "max viol.",
+    for col in ("cluster", "snapshots", "period (UTC)", "limited", "fallback", "episodes", "max viol.",
                 "failed polls"):
         table.add_column(col, no_wrap=True, min_width=len(col))
     for row in result.clusters:
@@ -206,8 +206,8 @@ def sweep_table(rows, path: str | None):
 
     key = rows[0].key.removeprefix("client.quota.callback.static.") if rows else "setting"
     table = Table(title=shown(f"what-if sweep of {key} (also in {path})"))
-    for col in ("cluster", "value", "throttled", "stopped", "episodes", "longest episode", "fallback",
-                "least avail. unthrottled", "least headroom", "deferred"):
+    for col in ("cluster", "value", "limited", "stopped", "episodes", "longest episode", "fallback",
+                "least avail. open", "least headroom", "deferred"):
         table.add_column(col, no_wrap=True, min_width=len(col), justify="left" if col == "cluster" else "right")
     for r in rows:
         table.add_row(shown(r.cluster_id), shown(r.value), _duration(r.throttled_s), _duration(r.stopped_s),

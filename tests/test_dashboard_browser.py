@@ -80,10 +80,10 @@ def test_page_during_a_throttle_shows_the_throttled_cluster_first(broker, browse
                          "&& document.querySelectorAll('.uplot').length == 2")
         rows = browser.evaluate(f"{ROWS}.map(tr => [...tr.cells].map(td => td.innerText))")
         assert [r[0] for r in rows[:2]] == ["prod-east", "prod-south"] and rows[-1][0] != "staging"
-        assert rows[0][1] == "THROTTLED" and rows[0][2] == "0" and rows[0][5] == "broker 3 /data/1"
+        assert rows[0][1] == "STOPPED every topic" and rows[0][2] == "0" and rows[0][5] == "broker 3 /data/1"
         assert rows[1][2] == "0.5" and "STALE" in {r[0]: r[1] for r in rows}["staging"]
         text = browser.text()
-        assert "prod-east\nTHROTTLED\nfactor 0" in text
+        assert "prod-east\nSTOPPED\nfactor 0" in text
         assert "closest broker 3 /data/1: 1.0% available, hard limit 5.0%" in text
         assert "orders-3 40.0 GiB" in text and "1 record(s) on the topic could not be read" in text
         shot = browser.screenshot(tmp_path / "dashboard.png")
@@ -100,6 +100,60 @@ def test_page_during_a_throttle_shows_the_throttled_cluster_first(broker, browse
     finally:
         proc.terminate()
         proc.wait(10)
+
+
+def test_page_of_a_stopped_cluster_shows_the_scope_the_refused_topics_and_the_dirs_why(browser, tmp_path):
+    """A targeted stop of 40 topics (one named like markup): the row says how many, the detail the headline, why
+    (the dirs at the hard limit) and every name in a scrollable list; a cluster-wide stop says every topic.
+
+    Set DASHBOARD_STOP_SCREENSHOT=path.png to keep the screenshot."""
+    from quota_pipeline.core.clock import SYSTEM
+    from quota_pipeline.dashboard import view
+    from quota_pipeline.dashboard.feed import Feed
+    from quota_pipeline.dashboard.history import History
+    from quota_pipeline.dashboard.server import DashboardServer, bind
+    from harness.dashboard import StubFollower
+
+    now = dt.datetime.now(dt.timezone.utc)
+    topics = sorted([f"orders.eu-{i:02d}" for i in range(39)] + ["<img src=x onerror=alert(1)>"])
+    east = record("prod-east", now, 0.0, [volume(3, "/data/1", 0.01, partitions=(("orders.eu-00", 0, 40 * 1024 ** 3),)),
+                                           volume(5, "/data/2", None), volume(1, "/data/0", 0.6)])
+    east["stop"] = {"scope": "topics", "topics": topics}
+    west = record("prod-west", now, 0.0, [volume(2, "/data/4", 0.02)])
+    west["stop"] = {"scope": "cluster"}
+    history = History()
+    for r in (east, west):
+        history.apply(r["cluster_id"].encode(), encode(r))
+    feed = Feed(history, StubFollower(), view.ViewSettings(MINUTE, 1.0), SYSTEM)
+    server = DashboardServer(feed, bind("127.0.0.1", 0)).start()
+    try:
+        browser.open(server.url + "#cluster=prod-east")
+        browser.wait_for("document.querySelectorAll('#stop-topics li').length == 40 "
+                         "&& document.querySelectorAll('.uplot').length == 2")
+        rows = browser.evaluate(f"{ROWS}.map(tr => [tr.cells[0].innerText, tr.cells[1].innerText])")
+        assert dict(rows) == {"prod-east": "STOPPED 40 topic(s)", "prod-west": "STOPPED every topic"}
+        assert browser.evaluate("document.getElementById('stop-headline').innerText") == \
+            "STOPPED: writes refused to 40 topics"
+        assert browser.evaluate("document.getElementById('stop-why').innerText") == (
+            "why: 2 log dir(s) at or below the hard limit (broker 3 /data/1: 1.0% available, hard limit 5.0%; "
+            "broker 5 /data/2: offline (counts as full))")
+        names = browser.evaluate("[...document.querySelectorAll('#stop-topics li')].map(li => li.textContent)")
+        assert names == topics  # every name, the markup one as text: no element was made of it
+        assert browser.evaluate("document.querySelectorAll('#detail img').length") == 0
+        assert browser.evaluate("(() => { const l = document.getElementById('stop-topics'); "
+                                "return l.scrollHeight > l.clientHeight; })()")
+        page_text = browser.text()
+        assert "2stopped\n0throttled" in page_text, page_text[page_text.find("THROTTLED") - 300:][:600]
+        shot = browser.screenshot(Path(os.environ.get("DASHBOARD_STOP_SCREENSHOT") or tmp_path / "stop.png"))
+        assert shot.stat().st_size > 20_000
+        browser.evaluate("document.querySelectorAll('#overview tbody tr')[1].click()")
+        browser.wait_for("document.getElementById('detail-title').innerText == 'prod-west' && "
+                         "document.getElementById('stop-headline').innerText.includes('every topic')")
+        assert browser.evaluate("document.getElementById('stop-headline').innerText") == \
+            "STOPPED: writes refused to every topic of the cluster"
+        assert browser.evaluate("document.getElementById('stop-topics').hidden")
+    finally:
+        server.stop()
 
 
 def serve(conf_path: Path):
@@ -198,7 +252,7 @@ def test_page_over_ten_thousand_clusters_shows_the_riskiest_finds_any_and_merges
         assert shown.startswith("the 25 riskiest of 10000 cluster(s)")
         rows = browser.evaluate(f"{ROWS}.map(tr => [tr.cells[0].innerText, tr.cells[2].innerText])")
         assert rows[:20] == [[f"cluster-{i:05d}", "0"] for i in range(7, 10_000, 500)] and rows[20][1] == "1"
-        assert "10000clusters" in browser.text() and "20throttled" in browser.text()
+        assert "10000clusters" in browser.text() and "20stopped" in browser.text()
         shot = browser.screenshot(Path(os.environ.get("DASHBOARD_FLEET_SCREENSHOT") or "/tmp/dashboard-fleet.png"))
         assert shot.stat().st_size > 20_000
         browser.evaluate("(() => { const f = document.getElementById('filter'); f.value = 'cluster-09876'; "
@@ -210,6 +264,6 @@ def test_page_over_ten_thousand_clusters_shows_the_riskiest_finds_any_and_merges
                                                       [volume(4, "/data/9", 0.001)])))
         browser.wait_for(f"{FIRST_ROW}.cells[0].innerText == 'cluster-09876' && {FIRST_ROW}.cells[2].innerText == '0'"
                          " && document.getElementById('detail-title').innerText == 'cluster-09876'", timeout=10)
-        assert "21throttled" in browser.text()
+        assert "21stopped" in browser.text()
     finally:
         server.stop()

@@ -96,8 +96,8 @@ def test_the_page_shows_a_predictive_badge_and_says_why(page, tmp_path):
     browser.wait_for("document.getElementById('detail-title').innerText == 'prod' "
                      "&& document.querySelectorAll('.uplot').length == 2")
     rows = browser.evaluate("[...document.querySelectorAll('#overview tbody tr')].map(tr => [tr.cells[0].innerText, "
-                            "tr.cells[1].innerText, tr.cells[1].querySelector('.badge:last-child').title])")
-    assert rows[0][:2] == ["stopped", "STOPPED"]
+                            "tr.cells[1].innerText, [...tr.cells[1].querySelectorAll('.badge')].pop().title])")
+    assert rows[0][:2] == ["stopped", "STOPPED every topic"]
     assert rows[1] == ["prod", "THROTTLED PREDICTIVE", f"predictive throttle: {SENTENCE}"]
     text = browser.text()
     assert f"predictive throttle: {SENTENCE}" in text  # the reason

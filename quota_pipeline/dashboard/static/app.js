@@ -91,7 +91,7 @@ function renderCounts() {
   for (const c of S.rows.values()) if (isStale(c)) stale++;
   const n = S.page.counts, node = $("counts");
   const item = (value, label, cls) => { const c = el("div", "count" + (value && cls ? " " + cls : "")); c.append(el("strong", null, value), label); return c; };
-  node.replaceChildren(item(n.clusters, "clusters"), item(n.throttled, "throttled", "red"),
+  node.replaceChildren(item(n.clusters, "clusters"), item(n.stopped, "stopped", "red"), item(n.throttled, "throttled", "red"),
     item(stale, `without a decision for > ${fmtDur(S.page.stale_after_seconds)}`, "amber"),
     item(n.fallback, "on the fallback", "amber"), item(n.unreadable_records, "unreadable records", "amber"),
     item(n.refused_records, "refused records", "red"));
@@ -129,10 +129,11 @@ function renderOverview() {
     tr.dataset.cluster = c.key;
     tr.addEventListener("click", () => select(c.key, true));
     cell(tr, c.key);
-    const state = cell(tr, null), badges = [badge(c.state)];
+    const state = cell(tr, null), badges = [Object.assign(badge(c.state), { title: c.stop ? c.stop.headline : "" })];
     if (isStale(c) && c.state !== "NO DECISION") badges.push(badge("STALE", "amber"));
     if (c.basis === "fallback") badges.push(badge("FALLBACK", "amber"));
     if (predictive(c)) badges.push(Object.assign(badge("PREDICTIVE", "amber"), { title: "predictive throttle: " + fmtPredictive(c.predictive) }));
+    if (c.stop) badges.splice(1, 0, el("span", "scope", c.stop.scope === "cluster" ? "every topic" : `${c.stop.count} topic(s)`));
     badges.forEach((b, i) => state.append(...(i ? [" ", b] : [b])));
     cell(tr, c.factor_text, factorClass(c.factor) + " num");
     cell(tr, c.throttled_since ? `${c.since_approx ? "at least " : ""}${fmtTime(c.throttled_since)} (${fmtDur(serverNow() - c.throttled_since)})` : "-");
@@ -164,6 +165,9 @@ function renderDetail() {
   $("detail-factor").textContent = c.factor_text;
   $("detail-factor").className = factorClass(c.factor);
   $("detail-reason").textContent = c.reason;
+  // The row's stop names the first topics only; the detail's names them all while both say the same stop.
+  const same = d.cluster.stop && c.stop && d.cluster.stop.headline === c.stop.headline;
+  renderStop(same ? d.cluster.stop : c.stop);
   const warnings = [];
   const warn = (text, red) => warnings.push(el("div", "warning" + (red ? " red" : ""), text));
   if (isStale(c) && c.decided_at !== undefined)
@@ -180,6 +184,23 @@ function renderDetail() {
   renderFacts(c);
   renderVolumes(c);
   $("detail-data").hidden = c.decided_at === undefined;  // no readable decision: nothing to list or draw
+}
+
+function stopWhy(stop) {  // the log dirs at or below the hard limit, as tail says it
+  const dirs = stop.dirs.map((v) => `broker ${v.broker_id} ${v.log_dir}: ${v.state}`);
+  const unlisted = stop.violations - stop.dirs.length;
+  if (unlisted > 0) dirs.push(`${unlisted} more not listed in the record`);
+  return `why: ${stop.violations} log dir(s) at or below the hard limit` + (dirs.length ? ` (${dirs.join("; ")})` : "");
+}
+function renderStop(stop) {  // topic names are outside text: only ever textContent
+  $("detail-stop").hidden = !stop;
+  if (!stop) return;
+  $("stop-headline").textContent = stop.headline + (stop.scope === "cluster" ? " of the cluster" : "");
+  $("stop-why").textContent = stopWhy(stop);
+  const items = stop.topics.map((t) => el("li", null, t));
+  if (stop.more) items.push(el("li", "more", `+ ${stop.more} more`));
+  $("stop-topics").replaceChildren(...items);
+  $("stop-topics").hidden = items.length === 0;
 }
 
 function renderFacts(c) {

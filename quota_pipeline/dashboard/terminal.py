@@ -66,7 +66,7 @@ def overview_table(summaries: list[ClusterSummary], now: dt.datetime, settings: 
     table.add_column("cluster", no_wrap=True, min_width=min(30, widest))
     table.add_column("factor", no_wrap=True, min_width=6)
     table.add_column("state")
-    for column in ("throttled since", "last decision", "closest log dir", "free", "ETA", "missing brokers"):
+    for column in ("below 1 since", "last decision", "closest log dir", "free", "ETA", "missing brokers"):
         table.add_column(column)  # these wrap in a narrow terminal; the cluster and its factor never do
     for s in summaries:
         d = s.latest

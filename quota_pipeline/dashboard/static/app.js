@@ -209,7 +209,7 @@ function renderFacts(c) {
     ["decision", c.source ? `${c.source}, poll ${c.status}, factor ${fmtFactor(c.record_factor)}` : "-"],
     ["decided", c.decided_at !== undefined ? `${fmtTime(c.decided_at)} (${fmtDur(age(c))} ago)` : "-"],
     ["valid until", c.valid_until ? fmtTime(c.valid_until) : c.source ? "no expiry (fallback)" : "-"],
-    ["throttled since", c.throttled_since ? `${c.since_approx ? "at least " : ""}${fmtTime(c.throttled_since)} (${fmtDur(serverNow() - c.throttled_since)})` : c.factor === null ? "-" : "not throttled"],
+    ["below factor 1 since", c.throttled_since ? `${c.since_approx ? "at least " : ""}${fmtTime(c.throttled_since)} (${fmtDur(serverNow() - c.throttled_since)})` : c.factor === null ? "-" : "at factor 1"],
     ["predictive throttle", predictive(c) ? fmtPredictive(c.predictive) : c.source ? "none" : "-"],
     ["limits", c.limit_text || "-"],
     ["minimum available", fmtPct(c.min_available_ratio)],

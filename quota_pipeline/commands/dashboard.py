@@ -22,7 +22,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         description="Follow the decision topic (quota.pipeline.output.topic on the quota.pipeline.output.kafka.* "
                     "cluster, else the admin cluster) from the beginning, as brokers do, and serve a page: "
                     "every cluster riskiest first; for the selected one the factor in force with its source "
-                    "and age, since when it is throttled and why, the log dirs closest to the hard limit with "
+                    "and age, since when it is below 1 (stopped or throttled) and why, the log dirs closest to the hard limit with "
                     "their ETA and largest partitions, missing brokers, and timelines of the factor and of the "
                     "minimum available ratio. It warns when a cluster has had no decision for more than two "
                     "check intervals, and says so when the topic or its cluster cannot be reached (it keeps "

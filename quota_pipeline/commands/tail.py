@@ -29,7 +29,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "tail",
         help="the dashboard's facts in the terminal (for SSH sessions); --json prints the records as they arrive",
         description="Follow the decision topic like `dashboard` does and show, refreshed every second: whether "
-                    "the topic can be read, every cluster riskiest first (factor in force, since when throttled, "
+                    "the topic can be read, every cluster riskiest first (factor in force, since when below 1, "
                     "age of the last decision, closest log dir, ETA to the hard limit, missing brokers), and the "
                     "details of the clusters at risk (why, the log dirs closest to the limit, their largest "
                     "partitions). Ctrl-C stops. Exit code 1 when --once cannot read the topic.",

@@ -305,9 +305,8 @@ def config_file(tmp_path):
     return str(path)
 
 
-@pytest.fixture
-def fake(monkeypatch):
-    cluster = two_dirs()
+def serve_as_admin(monkeypatch, cluster: FakeCluster) -> FakeCluster:
+    """The command's RemedyAdmin answers with `cluster`."""
 
     class Admin:
         def __init__(self, *_a, **_k):
@@ -320,6 +319,11 @@ def fake(monkeypatch):
             return None
     monkeypatch.setattr(command, "RemedyAdmin", Admin)
     return cluster
+
+
+@pytest.fixture
+def fake(monkeypatch):
+    return serve_as_admin(monkeypatch, two_dirs())
 
 
 def test_the_command_prints_the_plan_as_json_and_changes_nothing(config_file, fake, capsys):

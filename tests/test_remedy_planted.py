@@ -12,13 +12,12 @@ from hypothesis import given, settings as hsettings
 
 from quota_pipeline import cli
 from quota_pipeline.commands import remedy as command
-from quota_pipeline.core import config as cfg
 from quota_pipeline.enforce.baseline import BaselineError
 from quota_pipeline.remedy import planner, throttles, vet
 from quota_pipeline.remedy.plan import CROSS, FORMAT_VERSION, Forbidden, Move, MovePlan
 from quota_pipeline.remedy.state import RemedyFile, RemedyState
 from quota_pipeline.remedy.throttles import FOLLOWER_RATE, LEADER_RATE, LEADER_REPLICAS, Setting
-from test_remedy_execute import FakeCluster, conf, executor
+from test_remedy_execute import FakeCluster, conf, config_file, executor, serve_as_admin  # noqa: F401 (config_file: a fixture)
 from test_remedy_plan import LIMITS, MARGINS, clusters
 
 M = 2 ** 20
@@ -83,28 +82,8 @@ PLANTED = {
 
 
 @pytest.fixture
-def config_file(tmp_path):
-    path = tmp_path / "c.properties"
-    path.write_text(f"{cfg.BOOTSTRAP}=localhost:9092\n{cfg.HARD_BYTES}={10 * M}\n{cfg.CHECKPOINT_PATH}={tmp_path}\n"
-                    f"{cfg.CLUSTER_NAME}=c1\n")
-    return str(path)
-
-
-@pytest.fixture
 def cluster(monkeypatch):
-    c = payments()
-
-    class Admin:
-        def __init__(self, *_a, **_k):
-            pass
-
-        def __enter__(self):
-            return c
-
-        def __exit__(self, *exc):
-            return None
-    monkeypatch.setattr(command, "RemedyAdmin", Admin)
-    return c
+    return serve_as_admin(monkeypatch, payments())
 
 
 def set_values(c: FakeCluster) -> dict:

@@ -52,20 +52,20 @@ class SharedVectorsTest {
 
     @TestFactory
     Stream<DynamicTest> behaviourCases() throws Exception {
-        Map<String, Object> vectors = vectors();
-        Map<String, Object> defaults = map(vectors.get("defaults"));
-        return list(vectors.get("cases")).stream().map(c -> {
-            Map<String, Object> testCase = map(c);
-            return DynamicTest.dynamicTest((String) testCase.get("name"), () -> run(testCase, defaults));
-        });
+        return behaviour("cases");
     }
 
     /** Which (principal, topic) a stop lets through, with the decision topic on this cluster or not. */
     @TestFactory
     Stream<DynamicTest> stopExemptionCases() throws Exception {
+        return behaviour("stop_exemption_cases");
+    }
+
+    /** The cases of one section of the file, each run over the file's defaults. */
+    private static Stream<DynamicTest> behaviour(String section) throws Exception {
         Map<String, Object> vectors = vectors();
         Map<String, Object> defaults = map(vectors.get("defaults"));
-        return list(vectors.get("stop_exemption_cases")).stream().map(c -> {
+        return list(vectors.get(section)).stream().map(c -> {
             Map<String, Object> testCase = map(c);
             return DynamicTest.dynamicTest((String) testCase.get("name"), () -> run(testCase, defaults));
         });

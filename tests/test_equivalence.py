@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+from typing import Any
 
 from chispa import assert_df_equality
 from hypothesis import HealthCheck, given, settings as hsettings, strategies as st
@@ -69,7 +70,13 @@ def test_spark_replay_equals_streaming_decisions(spark, tmp_path_factory, snaps,
             snaps = brokers_on_every_row(snaps)
         path = work / "journal.parquet"
         write_flat(path, snaps, None if form == "parquet" else 7, "sorted" if form == "parquet" else form)
-    result = replay.run(spark, s, str(path), str(work / "out.parquet"))
+    assert_replay_is_the_reference(spark, spark, s, path, work, snaps)
+
+
+def assert_replay_is_the_reference(engine: Any, spark: Any, s: Any, path: Any, work: Any, snaps: list) -> None:
+    """`replay.run` on `engine` (a SparkSession, or None for the local engine) rejects nothing and decides `snaps`
+    exactly as the plain-Python reference does."""
+    result = replay.run(engine, s, str(path), str(work / "out.parquet"))
     assert result.rejected == 0
     replayed = spark.read.parquet(str(work / "out.parquet")).select(*COMPARED)
     assert_df_equality(replayed, python_frame(spark, snaps, s), ignore_row_order=True, ignore_nullable=True,

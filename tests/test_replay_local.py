@@ -19,7 +19,7 @@ from quota_pipeline.replay import sweep as sweeps
 from tests.support.builders import GB, settings
 from tests.support.journal_strategies import fleets
 from test_cluster_pass import ETA
-from test_equivalence import COMPARED, _cast_counts, python_frame
+from test_equivalence import assert_replay_is_the_reference
 from test_journal_replay import story_journal
 from test_journal_rules import BAD, VALID
 from test_replay import write_mixed_journal
@@ -109,11 +109,7 @@ def test_a_jsonl_replay_without_spark_equals_the_streaming_decisions(spark, tmp_
     work = tmp_path_factory.mktemp("local")
     path = work / "journal.jsonl"
     path.write_text("".join(json.dumps(x.to_json()) + "\n" for x in snaps))
-    result = replay.run(None, s, str(path), str(work / "out.parquet"))
-    assert result.rejected == 0
-    replayed = spark.read.parquet(str(work / "out.parquet")).select(*COMPARED)
-    assert_df_equality(replayed, python_frame(spark, snaps, s), ignore_row_order=True, ignore_nullable=True,
-                       transforms=[_cast_counts])
+    assert_replay_is_the_reference(None, spark, s, path, work, snaps)
 
 
 def test_the_example_with_a_report_starts_no_spark(tmp_path):

@@ -13,6 +13,7 @@ from quota_pipeline.core.config import CHECKPOINT_PATH
 from quota_pipeline.core.display import visible
 from quota_pipeline.core.signing import SigningKey
 from quota_pipeline.kafka.client_quotas import Quotas, quotas_from_json, quotas_to_json
+from quota_pipeline.reader.admission import signature_refusal
 
 FORMAT_VERSION = 1
 
@@ -113,11 +114,9 @@ class StateFile:
 
     def _verify(self, raw: Any) -> None:
         header = raw.get(SIGNATURE) if isinstance(raw, dict) else None
-        parts = signing.split(header.encode("utf-8")) if isinstance(header, str) else None
-        if parts is not None:
-            body = {k: v for k, v in raw.items() if k != SIGNATURE}
-            name, value = self._signed_bytes(body)
-            if any(k.key_id == parts[0] and signing.valid(k, name, value, parts[1]) for k in self.keys):
+        if isinstance(header, str):
+            name, value = self._signed_bytes({k: v for k, v in raw.items() if k != SIGNATURE})
+            if signature_refusal(self.keys, name, value, header.encode("utf-8")) is None:
                 return
         why = "is not signed" if header is None else "has a signature that none of the keys makes"
         raise BaselineError(f"the {self.WHAT} {visible(self.path)} {why} (quota.pipeline.signing.keys): this "

@@ -25,6 +25,7 @@ import org.apache.kafka.common.utils.Utils;
 import org.apache.kafka.metadata.authorizer.AclMutator;
 import org.apache.kafka.metadata.authorizer.ClusterMetadataAuthorizer;
 import org.apache.kafka.metadata.authorizer.StandardAcl;
+import org.apache.kafka.metadata.authorizer.StandardAuthorizer;
 import org.apache.kafka.server.authorizer.AclCreateResult;
 import org.apache.kafka.server.authorizer.AclDeleteResult;
 import org.apache.kafka.server.authorizer.Action;
@@ -114,6 +115,7 @@ public class BasicStopAuthorizer implements ClusterMetadataAuthorizer {
         String delegateName = named == null ? DEFAULT_DELEGATE : String.valueOf(named).strip();
         Authorizer made = delegateFor(delegateName);
         made.configure(configs);
+        ControllerQuorumCheck.logOnce(log, configs, made instanceof StandardAuthorizer);
         closeFollower();
         delegate = made;
         SharedFollowers.Lease lease = SharedFollowers.acquire(config, followers, clock);

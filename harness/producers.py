@@ -35,7 +35,7 @@ BURST_GAP_S = 0.5  # acknowledgements closer than this belong to one produce res
 PRODUCER_NICE = 10
 
 
-def _lower_priority() -> None:
+def lower_priority() -> None:
     """In the child, before exec (Popen's start_new_session has made it a session leader)."""
     renice_session(PRODUCER_NICE)
     die_with_parent()
@@ -127,14 +127,14 @@ def follow(cmd: list[str], client_id: str, kind: str = "librdkafka", **popen) ->
     """A producer program of its own that prints this module's JSON lines (verify/load.py), started and
     followed; `popen` goes to subprocess.Popen."""
     process = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
-                               start_new_session=True, preexec_fn=_lower_priority, **popen)
+                               start_new_session=True, preexec_fn=lower_priority, **popen)
     return _follow(process, [Client(client_id, kind, process)])[0]
 
 
-def compile_java(home: Path, out: Path) -> Path:
-    """harness/ThrottleProducer.java compiled against KAFKA_HOME's client jars into `out`."""
-    subprocess.run(["javac", "-d", str(out), "-cp", f"{home}/libs/*", str(JAVA_SOURCE)], check=True,
-                   capture_output=True, timeout=300)
+def compile_java(home: Path, out: Path, *sources: Path) -> Path:
+    """harness/ThrottleProducer.java (or `sources`) compiled against KAFKA_HOME's client jars into `out`."""
+    subprocess.run(["javac", "-d", str(out), "-cp", f"{home}/libs/*", *map(str, sources or (JAVA_SOURCE,))],
+                   check=True, capture_output=True, timeout=300)
     return out
 
 
@@ -144,7 +144,7 @@ def start_java(home: Path, classes: Path, bootstrap: str, topic: str, client_id:
     cmd = ["java", *JAVA_OPTS, "-cp", f"{home}/libs/*:{classes}", "ThrottleProducer", bootstrap, topic, client_id,
            str(record_bytes), str(seconds), str(rate), acks or "default"]
     process = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
-                               start_new_session=True, preexec_fn=_lower_priority)
+                               start_new_session=True, preexec_fn=lower_priority)
     return _follow(process, [Client(client_id, "java", process)])[0]
 
 
@@ -164,7 +164,7 @@ def start_librdkafka_group(bootstrap: str, topic: str, client_ids: list[str], se
     cmd = [sys.executable, "-m", "harness.producers", bootstrap, topic, ",".join(client_ids), str(seconds), acks,
            str(record_bytes), str(rate)]
     process = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, cwd=ROOT,
-                               start_new_session=True, preexec_fn=_lower_priority)
+                               start_new_session=True, preexec_fn=lower_priority)
     return _follow(process, [Client(c, "librdkafka", process) for c in client_ids])
 
 

@@ -158,7 +158,7 @@ class Marks:
     restarted: float | None = None
 
 
-def _patch_cluster_start() -> None:
+def patch_cluster_start() -> None:
     """Lets overrides name the node's own listener ({self}) and gives each node its own JMX port."""
     original = rc.server_properties
 
@@ -307,8 +307,9 @@ def start_clients(kind: str, n: int, cluster: Any, home: Path, classes: Path | N
     return [start_librdkafka(cluster.bootstrap(), topic(i), name("bench", i), seconds, acks="1") for i in range(n)]
 
 
-def run_scenario(system: str, setting: str, jar: Path, kind: str, clients_n: int, scenario: str, stop_s: float,
-                 home: Path, work: Path, classes: Path | None = None, window_num: int = 11) -> Outcome:
+def system_overrides(system: str, setting: str, window_num: int = 11) -> dict[str, str]:
+    """The brokers' settings for one system: strimzi at its check interval, quota-pipeline at its max mute, refuse
+    at its stop scope."""
     overrides = {**common_overrides(), "quota.window.num": str(window_num)}
     if system != "strimzi":
         overrides[P + "excluded.principal.name.list"] = PIPELINE_PRINCIPAL
@@ -325,6 +326,12 @@ def run_scenario(system: str, setting: str, jar: Path, kind: str, clients_n: int
     else:
         overrides.update({"client.quota.callback.class": PIPELINE_CLASS, "quota.pipeline.cluster.name": "bench",
                           "quota.pipeline.throttle.max.mute": setting})
+    return overrides
+
+
+def run_scenario(system: str, setting: str, jar: Path, kind: str, clients_n: int, scenario: str, stop_s: float,
+                 home: Path, work: Path, classes: Path | None = None, window_num: int = 11) -> Outcome:
+    overrides = system_overrides(system, setting, window_num)
     # offline: a disk log dir beside the tmpfs keeps node 1 running when the tmpfs fails (Kafka halts a broker
     # whose every log dir is offline).
     log_dirs = 2 if scenario == "offline" else 1
@@ -860,7 +867,7 @@ def main(argv: list[str] | None = None) -> int:
     except rk.KafkaUnavailable as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    _patch_cluster_start()
+    patch_cluster_start()
     systems = args.systems.split(",")
     strimzi = (args.strimzi_jar or ensure_jar(STRIMZI_JAR, ["mvn", "-q", "-B", "-f", str(STRIMZI_POM),
                                                             "dependency:copy"], "Strimzi's plugin")

@@ -21,7 +21,7 @@ import time
 from dataclasses import asdict
 from pathlib import Path
 
-from bench.strimzi_compare import callback_jar
+from harness.callback_jar import callback_jar
 from harness.kafka_dist import VERSIONS, AssemblyFailed, assemble
 from harness.kafka_versions_check import Outcome, fence_faults, round_trip
 from harness.kafka import KafkaUnavailable, kafka_home

@@ -63,6 +63,7 @@ from pathlib import Path
 from typing import Any
 
 from harness import kafka as rk
+from harness.callback_jar import callback_jar
 from harness import kafka_config as rc
 from harness import kafka_process as rp
 from harness.producers import Client, compile_java, start_java, start_librdkafka, start_librdkafka_group
@@ -72,7 +73,6 @@ ROOT = Path(__file__).resolve().parent.parent
 
 STRIMZI_POM = ROOT / "bench" / "strimzi"
 STRIMZI_JAR = STRIMZI_POM / "target" / "kafka-quotas-plugin.jar"
-CALLBACK_MODULE = ROOT / "broker-callback"
 STRIMZI_CLASS = "io.strimzi.kafka.quotas.StaticQuotaCallback"
 PIPELINE_CLASS = "io.quotapipeline.callback.PipelineQuotaCallback"
 P = "client.quota.callback.static."
@@ -254,12 +254,6 @@ def ensure_jar(path: Path, build: list[str], what: str) -> Path:
         print(f"building {what}: {' '.join(build)}", flush=True)
         subprocess.run(build, check=True, timeout=900)
     return path
-
-
-def callback_jar() -> Path:
-    subprocess.run(["mvn", "-q", "-B", "-f", str(CALLBACK_MODULE), "package", "-DskipTests"], check=True, timeout=900)
-    return next(j for j in (CALLBACK_MODULE / "target").glob("quota-pipeline-broker-callback-*.jar")
-                if not j.name.endswith(("-sources.jar", "-javadoc.jar")))
 
 
 def aggregate(clients: list[Client], start: float, end: float) -> float:

@@ -1,5 +1,5 @@
 """Headless Chromium driven over the DevTools protocol on a pipe (no extra library): load a page, wait for what a
-person would see, read its text, take a screenshot. Used by tests/test_dashboard.py and bench/dashboard_scale.py."""
+person would see, read its text, take a screenshot. Used by tests/unit/test_dashboard.py and bench/dashboard_scale.py."""
 from __future__ import annotations
 
 import base64

@@ -7,7 +7,7 @@ holds it while node 1 counts as caught up, replica.lag.time.max.ms after its las
 drops node 1 from the ISR itself (its isr-expiration task, every half lag) and answers, or, when the controller
 dropped it first (node 1 reports its offline dir in a heartbeat), nothing re-examines the produce before its
 request.timeout.ms, and a retry within the lag waits a whole timeout again.
-Used by tests/test_stream_stall_real.py and bench/isr_stall.py.
+Used by tests/realkafka/test_stream_stall.py and bench/isr_stall.py.
 """
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """quota-pipeline: cluster-wide disk-pressure throttling for Apache Kafka, decided by Spark.
 
 Layers, lowest first. A module imports from its own layer and the layers below it, never from one above, and no
-two subpackages import each other (tests/test_layers.py holds the package to this table):
+two subpackages import each other (tests/unit/test_layers.py holds the package to this table):
 
     core          configuration, the record, text shown from outside (resources: data); core/reference: the decision
                   semantics in plain Python, the oracle; core/compiled: the decision both jobs run

@@ -4,10 +4,34 @@ from __future__ import annotations
 import os
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
 from quota_pipeline.session import JAVA_HINT, java_available
+from tests.support.tiers import TIERS, misplaced, tier_of
+
+TESTS = Path(__file__).resolve().parent
+
+
+def pytest_configure(config):
+    for name, what in TIERS.items():
+        config.addinivalue_line("markers", f"{name}: {what}")
+
+
+def pytest_collection_modifyitems(config, items):
+    """Each test is marked with its folder's tier (`-m unit`, `-m "not long"`); one that needs more than its tier
+    allows fails the collection, so a tier's folder never hides a slower test."""
+    wrong = []
+    for item in items:
+        tier = tier_of(Path(item.path), TESTS)
+        if tier:
+            item.add_marker(tier)
+        why = misplaced(tier, set(item.fixturenames))
+        if why:
+            wrong.append(f"{item.nodeid}: {why}")
+    if wrong:
+        raise pytest.UsageError("tests outside their tier: " + "; ".join(wrong[:10]))
 
 
 @pytest.fixture(scope="session")
@@ -37,5 +61,6 @@ def spark(tmp_path_factory):
 # clusters it needs. Most of the suite waits on processes and intervals, not on the CPU.
 
 
-# Real Apache Kafka clusters (KAFKA_HOME), started on first use: real_kafka, real_kafka3, real_kafka_tmpfs.
-from tests.support.realkafka_fixtures import real_kafka, real_kafka3, real_kafka_tmpfs  # noqa: E402,F401
+# Real Apache Kafka clusters (KAFKA_HOME), started on first use: real_kafka, real_kafka3, real_kafka_tmpfs; and the
+# broker plugins' jar they load, built once (callback_jar).
+from tests.support.realkafka_fixtures import callback_jar, real_kafka, real_kafka3, real_kafka_tmpfs  # noqa: E402,F401

@@ -23,7 +23,6 @@ import argparse
 import atexit
 import dataclasses
 import datetime as dt
-import hashlib
 import json
 import os
 import re
@@ -42,13 +41,13 @@ from verify import checker as cc
 from verify import load as campaign_load
 from verify.faults import Planned, describe, schedule
 from harness import kafka as rk
+from harness.callback_jar import callback_jar
 from harness import kafka_config as rc
 from harness.kafka import ClusterSpec, RealKafka, hold_ports, start_cluster
 from harness.kafka_process import FAST_START_JVM, log_lines
 from harness.kafka_stall import fill
 from harness.stream_job import start_job, stop_job
 
-REPO = Path(__file__).resolve().parent.parent
 
 MiB = 1024 * 1024
 CLUSTER = "campaign"
@@ -99,37 +98,6 @@ def iso_duration(text: str) -> float:
     if not found:
         raise argparse.ArgumentTypeError(f"{text!r}: give seconds as PT<n>S, e.g. PT2S")
     return float(found.group(1))
-
-
-# ---------------------------------------------------------------- the callback jar
-
-
-def callback_jar(cache: Path = REPO / "build" / "campaign-callback") -> Path:
-    """The callback jar built by Maven from a copy of broker-callback/ (other work may be building the original),
-    cached by the digest of its sources."""
-    src = REPO / "broker-callback"
-    files = sorted(p for p in [src / "pom.xml", *(src / "src" / "main").rglob("*")] if p.is_file())
-    digest = hashlib.sha256(b"".join(p.read_bytes() for p in files)).hexdigest()[:16]
-    out = cache / digest
-    jars = [j for j in (out / "target").glob("quota-pipeline-broker-callback-*.jar")
-            if not j.name.endswith(("-sources.jar", "-javadoc.jar"))]
-    if jars:
-        return jars[0]
-    tmp = Path(tempfile.mkdtemp(prefix="build-", dir=cache.mkdir(parents=True, exist_ok=True) or cache))
-    shutil.copy2(src / "pom.xml", tmp / "pom.xml")
-    shutil.copytree(src / "src" / "main", tmp / "src" / "main")
-    done = subprocess.run(["mvn", "-q", "-B", "-f", str(tmp), "package", "-DskipTests"], capture_output=True,
-                          text=True, timeout=900)
-    if done.returncode != 0:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise RuntimeError(f"mvn package of broker-callback failed:\n{done.stdout[-3000:]}{done.stderr[-3000:]}")
-    shutil.rmtree(out, ignore_errors=True)
-    tmp.rename(out)
-    for old in sorted((d for d in cache.iterdir() if d.is_dir() and not d.name.startswith("build-")),
-                      key=lambda d: d.stat().st_mtime)[:-3]:  # the sources change often: keep the newest three
-        shutil.rmtree(old, ignore_errors=True)
-    return next(j for j in (out / "target").glob("quota-pipeline-broker-callback-*.jar")
-                if not j.name.endswith(("-sources.jar", "-javadoc.jar")))
 
 
 # ---------------------------------------------------------------- recorders

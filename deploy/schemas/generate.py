@@ -1,4 +1,4 @@
-"""Writes the JSON schemas that tests/test_deploy.py checks deploy/'s custom resources against, from the operators' CRDs.
+"""Writes the JSON schemas that tests/unit/test_deploy.py checks deploy/'s custom resources against, from the operators' CRDs.
 
 The cluster's API server validates a custom resource against its CRD's openAPIV3Schema; these schemas are that
 schema cut to the levels the manifests use (deeper objects are checked for their type only), with unknown fields

@@ -4,7 +4,7 @@ Python check and violating example.
 Every reader reports the first rule a record breaks, in this order and with this reason: the Python reader
 (`parse_snapshot`: the streaming source, replay without Spark, the journal's tools), the Spark reader
 (journal/spark_reader.py, its column for each rule found by the rule's key) and the decision pass's vectorised checks
-of flattened rows (core/compiled/rule_codes.py, keyed alike). tests/test_journal_rules.py feeds each rule's example
+of flattened rows (core/compiled/rule_codes.py, keyed alike). tests/spark/test_journal_rules.py feeds each rule's example
 to all three, and holds the JSON Schema to the rules it states.
 Before the record's rules come the line's: its bytes must be UTF-8 (never replaced: a damaged byte in a key would
 make a phantom cluster) and its text JSON (a truncated line says so, not "not a JSON object").

@@ -3,7 +3,7 @@ be worth compiling, the very same functions as Python.
 
 numba compiles the kernel on its first use after an install (10-15 s on 2 cores; then it is cached): longer than
 its Python form takes to decide a few thousand snapshots. The functions are the same, only not compiled, so the
-records are the same (tests/test_replay_local.py holds the two forms to each other).
+records are the same (tests/spark/test_replay_local.py holds the two forms to each other).
 """
 from __future__ import annotations
 

@@ -12,7 +12,7 @@ import org.apache.kafka.common.serialization.ByteArraySerializer;
  * What a default Java producer (idempotent: it asks InitProducerId first) sees when it sends one record:
  * {@code java -cp "$KAFKA_HOME/libs/*" tests/java/StopProbe.java BOOTSTRAP TOPIC CLIENT_ID} prints
  * {@code future ok <offset>} or {@code future error <exception class>: <message>}, then the same for the send
- * callback ({@code callback ...}). tests/test_stop_authorizer_real.py reads it.
+ * callback ({@code callback ...}). tests/realkafka/test_stop_authorizer.py reads it.
  */
 public class StopProbe {
     public static void main(String[] args) throws Exception {

@@ -56,8 +56,9 @@ class Example:
         return any(REFUSED_LINE in line for line in self.errors)
 
     def finish(self, timeout: float) -> tuple[int, str]:
-        out, _ = self.process.communicate(timeout=timeout)
-        return self.process.returncode, out.strip()
+        """Its exit code and stdout (a few lines: no pipe fills before the exit)."""
+        code = self.process.wait(timeout)
+        return code, self.process.stdout.read().strip()
 
 
 def set_factor(cluster: RealKafka, factor: float) -> None:

@@ -3,10 +3,12 @@ from __future__ import annotations
 
 import signal
 import threading
+from pathlib import Path
 from typing import Iterator
 
 import pytest
 
+from harness.callback_jar import BuildFailed, callback_jar as build_callback_jar
 from harness.kafka import ClusterSpec, KafkaUnavailable, RealKafka, kafka_home, start_cluster
 from harness.kafka_process import FAST_START_JVM, TmpfsUnavailable
 
@@ -29,6 +31,22 @@ def _start(spec: ClusterSpec) -> RealKafka:
         pytest.skip(str(exc))
     _interrupt_on_sigterm()
     return start_cluster(spec, home)
+
+
+@pytest.fixture(scope="session")
+def callback_jar() -> Path:
+    """The broker plugins' jar, built by Maven as a user would (`mvn package -DskipTests`), once per version of its
+    sources for every worker and session (build/callback-jar/); skipped without KAFKA_HOME or Maven."""
+    try:
+        kafka_home()
+    except KafkaUnavailable as exc:
+        pytest.skip(str(exc))
+    try:
+        return build_callback_jar()
+    except BuildFailed as exc:
+        if "is needed" in str(exc):
+            pytest.skip(str(exc))
+        raise
 
 
 @pytest.fixture(scope="session")

@@ -3,7 +3,7 @@
 Each definition below takes an `ops` backend: `PY` evaluates on Python numbers (the reference, cache.py; remedy's
 need), `spark_ops()` builds Spark column expressions, and replay's report evaluates it over numpy arrays. The
 arithmetic and the order of operations are the same in every backend, so they agree to the last bit;
-tests/test_policy.py holds the Python and Spark forms equal on random volumes. The compiled decision states the same
+tests/spark/test_policy.py holds the Python and Spark forms equal on random volumes. The compiled decision states the same
 arithmetic in core/compiled/arithmetic.py.
 """
 from __future__ import annotations

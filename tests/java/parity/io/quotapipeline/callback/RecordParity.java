@@ -10,7 +10,7 @@ import java.util.HexFormat;
 /**
  * Which of a file's decision record values the broker's callback takes: one hex-encoded value per line in, one line
  * out, {@code accept} or {@code refuse}, through the holder the callback uses (own cluster "c1", its clock at the
- * first argument). Compiled against the plugin's jar by tests/test_reader_parity.py (the class shares the plugin's
+ * first argument). Compiled against the plugin's jar by tests/realkafka/test_reader_parity.py (the class shares the plugin's
  * package to reach its record rules).
  */
 public final class RecordParity {

@@ -32,7 +32,7 @@ import static org.junit.jupiter.api.Assertions.fail;
 
 /**
  * Runs tests/vectors/broker_quota_vectors.json, the file the Python reader's tests run too
- * (tests/test_broker_vectors.py): one behaviour, two languages. Format: tests/vectors/README.md.
+ * (tests/unit/test_broker_vectors.py): one behaviour, two languages. Format: tests/vectors/README.md.
  */
 class SharedVectorsTest {
     static final Path VECTORS = Path.of("..", "tests", "vectors", "broker_quota_vectors.json");

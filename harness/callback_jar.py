@@ -1,0 +1,69 @@
+"""The broker plugins' jar (broker-callback/), built by Maven once per version of its sources and shared by every user."""
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+MODULE = REPO / "broker-callback"
+CACHE = REPO / "build" / "callback-jar"
+KEEP = 3  # the sources change often: the newest three builds are kept
+
+
+class BuildFailed(Exception):
+    """Maven could not package the jar; the message holds the end of its output."""
+
+
+def sources_digest(module: Path = MODULE) -> str:
+    """A digest of what the jar is built from: the pom and src/main (tests do not change the jar)."""
+    files = sorted(p for p in [module / "pom.xml", *(module / "src" / "main").rglob("*")] if p.is_file())
+    h = hashlib.sha256()
+    for p in files:
+        h.update(str(p.relative_to(module)).encode() + b"\0" + p.read_bytes() + b"\0")
+    return h.hexdigest()[:16]
+
+
+def _jar_in(build: Path) -> Path | None:
+    jars = [j for j in (build / "target").glob("quota-pipeline-broker-callback-*.jar")
+            if not j.name.endswith(("-sources.jar", "-javadoc.jar"))]
+    return jars[0] if len(jars) == 1 else None
+
+
+def callback_jar(cache: Path = CACHE, module: Path = MODULE) -> Path:
+    """The jar of the current sources: from the cache, else built (`mvn package -DskipTests`) from a copy of the
+    module, so a build of the original elsewhere (`mvn verify`, an editor) never races it. Concurrent callers (two
+    pytest-xdist workers, a campaign beside the suite) wait on one lock and the second finds the first one's jar."""
+    cache.mkdir(parents=True, exist_ok=True)
+    out = cache / sources_digest(module)
+    with (cache / ".lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        found = _jar_in(out)
+        if found:
+            return found
+        tmp = Path(tempfile.mkdtemp(prefix="build-", dir=cache))
+        try:
+            shutil.copy2(module / "pom.xml", tmp / "pom.xml")
+            shutil.copytree(module / "src" / "main", tmp / "src" / "main")
+            done = subprocess.run(["mvn", "-q", "-B", "-f", str(tmp), "package", "-DskipTests"],
+                                  capture_output=True, text=True, timeout=900)
+        except FileNotFoundError:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise BuildFailed("Maven (mvn) is needed to build broker-callback/; install maven "
+                              "(Debian: apt-get install maven) or put mvn on PATH") from None
+        if done.returncode != 0:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise BuildFailed(f"mvn package of broker-callback failed:\n{done.stdout[-3000:]}{done.stderr[-3000:]}")
+        shutil.rmtree(out, ignore_errors=True)
+        tmp.rename(out)
+        builds = sorted((d for d in cache.iterdir() if d.is_dir() and not d.name.startswith("build-")),
+                        key=lambda d: d.stat().st_mtime)
+        for old in builds[:-KEEP]:
+            shutil.rmtree(old, ignore_errors=True)
+        jar = _jar_in(out)
+        if jar is None:
+            raise BuildFailed(f"mvn package left no single quota-pipeline-broker-callback jar in {out / 'target'}")
+        return jar

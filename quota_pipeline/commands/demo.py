@@ -6,18 +6,21 @@ import importlib.util
 import logging
 import sys
 
-from quota_pipeline.commands.common import configure_logging
+from quota_pipeline.commands.common import TimedFormatter, configure_logging
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "demo",
         help="self-contained demo: simulated cluster, local broker, streaming job, live view",
-        description="Start a simulated 6-broker cluster (conf/scenarios/demo.yaml: one disk fills within "
-                    "about a minute and is cleaned up, one broker restarts), a local Tansu broker for the "
-                    "decision topic, and the streaming job with conf/demo.properties (2 s check interval). "
+        description="Start a simulated 6-broker cluster (conf/scenarios/demo.yaml: one disk reaches the hard "
+                    "limit about 25 s after the first decision and is cleaned up at 50 s, one broker is down at "
+                    "60-75 s), a local Tansu broker for the decision topic, the streaming job with "
+                    "conf/demo.properties (2 s check interval) and a demo producer whose writes the stop refuses. "
                     "Prints the URL of the dashboard page first (quota-pipeline dashboard over the demo's topic), "
-                    "shows decisions live, stops after the scenario (about 2 minutes) and prints a summary. "
+                    "then the story as it happens (STORY lines: the dir that filled, the stop and the topics it "
+                    "refuses, the producer refused and resumed, the broker missing, the release) above the live "
+                    "decisions, stops 85 s after the first decision and prints a summary. "
                     "Needs Java 17 and the demo extra: pip install 'quota-pipeline[demo]'.",
     )
     p.add_argument("--serve", action="store_true",
@@ -49,7 +52,6 @@ def run(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.logging import RichHandler
 
-    from quota_pipeline.core.display import VisibleFormatter
     from quota_pipeline.demo import runner as demo
 
     console = Console(width=max(120, Console().width))
@@ -60,12 +62,15 @@ def run(args: argparse.Namespace) -> int:
     require_java()  # before any service starts, not after
     configure_logging(quiet_level=logging.INFO, timestamps=True)
     root = logging.getLogger()
-    handler = RichHandler(console=console, show_path=False, markup=False)
-    handler.setFormatter(VisibleFormatter("%(message)s"))  # secrets masked, control characters visible
+    # The job's lines carry their time as the story's and the records' (RFC 3339 UTC), not Rich's own clock.
+    handler = RichHandler(console=console, show_path=False, show_time=False, markup=False)
+    handler.setFormatter(TimedFormatter("%(asctime)s %(message)s"))  # secrets masked, control characters visible
     root.handlers[:] = [handler]
     # The dashboard says in its page how the topic stands; its retries while the job starts stay out of the view.
     logging.getLogger("quota_pipeline.dashboard").setLevel(logging.ERROR)
     logging.getLogger("quota_pipeline.dashboard.librdkafka").setLevel(logging.CRITICAL)
+    # The demo producer's reader waits for the topic like the page; what it answers is told in the story.
+    logging.getLogger("quota_pipeline.reader").setLevel(logging.ERROR)
     try:
         return demo.run_demo(console, duration=args.duration, metrics_port=args.metrics_port,
                              dashboard_port=args.dashboard_port)

@@ -146,10 +146,11 @@ class PageCache:
 
 def create_app(feed: Feed, closing: threading.Event | None = None, push_seconds: float = 0.5,
                heartbeat_seconds: float = 5.0, host: str | None = None,
-               extra_hosts: tuple[str, ...] = (), plans: Any = None) -> Starlette:
+               extra_hosts: tuple[str, ...] = (), plans: Any = None, story: Any = None) -> Starlette:
     """The ASGI app over `feed`: `/` the page, `/api/overview`, `/api/cluster/{key}`, `/api/events` (SSE, ended
     when `closing` is set so that a shutdown need not cut open pages off); with `plans` (dashboard.plans.PlanWatcher)
-    `/api/plan`, remedy's current plan (`enabled` false without)."""
+    `/api/plan`, remedy's current plan (`enabled` false without); with `story` (the demo's: a function returning its
+    lines, demo.story.StoryLine) `/api/story`, what happened so far (`enabled` false without)."""
     cache = PageCache(feed)
     closing = closing or threading.Event()
 
@@ -179,9 +180,15 @@ def create_app(feed: Feed, closing: threading.Event | None = None, push_seconds:
         from quota_pipeline.dashboard.plans import as_json
         return JSONResponse({"enabled": True, **as_json(plans.seen)}, headers=NO_CACHE)
 
+    async def told(request: Request) -> Response:
+        if story is None:
+            return JSONResponse({"enabled": False}, headers=NO_CACHE)
+        return JSONResponse({"enabled": True, "lines": [line.to_json() for line in story()]}, headers=NO_CACHE)
+
     return Starlette(routes=[
         Route("/", index), Route("/api/overview", overview), Route("/api/cluster/{key:path}", cluster),
         Route("/api/events", events), Route("/healthz", health), Route("/api/plan", plan),
+        Route("/api/story", told),
         Mount("/static", StaticFiles(directory=STATIC), name="static"),
     ], middleware=[Middleware(Guard, hosts=allowed_hosts(host, extra_hosts))])
 
@@ -217,13 +224,14 @@ class DashboardServer:
     """uvicorn serving the app on a bound socket: `run()` in the foreground, or `start()`/`stop()` in a thread."""
 
     def __init__(self, feed: Feed, sock: socket.socket, host: str | None = None,
-                 extra_hosts: tuple[str, ...] = (), plans: Any = None) -> None:
+                 extra_hosts: tuple[str, ...] = (), plans: Any = None, story: Any = None) -> None:
         import uvicorn
 
         self.sock = sock
         self.closing = threading.Event()
         host = host if host is not None else str(sock.getsockname()[0])
-        config = uvicorn.Config(create_app(feed, self.closing, host=host, extra_hosts=extra_hosts, plans=plans),
+        config = uvicorn.Config(create_app(feed, self.closing, host=host, extra_hosts=extra_hosts, plans=plans,
+                                           story=story),
                                 log_level="warning", access_log=False,
                                 lifespan="off", timeout_graceful_shutdown=2)
         closing = self.closing
@@ -267,9 +275,9 @@ class DashboardServer:
 class BackgroundDashboard:
     """The dashboard inside another command (the demo): a follower and a server thread on a bound socket."""
 
-    def __init__(self, config: Config, sock: socket.socket) -> None:
+    def __init__(self, config: Config, sock: socket.socket, story: Any = None) -> None:
         self.feed = Feed.of(config)
-        self.server = DashboardServer(self.feed, sock)
+        self.server = DashboardServer(self.feed, sock, story=story)
 
     def start(self) -> "BackgroundDashboard":
         self.feed.start()

@@ -26,6 +26,7 @@ from quota_pipeline.core.model import format_time
 DEMO_CONFIG = resources.path("demo/demo.properties")
 DEMO_SCENARIO = resources.path("scenarios/demo.yaml")
 SIM_PORT, BROKER_PORT, DASHBOARD_PORT = 29092, 29192, 8404
+FIRST_DECISION_TEXT = "about a minute after the start on 2 cores"  # as measured in the README
 
 
 class DemoError(RuntimeError):
@@ -98,8 +99,9 @@ class LiveView:
 
     def render(self) -> Table:
         table = Table(title="decisions published to __quota_throttle_factors (latest last)", expand=False)
+        # The long texts wrap so that a narrow terminal never cuts the factor or the time short.
         for col in ("observed at", "factor", "source", "status", "violations", "log dirs", "worst volume"):
-            table.add_column(col, no_wrap=True)
+            table.add_column(col, no_wrap=col not in ("status", "worst volume"))
         with self.lock:
             rows = list(self.rows)
         for r in rows:
@@ -157,8 +159,14 @@ def dashboard_socket(port: int) -> socket.socket:
 def run_demo(console: Console, duration: float | None = None, metrics_port: int | None = None,
              dashboard_port: int = DASHBOARD_PORT) -> int:
     from quota_pipeline.dashboard.server import BackgroundDashboard
+    from quota_pipeline.demo.producer import DemoProducer
+    from quota_pipeline.demo.story import Story
     from quota_pipeline.streaming.query import StreamJob
+    from quota_pipeline.streaming.start_time import process_started
 
+    # soft_wrap: a story line is one line of output however narrow the terminal (which wraps it itself).
+    story = Story(on_line=lambda line: console.print(Text.assemble(("STORY    ", "bold magenta"), (str(line), "bold")),
+                                                     soft_wrap=True), started=process_started())
     sock = dashboard_socket(dashboard_port)
     console.print(f"dashboard: [bold]http://127.0.0.1:{sock.getsockname()[1]}/[/] (open it in a browser now)")
     services = DemoServices()
@@ -172,20 +180,22 @@ def run_demo(console: Console, duration: float | None = None, metrics_port: int 
         return 1
     checkpoint = tempfile.mkdtemp(prefix="quota-pipeline-demo-")
     conf = services.config(checkpoint, metrics_port)
-    dashboard = BackgroundDashboard(conf, sock).start()
+    dashboard = BackgroundDashboard(conf, sock, story=story.lines).start()
     console.print(f"Spark and Kafka client logs: {checkpoint}/demo.log")
     restore_stderr = stderr_to(Path(checkpoint) / "demo.log")
     view = LiveView()
     job = StreamJob([conf], on_decisions=view.add, summary_every=3600)
     console.print(f"cluster {services.sim.bootstrap_servers}, output broker {services.broker.bootstrap_servers}, "
-                  f"checkpoint {checkpoint}; starting Spark (about 20 s) ...")
+                  f"checkpoint {checkpoint}; starting Spark (the first decision comes {FIRST_DECISION_TEXT}) ...")
     scenario_seconds = duration or max(10.0, float(services.sim.scenario.end_after or 120) - 3)
     # Simulated time crawls until the job's first decision, so Spark's start-up does not eat the story.
     services.sim.clock.set_speed(0.001)
     timer = threading.Timer(scenario_seconds, job.request_stop)
     timer.daemon = True
+    producer = None
     try:
         job.prepare_output()
+        producer = DemoProducer(conf, services.sim.scenario.cluster_id, story).start()
         try:
             job.metrics.serve(conf.metrics_host, conf.metrics_port)
             console.print(f"metrics on http://{conf.metrics_host}:{conf.metrics_port}/metrics")
@@ -197,6 +207,8 @@ def run_demo(console: Console, duration: float | None = None, metrics_port: int 
                     services.sim.clock.set_speed(1.0)
                     timer.start()
                 view.add(decisions)
+                for r in decisions:
+                    story.observe(json.loads(r.value))
                 live.update(view.render())
             job.on_decisions = refresh
             job.run(max_restarts=3)
@@ -205,19 +217,30 @@ def run_demo(console: Console, duration: float | None = None, metrics_port: int 
         restore_stderr()  # a failure or Ctrl-C must reach the terminal
         raise
     finally:
+        if producer is not None:
+            producer.close()
         dashboard.stop()
         services.stop()
     # On success stderr stays in the log until the process ends, right after the summary: the job's Kafka clients
     # outlive its run (Spark holds the job) and would report the stopped broker here.
-    return report(console, view, checkpoint)
+    return report(console, view, checkpoint, producer)
 
 
-def report(console: Console, view: LiveView, checkpoint: str) -> int:
+def report(console: Console, view: LiveView, checkpoint: str, producer: Any = None) -> int:
     """The demo's summary; exit code 1 when nothing was published."""
+    # A blank line before the summary's title, not against the live table's border: on a terminal Live ends its last
+    # frame with a newline, elsewhere (a pipe, a file) it leaves the line open.
+    console.line(1 if console.is_terminal else 2)
     console.print(view.summary())
-    throttled = [h for h in view.history if h[1] < 1.0]
-    console.print(f"{len(view.history)} decisions published; throttled (factor < 1) in {len(throttled)} of them. "
-                  f"Replay the journal with: quota-pipeline replay --config {DEMO_CONFIG} "
+    below = [h for h in view.history if h[1] < 1.0]
+    stopped = [h for h in below if h[1] == 0.0]
+    console.print(f"{len(view.history)} decisions published; below factor 1 in {len(below)} of them, "
+                  f"{len(stopped)} at factor 0 (writes refused).")
+    if producer is not None:
+        from quota_pipeline.demo.producer import REFUSED_ERROR
+        console.print(f"demo producer: {producer.sent} writes to {producer.topic}, {producer.refused} refused "
+                      f"with {REFUSED_ERROR}.")
+    console.print(f"Replay the journal with: quota-pipeline replay --config {DEMO_CONFIG} "
                   f"--input {checkpoint}/journal --output demo-replay.jsonl")
     return 0 if view.history else 1
 

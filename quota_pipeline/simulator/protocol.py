@@ -203,9 +203,31 @@ def describe_log_dirs(state: SimulatedCluster, broker_id: int, request: Request)
         result = made.get(r.path)
         if result is None:
             result = made[r.path] = DescribeLogDirsResponse.DescribeLogDirsResult(
-                version=v, error_code=r.error_code, log_dir=r.path, topics=[], total_bytes=r.total_bytes,
-                usable_bytes=r.usable_bytes)
+                version=v, error_code=r.error_code, log_dir=r.path, topics=_hosted(v, r.topics),
+                total_bytes=r.total_bytes, usable_bytes=r.usable_bytes)
         else:
             result.error_code, result.total_bytes, result.usable_bytes = r.error_code, r.total_bytes, r.usable_bytes
+            if bool(result.topics) != bool(r.topics):  # an offline dir lists none, as Kafka's
+                result.topics = _hosted(v, r.topics)
+        _size_partitions(result, r)
         results.append(result)
     return DescribeLogDirsResponse(version=v, throttle_time_ms=0, error_code=0, results=results)
+
+
+def _hosted(v: int, topics: tuple[tuple[str, int], ...]) -> list[Any]:
+    """The DescribeLogDirs topics of a log dir hosting `topics` ((name, partitions)), sizes set by _size_partitions."""
+    topic, partition = (DescribeLogDirsResponse.DescribeLogDirsResult.DescribeLogDirsTopic,
+                        DescribeLogDirsResponse.DescribeLogDirsResult.DescribeLogDirsTopic.DescribeLogDirsPartition)
+    return [topic(version=v, name=name, partitions=[
+        partition(version=v, partition_index=i, partition_size=0, offset_lag=0, is_future_key=False)
+        for i in range(n)]) for name, n in topics]
+
+
+def _size_partitions(result: Any, reading: Any) -> None:
+    """Each hosted partition an equal share of the dir's used bytes (0 when the dir reports no byte counts)."""
+    partitions = [p for t in result.topics for p in t.partitions]
+    if not partitions:
+        return
+    used = reading.total_bytes - reading.usable_bytes if reading.total_bytes >= 0 else 0
+    for p in partitions:
+        p.partition_size = max(int(used) // len(partitions), 0)

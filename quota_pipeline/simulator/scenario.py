@@ -53,6 +53,7 @@ class LogDirSpec:
     timeline: tuple[tuple[float, float], ...] = ()  # (simulated second, used bytes)
     offline_when_full: bool = False
     statvfs: str | None = None
+    topics: tuple[tuple[str, int], ...] = ()  # (topic, partitions) with a replica here, as DescribeLogDirs lists
 
 
 @dataclass(frozen=True)
@@ -195,6 +196,7 @@ def _log_dir(spec: Mapping[str, Any], where: str) -> LogDirSpec:
         path=spec["path"], total_bytes=int(total), used_bytes=_used(spec, total, where),
         fill_rate=parse_size(spec.get("fill_rate", 0)), timeline=timeline,
         offline_when_full=bool(spec.get("offline_when_full", False)), statvfs=spec.get("statvfs"),
+        topics=tuple(sorted((str(name), int(n)) for name, n in (spec.get("topics") or {}).items())),
     )
 
 

@@ -22,6 +22,7 @@ class LogDirReading:
     error_code: int
     total_bytes: int
     usable_bytes: int
+    topics: tuple[tuple[str, int], ...] = ()  # (topic, partitions) hosted, each partition an equal share of the use
 
 
 class LogDir:
@@ -34,6 +35,7 @@ class LogDir:
         self.timeline = spec.timeline
         self.offline_when_full = spec.offline_when_full
         self.statvfs = spec.statvfs
+        self.topics = spec.topics
         self.offline = False  # sticky, like a Kafka log dir after ENOSPC: only an explicit restore clears it
         self._base_used = spec.used_bytes
         self._base_time = 0.0
@@ -165,9 +167,9 @@ class SimulatedCluster:
                 if d.offline or d.path in offline_paths:
                     out.append(LogDirReading(d.path, KAFKA_STORAGE_ERROR, -1, -1))
                 elif no_bytes:
-                    out.append(LogDirReading(d.path, 0, -1, -1))
+                    out.append(LogDirReading(d.path, 0, -1, -1, d.topics))
                 else:
-                    out.append(LogDirReading(d.path, 0, total, available))
+                    out.append(LogDirReading(d.path, 0, total, available, d.topics))
             return out
 
     def settle_full(self, broker_id: int) -> None:

@@ -365,3 +365,21 @@ async function refreshPlan() {
 }
 refreshPlan();
 window.addEventListener("resize", () => { if (S.detail) renderCharts(S.detail.timeline); });
+
+// ---- the demo's story (quota-pipeline demo): what happened so far, newest last -------------------------------
+async function refreshStory() {
+  try {
+    const body = await (await fetch("/api/story")).json();
+    if (!body.enabled) return;  // not the demo: never shown
+    $("story").hidden = body.lines.length === 0;
+    const list = $("story-lines");
+    for (const line of body.lines.slice(list.children.length)) {  // lines are only ever appended
+      const item = el("li");
+      item.appendChild(el("time", null, fmtTime(line.at)));
+      item.appendChild(el("span", null, line.text));
+      list.appendChild(item);
+    }
+    setTimeout(refreshStory, 2000);
+  } catch (e) { setTimeout(refreshStory, 2000); }
+}
+refreshStory();

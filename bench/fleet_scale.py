@@ -229,7 +229,7 @@ def start_job(args: argparse.Namespace, clusters: Path, log: Path, master_url: s
                "--log-batches"]
     else:
         cmd = [sys.executable, "-m", "quota_pipeline.cli", "run", "--clusters-dir", str(clusters), "--no-metrics",
-               "--log-batches", "--master", args.master]
+               "--log-batches", "--master", args.master, *getattr(args, "run_options", [])]
     return subprocess.Popen(cmd, stdout=log.open("wb"), stderr=subprocess.STDOUT, env=env, cwd=log.parent,
                             start_new_session=True)
 

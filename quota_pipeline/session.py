@@ -116,7 +116,10 @@ def write_archive(spark: Any, path: Path) -> int:
         raise RuntimeError(f"the JVM wrote no class archive to {part} (see its output above)")
     size = part.stat().st_size
     os.replace(part, path)
-    path.with_suffix(".size").write_text(f"{size}\n")
+    # The size beside it, replaced whole too: until it is there, the new archive is not mapped.
+    size_part = path.with_name(f".{path.name}.{os.getpid()}.size.part")
+    size_part.write_text(f"{size}\n")
+    os.replace(size_part, path.with_suffix(".size"))
     return size
 
 

@@ -26,6 +26,11 @@ def register(sub: argparse._SubParsersAction) -> None:
                     "when a config's validity does not cover the check interval plus the longest acks=all stall "
                     "(docs/design.md). The terminal shows the job's own lines; Spark's and the Kafka client's go to "
                     "the log file (--log-file, named at start) or, with -v, here too. "
+                    "Without a JVM class archive on this host (`quota-pipeline prepare`), the job writes one in the "
+                    "background after its first decision, so the next start is faster (--no-prepare: not). The job "
+                    "measures its start (process start to first published decision), serves it as "
+                    "quota_pipeline_last_start_duration_seconds, keeps it in <checkpoint>/start.json and warns at the "
+                    "next start when a config's validity does not cover twice it. "
                     "SIGTERM or Ctrl-C stops after the running micro-batch. A failed micro-batch "
                     "restarts the query from the checkpoint (backoff 2 s doubling to 60 s) until "
                     f"{RUN_GIVE_UP_AFTER} (default PT15M) has passed with no micro-batch published: then it gives "
@@ -44,6 +49,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--log-file", metavar="FILE",
                    help="where Spark's JVM, its Python workers and librdkafka write (appended; default run.log in "
                         "a local checkpoint directory, else in quota-pipeline-UID/ in the temporary directory)")
+    p.add_argument("--no-prepare", action="store_true",
+                   help="when this host has no JVM class archive, do not write one in the background after the first "
+                        "decision (a second JVM for about a minute at nice 10); `quota-pipeline "
+                        "prepare` writes it on demand")
     p.add_argument("-v", "--verbose", action="store_true",
                    help="show Spark's, its Python workers' and librdkafka's own lines here too")
     p.set_defaults(func=run)
@@ -165,12 +174,29 @@ def run(args: argparse.Namespace) -> int:
 
     for c in configs:
         log.info("observing %s every %ss (%s)", c.bootstrap_servers, c.check_interval.total_seconds(), c.path)
-    from quota_pipeline.session import archive_in_use, archive_path
-
-    if not os.environ.get("PYSPARK_GATEWAY_PORT") and not archive_in_use(archive_path()):  # a JVM we start
-        log.info("no JVM class archive on this host: `quota-pipeline prepare` (once) makes Spark, and so a restarted "
-                 "job, start sooner")
+    a_faster_start(args, configs, job, log, spark_log)
     return quiet_exit(job.run())
+
+
+def a_faster_start(args: argparse.Namespace, configs: list, job, log: logging.Logger, spark_log: Path | None) -> None:
+    """The warnings of the last start kept beside the checkpoint, and without a class archive for the JVM this
+    process starts, one written in the background after the first decision (unless --no-prepare)."""
+    from quota_pipeline.session import archive_in_use, archive_path
+    from quota_pipeline.streaming import start_time
+
+    for line in start_time.at_start(configs, job.first.checkpoint_path, job.metrics.start_seconds):
+        log.warning("%s", line)
+    if os.environ.get("PYSPARK_GATEWAY_PORT") or archive_in_use(archive_path()):  # spark-submit's JVM, or mapped
+        return
+    if args.no_prepare:
+        log.info("no JVM class archive on this host: `quota-pipeline prepare` (once) makes Spark, and so a "
+                 "restarted job, start sooner")
+        return
+    from quota_pipeline.commands.prepare import in_background
+
+    log.info("no JVM class archive on this host: the job writes one in the background after its first decision, "
+             "and the next start maps it (--no-prepare: not)")
+    job.start_clock.on_first = lambda: in_background(log, spark_log)
 
 
 def quiet_exit(code: int) -> int:

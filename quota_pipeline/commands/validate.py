@@ -24,11 +24,14 @@ def register(sub: argparse._SubParsersAction) -> None:
                     "check interval plus the longest acks=all stall; unreachable, it says it could not check. "
                     f"One comment line says what a stop does with this configuration (the whole story: {STOP_DOCS}); "
                     "with the refusing stop (authorizer.class.name=StopAuthorizer) it warns when no principal is "
-                    f"exempt ({cfg.EXCLUDED} empty).",
+                    f"exempt ({cfg.EXCLUDED} empty). When the checkpoint path holds the start a job kept there "
+                    "(start.json: process start to first published decision), it warns when the validity does not "
+                    "cover twice it.",
     )
     add_config_argument(p, "path of the .properties file (the broker config works)")
     p.add_argument("--offline", action="store_true",
-                   help="do not contact the output cluster (skips the validity check against its stalls)")
+                   help="do not contact the output cluster (skips the validity check against its stalls) nor an "
+                        "object store holding the checkpoint")
     p.set_defaults(func=run)
 
 
@@ -44,6 +47,12 @@ def run(args: argparse.Namespace) -> int:
         print(f"warning: {cfg.EXCLUDED} is empty: no principal is exempt from the stop; list the pipeline's own "
               f"there (its decisions otherwise share the producers' throttle), and remedy's and your operators' (at "
               f"factor 0 their writes are refused) ({STOP_DOCS})", file=sys.stderr)
+    from quota_pipeline.streaming import checkpoint_files, start_time
+
+    if checkpoint_files.is_local(conf.checkpoint_path) or not args.offline:  # --offline: no object store either
+        kept, refused = start_time.read(conf.checkpoint_path)
+        for line in ([refused] if refused else []) + start_time.warnings([conf], kept, conf.checkpoint_path):
+            print(f"warning: {line}", file=sys.stderr)
     if not args.offline:
         from quota_pipeline.kafka.publisher import stall_warning
 

@@ -13,6 +13,11 @@ def is_local(path: str) -> bool:
     return "://" not in path or path.startswith("file:")
 
 
+def local(path: str) -> str:
+    """A local checkpoint's path on this host's file system (file:/x is /x)."""
+    return path.removeprefix("file:")
+
+
 def join(directory: str, *names: str) -> str:
     """A path under the checkpoint: os.path.join would be right for a URI too, but says what it means here."""
     return "/".join([directory.rstrip("/"), *names]) if is_s3a(directory) else os.path.join(directory, *names)
@@ -24,21 +29,38 @@ def names(directory: str) -> list[str]:
         from quota_pipeline.journal.objstore import store_for
 
         return sorted({o.rel.split("/", 1)[0] for o in store_for(object_uri(directory)).list("")})
+    directory = local(directory)
     return sorted(os.listdir(directory)) if os.path.isdir(directory) else []
 
 
-def read_text(directory: str, name: str) -> str | None:
-    """The file's text, or None when there is none."""
+def read_text(directory: str, name: str, limit: int | None = None) -> str | None:
+    """The file's text (its first `limit` bytes when given), or None when there is none."""
     if is_s3a(directory):
         from quota_pipeline.journal.objstore import store_for
 
-        got = store_for(object_uri(directory)).get(name)
+        got = store_for(object_uri(directory)).get(name, None if limit is None else (0, limit - 1))
         return None if got is None else got.data.decode("utf-8", errors="replace")
     try:
-        with open(os.path.join(directory, name), encoding="utf-8", errors="replace") as f:
-            return f.read()
+        with open(os.path.join(local(directory), name), "rb") as f:
+            return f.read(-1 if limit is None else limit).decode("utf-8", errors="replace")
     except FileNotFoundError:
         return None
+
+
+def write_whole(directory: str, name: str, data: bytes) -> None:
+    """Replace the file whole, so that a reader never sees part of it: a local rename, one object put on s3a."""
+    if is_s3a(directory):
+        from quota_pipeline.journal.objstore import store_for
+
+        store_for(object_uri(directory)).put(name, data)
+        return
+    directory = local(directory)
+    os.makedirs(directory, exist_ok=True)
+    path = os.path.join(directory, name)
+    part = f"{path}.{os.getpid()}.part"
+    with open(part, "wb") as f:
+        f.write(data)
+    os.replace(part, path)
 
 
 QUERY_DIR = "query"  # the streaming query's own checkpoint (offsets, commits, state) under the configured path

@@ -4,11 +4,9 @@ from __future__ import annotations
 
 import json
 import math
-import os
 
 from quota_pipeline.core.display import visible
 from quota_pipeline.streaming import checkpoint_files
-from quota_pipeline.streaming.s3a import is_s3a, object_uri
 
 NAME = "factors.json"
 Held = dict[str, tuple[float, str]]  # output key -> (throttle factor, decision source)
@@ -35,18 +33,8 @@ def read(query_checkpoint: str) -> Held | None:
 
 def write(query_checkpoint: str, held: Held) -> None:
     """Replace the file whole (a local rename, one object put on s3a)."""
-    data = json.dumps({k: [f, s] for k, (f, s) in sorted(held.items())}).encode()
-    if is_s3a(query_checkpoint):
-        from quota_pipeline.journal.objstore import store_for
-
-        store_for(object_uri(query_checkpoint)).put(NAME, data)
-        return
-    os.makedirs(query_checkpoint, exist_ok=True)
-    path = os.path.join(query_checkpoint, NAME)
-    part = f"{path}.{os.getpid()}.part"
-    with open(part, "wb") as f:
-        f.write(data)
-    os.replace(part, path)
+    checkpoint_files.write_whole(query_checkpoint, NAME,
+                                 json.dumps({k: [f, s] for k, (f, s) in sorted(held.items())}).encode())
 
 
 def meaning(factor: float) -> str:

@@ -70,6 +70,7 @@ class Metrics:
                                    "decided_at of the last record published", c, registry=r)
         self.validity = Gauge("quota_pipeline_validity_seconds", "Configured throttle.factor.validity.duration", c,
                               registry=r)
+        self.start_seconds = Gauge(LAST_START, LAST_START_HELP, registry=r)
         ProcessCollector(registry=r)  # process_start_time_seconds: a job that never published is stale too
         r.register(_SinceAcknowledged(self))
         self.intervals: dict[str, float] = {}  # check interval per config_name, set by the job
@@ -190,6 +191,9 @@ def listed(value: bytes | None) -> list[tuple]:
     return list(zip(v["broker_id"], v["log_dir"], v["total_bytes"], v["available_bytes"]))
 
 
+LAST_START = "quota_pipeline_last_start_duration_seconds"
+LAST_START_HELP = ("Seconds from the job's process start to its first published decision, of this start once it has "
+                   "published, else the last one kept beside the checkpoint; the validity should cover twice it")
 SINCE_ACKNOWLEDGED = "quota_pipeline_last_acknowledged_decision_age_seconds"
 SINCE_ACKNOWLEDGED_HELP = ("Seconds since the output cluster last acknowledged a decision of the cluster (since the "
                            "job's start before the first); grows while a delivery stalls")

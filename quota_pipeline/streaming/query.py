@@ -39,6 +39,7 @@ from quota_pipeline.journal.maintenance import ClusterJournal, period_problem
 from quota_pipeline.journal.storage import path_problem as journal_path_problem
 from quota_pipeline.streaming.source import KafkaVolumesSource, config_name
 from quota_pipeline.streaming.stages import StageTime, completed_stages
+from quota_pipeline.streaming.start_time import StartClock, jvm_started
 
 log = logging.getLogger("quota_pipeline")
 
@@ -114,6 +115,7 @@ class StreamJob:
         self._last_stage = -1  # the newest Spark stage a logged micro-batch ran
         self._restarts = Restarts(self.first.run_give_up_after, self.clock)
         self._recorder = ThreadPoolExecutor(1, thread_name_prefix="metrics")  # one thread: batches in order
+        self.start_clock = StartClock(self.first.checkpoint_path, self.metrics.start_seconds, log)
 
     # -- the query --------------------------------------------------------------------------------
     def spark_session(self, record_classes: bool = False) -> Any:
@@ -195,6 +197,8 @@ class StreamJob:
             self._batch_times[batch_id] = describe_batch(rows, stages, collected - started,
                                                          self.clock.monotonic() - collected)
         self._restarts.published()
+        if rows and not self.start_clock.done:
+            self.start_clock.published(jvm_started(frame))
         # Off the micro-batch: a gauge per log dir is about 1 s per batch at 100,000 of them, and the trigger waits.
         self._recorder.submit(self.metrics.record, rows).add_done_callback(_log_failure)
         self._log(rows)

@@ -1,6 +1,8 @@
 """What an operator sees of `quota-pipeline run` in a terminal: its own lines from the start (Spark's and librdkafka's
 in the log file), Ctrl-C stopping it as SIGTERM does (one line, exit 0), also when its output goes through `| tee`,
-and a restart saying at which factor it resumed. The job runs as a process against the simulator and Tansu."""
+and a restart saying at which factor it resumed. The job runs as a process against the simulator and Tansu, from a
+fresh install's empty cache: the first start writes the JVM class archive in the background, the restart maps it,
+and each start measures itself and warns of a validity that does not cover twice the last one."""
 from __future__ import annotations
 
 import os
@@ -48,8 +50,25 @@ def cluster(tmp_path_factory):
     broker.stop()
 
 
+def _cache(conf: Path) -> Path:
+    return conf.parent / "cache"  # XDG_CACHE_HOME: the class archive of this module's jobs only
+
+
+def _archive(conf: Path) -> Path:
+    from quota_pipeline.session import archive_path
+
+    before = os.environ.get("XDG_CACHE_HOME")
+    os.environ["XDG_CACHE_HOME"] = str(_cache(conf))
+    try:
+        path = archive_path()
+    finally:
+        os.environ.pop("XDG_CACHE_HOME") if before is None else os.environ.update(XDG_CACHE_HOME=before)
+    assert path is not None
+    return path
+
+
 def _job(conf: Path, **popen) -> subprocess.Popen:
-    env = {**os.environ, "PYSPARK_PYTHON": sys.executable}
+    env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "XDG_CACHE_HOME": str(_cache(conf))}
     return subprocess.Popen([sys.executable, "-m", "quota_pipeline.cli", "run", str(conf), "--no-metrics",
                              "--master", "local[2]"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                             stdin=subprocess.DEVNULL, env=env, cwd=conf.parent, **popen)
@@ -85,15 +104,58 @@ def under_tee(cluster):
         tee.wait(10)
     finally:
         _end(job, tee)
+    from quota_pipeline.streaming import start_time
+
     return {"code": code, "first_screen": first_screen, "out": out.read_text(errors="replace"),
-            "log": (cluster.parent / "checkpoint" / "run.log").read_text(errors="replace")}
+            "log": (cluster.parent / "checkpoint" / "run.log").read_text(errors="replace"),
+            "kept": start_time.read(str(cluster.parent / "checkpoint"))}
+
+
+ARCHIVE_TIMEOUT_S = 420  # the first start's background prepare, at nice 10 on 2 busy cores
+
+
+def archive_written(conf: Path) -> list[int]:
+    """Wait for the class archive the first start writes in the background; the sizes the archive's own path held
+    meanwhile, sampled every 20 ms (a JVM starting then would have mapped what it held)."""
+    from quota_pipeline.session import archive_in_use
+
+    path, sizes = _archive(conf), []
+    deadline = time.monotonic() + ARCHIVE_TIMEOUT_S
+    while not archive_in_use(path) and time.monotonic() < deadline:
+        try:
+            sizes.append(path.stat().st_size)
+        except FileNotFoundError:
+            pass
+        time.sleep(0.02)
+    log = (conf.parent / "checkpoint" / "run.log").read_text(errors="replace")
+    assert archive_in_use(path), f"no class archive {path} in {ARCHIVE_TIMEOUT_S} s: {log[-3000:]}"
+    return sizes
+
+
+def mapped_by_jvm(job: subprocess.Popen, path: Path) -> bool:
+    """Whether a JVM the job started maps `path` (its memory map names the file)."""
+    for proc in Path("/proc").iterdir():
+        try:
+            if proc.name.isdigit() and int((proc / "stat").read_text().rsplit(")", 1)[1].split()[1]) == job.pid \
+                    and str(path) in (proc / "maps").read_text():
+                return True
+        except (OSError, ValueError, IndexError):
+            continue
+    return False
+
+
+PLANTED_START_S = 160.0  # a last start the default validity (PT5M) does not cover twice
 
 
 @pytest.fixture(scope="module")
 def restarted(cluster, under_tee):
     """The same job started again on its checkpoint, its output a pipe; Ctrl-C to the job alone once it decided.
     Before it starts, someone plants tick files in its journal for the ticks to come (their token removed)."""
+    from quota_pipeline.streaming import start_time
+
     plant_foreign_ticks(cluster)
+    sizes = archive_written(cluster)
+    start_time.write(str(cluster.parent / "checkpoint"), start_time.Kept(PLANTED_START_S, time.time()))
     job = _job(cluster, start_new_session=True)
     lines: list[str] = []
     reader = threading.Thread(target=lambda: lines.extend(iter(job.stdout.readline, b"")), daemon=True)
@@ -102,6 +164,7 @@ def restarted(cluster, under_tee):
     try:
         _wait_for(text, DECIDED, job)
         first_screen = text()
+        mapped = mapped_by_jvm(job, _archive(cluster))
         deadline = time.monotonic() + 30  # a worker's line reaches the terminal through the log file
         while FOREIGN not in text() and time.monotonic() < deadline:
             time.sleep(0.2)
@@ -110,7 +173,9 @@ def restarted(cluster, under_tee):
         reader.join(10)
     finally:
         _end(job)
-    return {"code": code, "first_screen": first_screen, "out": text()}
+    return {"code": code, "first_screen": first_screen, "out": text(), "archive_sizes": sizes, "mapped": mapped,
+            "archive_size": _archive(cluster).stat().st_size,
+            "kept": start_time.read(str(cluster.parent / "checkpoint"))}
 
 
 def plant_foreign_ticks(conf_path: Path, count: int = 300) -> None:
@@ -159,6 +224,33 @@ def test_the_first_screen_shows_only_the_jobs_own_lines(under_tee):
     assert any("own lines go to" in line and "run.log" in line for line in lines)
     # Not lost: Spark's lines and its Python workers' output are in the log file.
     assert "Python worker" in under_tee["log"], under_tee["log"][-2000:]
+
+
+def test_the_first_start_writes_the_class_archive_in_the_background_and_the_restart_maps_it(under_tee, restarted):
+    lines = under_tee["out"].splitlines()
+    assert any("no JVM class archive on this host: the job writes one in the background" in line for line in lines)
+    assert any("writing the JVM class archive" in line and "in the background (pid" in line for line in lines)
+    # Written aside and renamed into place whole: the archive's path never held part of it.
+    assert set(restarted["archive_sizes"]) <= {restarted["archive_size"]}, restarted["archive_sizes"][:20]
+    assert restarted["mapped"], "the restarted job's JVM does not map the archive"
+    assert "no JVM class archive" not in restarted["first_screen"]
+
+
+def test_each_start_measures_itself_and_keeps_it_beside_the_checkpoint(under_tee, restarted):
+    for run in (under_tee, restarted):
+        kept, refused = run["kept"]
+        assert refused is None and kept is not None and 1 < kept.seconds < START_TIMEOUT_S + 60, run["kept"]
+        logged = [line for line in run["out"].splitlines() if "first decision published" in line]
+        assert len(logged) == 1 and OWN_LINE.match(logged[0]), logged
+        assert f"published {kept.seconds:.1f} s after the job's process started" in logged[0]
+    assert restarted["kept"][0].seconds != PLANTED_START_S  # the planted one replaced by the restart's own
+
+
+def test_a_start_warns_when_the_validity_does_not_cover_twice_the_last_start(restarted):
+    warned = [line for line in restarted["first_screen"].splitlines()
+              if "does not cover 2 x this job's last start" in line]
+    assert len(warned) == 1 and " WARNING the readers' validity (300 s)" in warned[0], warned
+    assert f"({PLANTED_START_S:.1f} s from process start to first published decision" in warned[0]
 
 
 def test_a_restart_says_at_which_factor_it_resumed(restarted):

@@ -25,6 +25,7 @@ before its first kill; `prepared` has the one `quota-pipeline prepare` wrote bef
 from __future__ import annotations
 
 import argparse
+import calendar
 import json
 import os
 import re
@@ -65,12 +66,12 @@ def wait_for_line(log: Path, text: bytes, deadline: float) -> bool:
 
 
 def logged_at(log: Path, pattern: str) -> float | None:
-    """The time of the first line of `log` matching `pattern`, from its timestamp (the job logs local time)."""
-    m = re.search(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d),(\d{3}) .*" + pattern, log.read_text(errors="replace"),
+    """The time of the first line of `log` matching `pattern`, from its timestamp (RFC 3339 in UTC, as the job logs)."""
+    m = re.search(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)\.(\d{3})Z .*" + pattern, log.read_text(errors="replace"),
                   re.MULTILINE)
     if m is None:
         return None
-    return time.mktime(time.strptime(m.group(1), "%Y-%m-%d %H:%M:%S")) + int(m.group(2)) / 1000
+    return calendar.timegm(time.strptime(m.group(1), "%Y-%m-%dT%H:%M:%S")) + int(m.group(2)) / 1000
 
 
 class Topic:

@@ -18,8 +18,6 @@ BATCHES = 3  # micro-batches of the job's own query before the archive is writte
 # The background prepare's niceness: low, not the lowest. Weighed against the job's micro-batches it takes about a
 # tenth of a core they want; at 19 a host kept busy by others would starve it for as long as they run.
 BACKGROUND_NICE = 10
-BACKGROUND_TRIES = 3  # a background prepare's attempts, RETRY_PAUSE_S x n apart
-RETRY_PAUSE_S = 30.0
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -108,23 +106,12 @@ def run(args: argparse.Namespace) -> int:
     print(f"running the job's query for {BATCHES} micro-batches over a simulated cluster, then writing the classes "
           f"its JVM loaded to {path} (about a minute)", flush=True)
     started = time.monotonic()
-    # In the background, on a host busy with the job (and others), a Python worker of its low-priority Spark may
-    # miss its connect-back timeout: tried again, in the same session, after a pause.
-    tries = BACKGROUND_TRIES if args.background else 1
-    for attempt in range(1, tries + 1):
-        try:
-            size = _record(path)
-            break
-        except Exception as exc:  # noqa: BLE001 - whatever failed, the job still runs without an archive
-            if attempt < tries:
-                reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-                print(f"could not write the class archive ({reason}); trying again in {RETRY_PAUSE_S * attempt:.0f} s",
-                      flush=True)
-                time.sleep(RETRY_PAUSE_S * attempt)
-                continue
-            print(f"error: could not write the class archive {path}: {exc}; the job runs without one (it starts "
-                  f"slower); check the free space there and run prepare again", file=sys.stderr)
-            return 1
+    try:
+        size = _record(path)
+    except Exception as exc:  # noqa: BLE001 - whatever failed, the job still runs without an archive
+        print(f"error: could not write the class archive {path}: {exc}; the job runs without one (it starts "
+              f"slower); check the free space there and run prepare again", file=sys.stderr)
+        return 1
     print(f"wrote {path} ({size / 2 ** 20:.0f} MiB) in {time.monotonic() - started:.0f} s: Spark's JVMs on this "
           f"host map it from now on")
     return 0

@@ -17,6 +17,10 @@ TESTS = Path(__file__).resolve().parent
 def pytest_configure(config):
     for name, what in TIERS.items():
         config.addinivalue_line("markers", f"{name}: {what}")
+    # pytest-xdist hands out files with the most tests first; the tiers' order (the longest first, pyproject's
+    # testpaths) is what lets two workers end together: a one-test long scenario handed out last is a tail of minutes.
+    if hasattr(config.option, "loadscopereorder"):
+        config.option.loadscopereorder = False
 
 
 def pytest_collection_modifyitems(config, items):

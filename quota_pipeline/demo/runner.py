@@ -169,14 +169,9 @@ def run_demo(console: Console, duration: float | None = None, metrics_port: int 
                                                      soft_wrap=True), started=process_started())
     sock = dashboard_socket(dashboard_port)
     console.print(f"dashboard: [bold]http://127.0.0.1:{sock.getsockname()[1]}/[/] (open it in a browser now)")
-    services = DemoServices()
-    console.print("starting the simulated cluster (6 brokers) and a local Tansu broker ...")
-    try:
-        services.start()
-    except Exception as exc:  # noqa: BLE001
-        services.stop()
+    services = _started_services(console)
+    if services is None:
         sock.close()
-        console.print(f"[red]error:[/] {markup(exc)}")
         return 1
     checkpoint = tempfile.mkdtemp(prefix="quota-pipeline-demo-")
     conf = services.config(checkpoint, metrics_port)
@@ -196,11 +191,7 @@ def run_demo(console: Console, duration: float | None = None, metrics_port: int 
     try:
         job.prepare_output()
         producer = DemoProducer(conf, services.sim.scenario.cluster_id, story).start()
-        try:
-            job.metrics.serve(conf.metrics_host, conf.metrics_port)
-            console.print(f"metrics on http://{conf.metrics_host}:{conf.metrics_port}/metrics")
-        except OSError as exc:
-            console.print(f"metrics not served ({markup(exc)}); pass --metrics-port to choose another port")
+        _serve_metrics(console, job, conf)
         with Live(view.render(), console=console, refresh_per_second=2, transient=False) as live:
             def refresh(decisions: list[Any]) -> None:
                 if decisions and not view.history:  # the first decision starts the story (a batch may be empty)
@@ -224,6 +215,27 @@ def run_demo(console: Console, duration: float | None = None, metrics_port: int 
     # On success stderr stays in the log until the process ends, right after the summary: the job's Kafka clients
     # outlive its run (Spark holds the job) and would report the stopped broker here.
     return report(console, view, checkpoint, producer)
+
+
+def _started_services(console: Console) -> DemoServices | None:
+    """The simulated cluster and the local broker, started; None (said in one line) when they could not start."""
+    services = DemoServices()
+    console.print("starting the simulated cluster (6 brokers) and a local Tansu broker ...")
+    try:
+        services.start()
+    except Exception as exc:  # noqa: BLE001
+        services.stop()
+        console.print(f"[red]error:[/] {markup(exc)}")
+        return None
+    return services
+
+
+def _serve_metrics(console: Console, job: Any, conf: Any) -> None:
+    try:
+        job.metrics.serve(conf.metrics_host, conf.metrics_port)
+        console.print(f"metrics on http://{conf.metrics_host}:{conf.metrics_port}/metrics")
+    except OSError as exc:
+        console.print(f"metrics not served ({markup(exc)}); pass --metrics-port to choose another port")
 
 
 def report(console: Console, view: LiveView, checkpoint: str, producer: Any = None) -> int:

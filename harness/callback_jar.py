@@ -18,6 +18,10 @@ class BuildFailed(Exception):
     """Maven could not package the jar; the message holds the end of its output."""
 
 
+class MavenMissing(BuildFailed):
+    """There is no Maven to build the jar with; the message says how to install it."""
+
+
 def sources_digest(module: Path = MODULE) -> str:
     """A digest of what the jar is built from: the pom and src/main (tests do not change the jar)."""
     files = sorted(p for p in [module / "pom.xml", *(module / "src" / "main").rglob("*")] if p.is_file())
@@ -52,7 +56,7 @@ def callback_jar(cache: Path = CACHE, module: Path = MODULE) -> Path:
                                   capture_output=True, text=True, timeout=900)
         except FileNotFoundError:
             shutil.rmtree(tmp, ignore_errors=True)
-            raise BuildFailed("Maven (mvn) is needed to build broker-callback/; install maven "
+            raise MavenMissing("Maven (mvn) is needed to build broker-callback/; install maven "
                               "(Debian: apt-get install maven) or put mvn on PATH") from None
         if done.returncode != 0:
             shutil.rmtree(tmp, ignore_errors=True)

@@ -28,7 +28,7 @@ from harness.kafka_process import FAST_START_JVM, TmpfsUnavailable
 from harness.kafka_props import pipeline_properties, wait_for, write_properties
 from harness.stream_job import TopicWatcher, start_job as start_pipeline
 from quota_pipeline.core import config as cfg
-from tests.support.plugin_brokers import CALLBACK
+from tests.support.plugin_brokers import CALLBACK, callback_broker
 
 MiB = 2 ** 20
 TMPFS_MB = 64
@@ -51,26 +51,18 @@ RELEASE_TIMEOUT = 90
 def stopping_cluster(jar: Path, nodes: int, log_dirs: int) -> Iterator[RealKafka]:
     """Nodes that load the refusing stop (allow.everyone: no ACLs needed) and follow the decision topic on the
     cluster itself; node 1's last log dir a 64 MiB tmpfs (root only)."""
-    with pytest.MonkeyPatch.context() as env:
-        env.setenv("CLASSPATH", str(jar))
-        try:
-            cluster = start_cluster(ClusterSpec(
-                nodes=nodes, log_dirs=log_dirs, tmpfs_mb=TMPFS_MB, jvm_opts=FAST_START_JVM, overrides={
-                    "client.quota.callback.class": CALLBACK, "authorizer.class.name": AUTHORIZER,
-                    "allow.everyone.if.no.acl.found": "true", "quota.pipeline.cluster.name": CLUSTER,
-                    # The controllers' votes come before the authorizer's first ACL load: a super user is let through
-                    # (the refusing stop refuses super users' writes like anyone's).
-                    "super.users": rc.BOOTSTRAP_ADMIN,
-                    "quota.pipeline.output.kafka.bootstrap.servers": SELF_PLAINTEXT,
-                    "quota.pipeline.output.topic.on.this.cluster": "true",
-                    "client.quota.callback.static.throttle.factor.validity.duration": "PT1M",
-                    "log.segment.delete.delay.ms": str(DELETE_DELAY_MS)}))
-        except TmpfsUnavailable as exc:
-            pytest.skip(str(exc))
-    try:
+    with callback_broker(jar, CALLBACK, {
+            "authorizer.class.name": AUTHORIZER, "allow.everyone.if.no.acl.found": "true",
+            "quota.pipeline.cluster.name": CLUSTER,
+            # The controllers' votes come before the authorizer's first ACL load: a super user is let through
+            # (the refusing stop refuses super users' writes like anyone's).
+            "super.users": rc.BOOTSTRAP_ADMIN,
+            "quota.pipeline.output.kafka.bootstrap.servers": SELF_PLAINTEXT,
+            "quota.pipeline.output.topic.on.this.cluster": "true",
+            "client.quota.callback.static.throttle.factor.validity.duration": "PT1M",
+            "log.segment.delete.delay.ms": str(DELETE_DELAY_MS)},
+            tmpfs_mb=TMPFS_MB, nodes=nodes, log_dirs=log_dirs) as cluster:
         yield cluster
-    finally:
-        cluster.stop()
 
 
 class SparkJob:

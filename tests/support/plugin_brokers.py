@@ -19,18 +19,19 @@ MONITORABLE = "io.quotapipeline.callback.MonitorablePipelineQuotaCallback"
 
 
 @contextmanager
-def callback_broker(jar: Path, callback_class: str, settings: dict[str, str],
-                    jmx_port: int | None = None, tmpfs_mb: int | None = None) -> Iterator[RealKafka]:
-    """A 1-node cluster whose broker loads the callback from `jar` (CLASSPATH), always stopped afterwards; with
-    `tmpfs_mb`, a second log dir on a tmpfs of that size (root only)."""
+def callback_broker(jar: Path, callback_class: str, settings: dict[str, str], jmx_port: int | None = None,
+                    tmpfs_mb: int | None = None, nodes: int = 1, log_dirs: int | None = None) -> Iterator[RealKafka]:
+    """A cluster (1 node unless `nodes`) whose brokers load the callback from `jar` (CLASSPATH), always stopped
+    afterwards; with `tmpfs_mb`, node 1's last log dir is a tmpfs of that size (root only), a second one unless
+    `log_dirs` says how many each node has."""
     overrides = {"client.quota.callback.class": callback_class, "quota.pipeline.cluster.name": CLUSTER, **settings}
     with pytest.MonkeyPatch.context() as env:
         env.setenv("CLASSPATH", str(jar))  # kafka-run-class.sh puts it before Kafka's own libs
         if jmx_port is not None:
             env.setenv("JMX_PORT", str(jmx_port))
         try:
-            cluster = start_cluster(ClusterSpec(nodes=1, log_dirs=2 if tmpfs_mb else 1, tmpfs_mb=tmpfs_mb,
-                                                jvm_opts=FAST_START_JVM, overrides=overrides))
+            cluster = start_cluster(ClusterSpec(nodes=nodes, log_dirs=log_dirs or (2 if tmpfs_mb else 1),
+                                                tmpfs_mb=tmpfs_mb, jvm_opts=FAST_START_JVM, overrides=overrides))
         except TmpfsUnavailable as exc:
             pytest.skip(str(exc))
     try:

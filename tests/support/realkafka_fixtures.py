@@ -8,7 +8,7 @@ from typing import Iterator
 
 import pytest
 
-from harness.callback_jar import BuildFailed, callback_jar as build_callback_jar
+from harness.callback_jar import MavenMissing, callback_jar as build_callback_jar
 from harness.kafka import ClusterSpec, KafkaUnavailable, RealKafka, kafka_home, start_cluster
 from harness.kafka_process import FAST_START_JVM, TmpfsUnavailable
 
@@ -43,10 +43,8 @@ def callback_jar() -> Path:
         pytest.skip(str(exc))
     try:
         return build_callback_jar()
-    except BuildFailed as exc:
-        if "is needed" in str(exc):
-            pytest.skip(str(exc))
-        raise
+    except MavenMissing as exc:
+        pytest.skip(str(exc))
 
 
 @pytest.fixture(scope="session")

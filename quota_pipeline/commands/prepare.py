@@ -16,8 +16,12 @@ from quota_pipeline.commands.common import configure_logging
 
 BATCHES = 3  # micro-batches of the job's own query before the archive is written: its classes are loaded by then
 # The background prepare's niceness: low, not the lowest. Weighed against the job's micro-batches it takes about a
-# tenth of a core they want; at 19 a host kept busy by others would starve it for as long as they run.
-BACKGROUND_NICE = 10
+# quarter of a core they want. Lower still, on a host kept busy by others, the Python worker its Spark forks could
+# not connect back within Spark's fixed 10 s, and no archive was written.
+BACKGROUND_NICE = 5
+# A background prepare that fails (a host busy for a while) tries again after a pause, this many times in all.
+BACKGROUND_ATTEMPTS = 3
+BACKGROUND_PAUSE_S = 60.0
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -105,16 +109,30 @@ def run(args: argparse.Namespace) -> int:
     configure_logging(quiet_level=logging.WARNING, timestamps=True)
     print(f"running the job's query for {BATCHES} micro-batches over a simulated cluster, then writing the classes "
           f"its JVM loaded to {path} (about a minute)", flush=True)
-    started = time.monotonic()
-    try:
-        size = _record(path)
-    except Exception as exc:  # noqa: BLE001 - whatever failed, the job still runs without an archive
-        print(f"error: could not write the class archive {path}: {exc}; the job runs without one (it starts "
-              f"slower); check the free space there and run prepare again", file=sys.stderr)
-        return 1
+    attempts = BACKGROUND_ATTEMPTS if args.background else 1
+    for attempt in range(1, attempts + 1):
+        started = time.monotonic()
+        try:
+            size = _record(path)
+            break
+        except Exception as exc:  # noqa: BLE001 - whatever failed, the job still runs without an archive
+            if attempt < attempts:
+                print(f"could not write the class archive {path} ({_first_line(exc)}); trying again in "
+                      f"{BACKGROUND_PAUSE_S * attempt:.0f} s ({attempt + 1} of {attempts})", flush=True)
+                time.sleep(BACKGROUND_PAUSE_S * attempt)
+                continue
+            print(f"error: could not write the class archive {path}: {_first_line(exc)}; the job runs without one "
+                  f"(it starts slower); check the free space there and run prepare again", file=sys.stderr)
+            return 1
     print(f"wrote {path} ({size / 2 ** 20:.0f} MiB) in {time.monotonic() - started:.0f} s: Spark's JVMs on this "
           f"host map it from now on")
     return 0
+
+
+def _first_line(exc: Exception) -> str:
+    """An exception as one line: Spark's carry a JVM stack trace after the first."""
+    text = str(exc).strip() or type(exc).__name__
+    return text.splitlines()[0][:300]
 
 
 def _record(path: Path) -> int:

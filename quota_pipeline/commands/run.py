@@ -51,7 +51,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "a local checkpoint directory, else in quota-pipeline-UID/ in the temporary directory)")
     p.add_argument("--no-prepare", action="store_true",
                    help="when this host has no JVM class archive, do not write one in the background after the first "
-                        "decision (a second JVM for about a minute at nice 10); `quota-pipeline "
+                        "decision (a second JVM for about a minute at nice 5); `quota-pipeline "
                         "prepare` writes it on demand")
     p.add_argument("-v", "--verbose", action="store_true",
                    help="show Spark's, its Python workers' and librdkafka's own lines here too")

@@ -111,7 +111,7 @@ def under_tee(cluster):
             "kept": start_time.read(str(cluster.parent / "checkpoint"))}
 
 
-ARCHIVE_TIMEOUT_S = 420  # the first start's background prepare, at nice 10 on 2 busy cores
+ARCHIVE_TIMEOUT_S = 420  # the first start's background prepare, at nice 5 on 2 busy cores
 
 
 def archive_written(conf: Path) -> list[int]:

@@ -6,6 +6,7 @@ import hashlib
 import shutil
 import subprocess
 import tempfile
+import zipfile
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -38,8 +39,9 @@ def _jar_in(build: Path) -> Path | None:
 
 
 def callback_jar(cache: Path = CACHE, module: Path = MODULE) -> Path:
-    """The jar of the current sources: from the cache, else built (`mvn package -DskipTests`) from a copy of the
-    module, so a build of the original elsewhere (`mvn verify`, an editor) never races it. Concurrent callers (two
+    """The jar of the current sources: from the cache, else the module's own when Maven built it after their last
+    change, else built (`mvn package -DskipTests`) from a copy of the module, so a build of the original elsewhere
+    (`mvn verify`, an editor) never races it. Concurrent callers (two
     pytest-xdist workers, a campaign beside the suite) wait on one lock and the second finds the first one's jar."""
     cache.mkdir(parents=True, exist_ok=True)
     out = cache / sources_digest(module)
@@ -48,6 +50,12 @@ def callback_jar(cache: Path = CACHE, module: Path = MODULE) -> Path:
         found = _jar_in(out)
         if found:
             return found
+        built = _built_from_these_sources(module)
+        if built is not None:  # `mvn verify` (the README's test command) has just built it: taken, not built again
+            tmp = Path(tempfile.mkdtemp(prefix="build-", dir=cache))
+            (tmp / "target").mkdir()
+            shutil.copy2(built, tmp / "target" / built.name)
+            return _keep(cache, tmp, out)
         tmp = Path(tempfile.mkdtemp(prefix="build-", dir=cache))
         try:
             shutil.copy2(module / "pom.xml", tmp / "pom.xml")
@@ -61,13 +69,36 @@ def callback_jar(cache: Path = CACHE, module: Path = MODULE) -> Path:
         if done.returncode != 0:
             shutil.rmtree(tmp, ignore_errors=True)
             raise BuildFailed(f"mvn package of broker-callback failed:\n{done.stdout[-3000:]}{done.stderr[-3000:]}")
-        shutil.rmtree(out, ignore_errors=True)
-        tmp.rename(out)
-        builds = sorted((d for d in cache.iterdir() if d.is_dir() and not d.name.startswith("build-")),
-                        key=lambda d: d.stat().st_mtime)
-        for old in builds[:-KEEP]:
-            shutil.rmtree(old, ignore_errors=True)
-        jar = _jar_in(out)
-        if jar is None:
-            raise BuildFailed(f"mvn package left no single quota-pipeline-broker-callback jar in {out / 'target'}")
-        return jar
+        return _keep(cache, tmp, out)
+
+
+def _built_from_these_sources(module: Path) -> Path | None:
+    """The module's own jar (module/target) when Maven wrote it after the last change to what it is built from, whole
+    (a build running meanwhile leaves a jar that is not a zip yet, or older than its sources)."""
+    jar = _jar_in(module)
+    if jar is None:
+        return None
+    sources = [p for p in [module / "pom.xml", *(module / "src" / "main").rglob("*")] if p.is_file()]
+    try:
+        if jar.stat().st_mtime <= max(p.stat().st_mtime for p in sources):
+            return None
+        with zipfile.ZipFile(jar) as z:
+            if "META-INF/MANIFEST.MF" not in z.namelist():
+                return None
+    except (OSError, zipfile.BadZipFile):
+        return None
+    return jar
+
+
+def _keep(cache: Path, tmp: Path, out: Path) -> Path:
+    """The build in `tmp` renamed to `out`, the oldest builds beyond KEEP removed; its jar."""
+    shutil.rmtree(out, ignore_errors=True)
+    tmp.rename(out)
+    builds = sorted((d for d in cache.iterdir() if d.is_dir() and not d.name.startswith("build-")),
+                    key=lambda d: d.stat().st_mtime)
+    for old in builds[:-KEEP]:
+        shutil.rmtree(old, ignore_errors=True)
+    jar = _jar_in(out)
+    if jar is None:
+        raise BuildFailed(f"mvn package left no single quota-pipeline-broker-callback jar in {out / 'target'}")
+    return jar

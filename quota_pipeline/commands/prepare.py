@@ -108,7 +108,7 @@ def run(args: argparse.Namespace) -> int:
         carry_priority(os.getpid())  # its own session's share of the CPU, where the kernel groups by session
     configure_logging(quiet_level=logging.WARNING, timestamps=True)
     print(f"running the job's query for {BATCHES} micro-batches over a simulated cluster, then writing the classes "
-          f"its JVM loaded to {path} (about a minute)", flush=True)
+          f"its JVM loaded to {path} (about a minute; Spark's own lines go to {spark_log(path)})", flush=True)
     attempts = BACKGROUND_ATTEMPTS if args.background else 1
     for attempt in range(1, attempts + 1):
         started = time.monotonic()
@@ -122,7 +122,8 @@ def run(args: argparse.Namespace) -> int:
                 time.sleep(BACKGROUND_PAUSE_S * attempt)
                 continue
             print(f"error: could not write the class archive {path}: {_first_line(exc)}; the job runs without one "
-                  f"(it starts slower); check the free space there and run prepare again", file=sys.stderr)
+                  f"(it starts slower); see {spark_log(path)}, check the free space there and run prepare again",
+                  file=sys.stderr)
             return 1
     print(f"wrote {path} ({size / 2 ** 20:.0f} MiB) in {time.monotonic() - started:.0f} s: Spark's JVMs on this "
           f"host map it from now on")
@@ -133,6 +134,11 @@ def _first_line(exc: Exception) -> str:
     """An exception as one line: Spark's carry a JVM stack trace after the first."""
     text = str(exc).strip() or type(exc).__name__
     return text.splitlines()[0][:300]
+
+
+def spark_log(path: Path) -> Path:
+    """Where the recording JVM and its Python workers write, beside the archive (the last prepare's only)."""
+    return path.with_name(path.stem + ".prepare.log")
 
 
 def _record(path: Path) -> int:
@@ -150,6 +156,8 @@ def _record(path: Path) -> int:
                               cfg.CHECK_INTERVAL_SECONDS: "1", cfg.CHECKPOINT_PATH: str(Path(work) / "checkpoint")},
                              "prepare")
             job = StreamJob([conf])
+            spark_log(path).write_bytes(b"")  # the last attempt's lines only
+            job.spark_log = str(spark_log(path))
             spark = job.spark_session(record_classes=True)
             spark.sparkContext.setLogLevel("ERROR")  # a first batch "falling behind" its 1 s trigger is expected
             query = (job.decisions(spark).writeStream.format("noop")

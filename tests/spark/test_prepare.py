@@ -43,6 +43,9 @@ def test_prepare_writes_the_archive_once_and_spark_starts_with_it_compiling_with
     assert done.returncode == 0, done.stderr[-3000:]
     [archive] = (tmp_path / "quota-pipeline").glob("*.jsa")
     assert archive.stat().st_size > 10 * 2 ** 20 and f"wrote {archive}" in done.stdout
+    # Its terminal shows its own lines only; Spark's and its Python workers' are in the log beside the archive.
+    assert "Python worker" not in done.stdout + done.stderr and "Dynamic dump" not in done.stdout + done.stderr
+    assert "Dynamic dump" in archive.with_name(archive.stem + ".prepare.log").read_text()
     again = _cli("-m", "quota_pipeline.cli", "prepare", cache=tmp_path, timeout=60)
     assert again.returncode == 0 and "there already" in again.stdout
     started = _cli("-c", MAPPED, cache=tmp_path)

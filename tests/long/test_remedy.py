@@ -218,10 +218,11 @@ def test_an_intra_broker_plan_moves_the_filling_partitions_and_the_job_releases_
             named = {(m["topic"], m["partition"]) for m in plan["moves"]}
             assert named and all(m["kind"] == "intra-broker" and m["to"]["log_dir"] == disk for m in plan["moves"])
 
-            # Interrupted once it has started (slow: 2 MiB/s), then run again: it resumes and cleans up.
-            first = remedy(config, "--execute", "--margin", "4MiB", "--throttle", "2MiB", "--interval", "0.5")
-            wait_for(lambda: (tmp_path / "checkpoint" / "remedy" / f"{CLUSTER}.json").exists(), 60, "the state file")
-            time.sleep(3)
+            # Interrupted as soon as its first move has started (slow: 1 MiB/s, so none can be done by then), then run
+            # again: it resumes and cleans up.
+            first = remedy(config, "--execute", "--margin", "4MiB", "--throttle", "1MiB", "--interval", "0.5")
+            said = started_moving(first, 60)
+            assert (tmp_path / "checkpoint" / "remedy" / f"{CLUSTER}.json").exists(), said
             first.send_signal(signal.SIGINT)
             _, err = first.communicate(timeout=60)
             assert first.returncode == 130 and "run `quota-pipeline remedy --execute` again" in err, err
@@ -242,6 +243,20 @@ def test_an_intra_broker_plan_moves_the_filling_partitions_and_the_job_releases_
         back = read_back(cluster, "fill", [0, 1, 2])
         assert {k: v for k, v in writer.acked.items()}.items() <= back.items()
         assert not throttles_left(cluster)
+
+
+def started_moving(process: subprocess.Popen, timeout: float) -> str:
+    """`remedy --execute`'s output up to its first "started <topic>-<partition>" line (its moves are issued)."""
+    said: list[str] = []
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        line = process.stdout.readline()
+        if not line:
+            break
+        said.append(line)
+        if line.startswith("started "):
+            return "".join(said)
+    raise AssertionError(f"remedy --execute started no move within {timeout:.0f} s: {''.join(said)}")
 
 
 def writes_go_through(writer: Writer, partitions: list[int]) -> bool:

@@ -334,3 +334,37 @@ def test_the_log_file_of_a_job_without_a_local_checkpoint_lives_where_only_its_u
     assert refused.value.code == 2 and "pass --log-file FILE or -v" in capsys.readouterr().err
     assert not (tmp_path / "elsewhere" / "run.log").exists()
     assert log_file(argparse.Namespace(verbose=True, log_file=None), "s3a://bucket/checkpoints") is None
+
+
+MAPPED = ("from quota_pipeline.session import get_session; s = get_session(master='local[1]'); "
+          "args = s.sparkContext._jvm.java.lang.management.ManagementFactory.getRuntimeMXBean().getInputArguments(); "
+          "print(s.range(5).count(), any('TieredStopAtLevel=1' in str(a) for a in args), "
+          "any('SharedArchiveFile' in str(a) for a in args))")
+
+
+def _cli(*args: str, cache: Path, timeout: float = 150) -> subprocess.CompletedProcess:
+    env = {**os.environ, "XDG_CACHE_HOME": str(cache), "PYSPARK_PYTHON": sys.executable}
+    return subprocess.run([sys.executable, *args], capture_output=True, text=True, env=env, timeout=timeout)
+
+
+def test_the_archive_run_wrote_is_whole_prepare_finds_it_and_spark_maps_it_compiling_with_c1_only(
+        cluster, restarted, tmp_path):
+    """The archive the first start wrote in the background (restarted waited for it): `prepare` finds it there; a
+    Spark JVM maps it and compiles with C1 only; cut short (a copy), it is left alone and Spark starts without."""
+    import shutil
+
+    archive = _archive(cluster)
+    assert archive.stat().st_size > 10 * 2 ** 20
+    # The recording JVM's lines went to the log beside the archive, not to the job's terminal.
+    assert "Dynamic dump" in archive.with_name(archive.stem + ".prepare.log").read_text()
+    again = _cli("-m", "quota_pipeline.cli", "prepare", cache=_cache(cluster), timeout=60)
+    assert again.returncode == 0 and "there already" in again.stdout, again.stdout + again.stderr
+    started = _cli("-c", MAPPED, cache=_cache(cluster))
+    assert started.returncode == 0 and started.stdout.split()[-3:] == ["5", "True", "True"], started.stderr[-3000:]
+    cut = tmp_path / "quota-pipeline" / archive.name
+    cut.parent.mkdir()
+    shutil.copy(archive.with_suffix(".size"), cut.with_suffix(".size"))
+    with archive.open("rb") as src, cut.open("wb") as dst:
+        dst.write(src.read(archive.stat().st_size // 2))
+    started = _cli("-c", MAPPED, cache=tmp_path)
+    assert started.returncode == 0 and started.stdout.split()[-3:] == ["5", "True", "False"], started.stderr[-3000:]

@@ -1,5 +1,6 @@
-"""The class archive `run` writes in the background: one prepare at a time per archive, a background one leaves it
-to the one at work (tests/spark/test_run_terminal.py writes and maps one)."""
+"""`quota-pipeline prepare`, the JVM class archive `run` also writes in the background: mapped only when whole, one
+prepare at a time per archive, a failure on a busy host tried again, the same compiler option everywhere
+(tests/spark/test_run_terminal.py writes one from a fresh install's empty cache, maps it and asks prepare again)."""
 from __future__ import annotations
 
 import argparse
@@ -10,6 +11,9 @@ from pathlib import Path
 import pytest
 
 from quota_pipeline import session
+
+ROOT = Path(__file__).resolve().parents[2]
+KEY = "spark.driver.extraJavaOptions"
 
 
 @pytest.fixture
@@ -74,3 +78,35 @@ def test_prepare_on_demand_fails_at_once_with_one_line(busy_host, capsys):
     err = capsys.readouterr().err
     assert len(busy_host) == 1
     assert err.count("\n") == 1 and err.startswith("error: could not write the class archive"), err
+
+
+def test_the_archive_is_mapped_only_when_it_is_there_whole(tmp_path):
+    archive = tmp_path / "spark.jsa"
+    base = {KEY: "-Dlog4j2.configurationFile=x"}
+    assert session._java_options(base, archive, record=False) == base  # none written yet
+    archive.write_bytes(b"\0" * 1000)
+    archive.with_suffix(".size").write_text("1000\n")
+    assert session._java_options(base, archive, record=False)[KEY].split()[:2] == [
+        "-Dlog4j2.configurationFile=x", f"-XX:SharedArchiveFile={archive}"]
+    # Cut short (a disk that filled, a copy that stopped): a JVM mapping it would die of SIGBUS, so it is not used.
+    archive.write_bytes(b"\0" * 500)
+    assert session._java_options(base, archive, record=False) == base
+    assert "-XX:+RecordDynamicDumpInfo" in session._java_options(base, archive, record=True)[KEY]
+
+
+def test_spark_submit_gives_the_driver_and_the_executors_the_same_compiler_option_as_a_local_start():
+    # The shell script and the defaults file cannot import session.JIT: they spell it, and must not drift from it.
+    assert f"-Dlog4j2.configurationFile=file:$log4j {session.JIT}" in (ROOT / "spark-submit.sh").read_text()
+    defaults = dict(line.split(None, 1) for line in (ROOT / "conf" / "spark-defaults.conf").read_text().splitlines()
+                    if line.strip() and not line.startswith("#"))
+    assert defaults["spark.executor.extraJavaOptions"].strip() == session.JIT
+
+
+def test_prepare_on_demand_writes_the_archive_and_says_where(busy_host, capsys, monkeypatch):
+    from quota_pipeline.commands import prepare
+
+    monkeypatch.setattr(prepare, "_record", lambda path: path.write_bytes(b"archive") or 7)
+    assert prepare.run(argparse.Namespace(background=False, force=False)) == 0
+    out = capsys.readouterr().out
+    path = session.archive_path()
+    assert f"Spark's own lines go to {prepare.spark_log(path)}" in out and f"wrote {path}" in out, out

@@ -2,8 +2,12 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime as dt
+import signal
 import sys
+import threading
+from typing import Iterator
 
 from quota_pipeline.commands.common import (
     add_bootstrap_override, add_config_argument, configure_logging, fail, load_with_override,
@@ -112,6 +116,21 @@ def run(args: argparse.Namespace) -> int:
         fail(str(exc))
 
 
+@contextlib.contextmanager
+def stopped_by_ctrl_c(stop: threading.Event) -> Iterator[None]:
+    """Ctrl-C sets `stop`, which the executor checks between its steps. A KeyboardInterrupt raised wherever the main
+    thread is would be lost when it lands inside kafka-python's event loop (it logs and drops what its tasks raise),
+    and the run would go on to its end."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    before = signal.signal(signal.SIGINT, lambda signum, frame: stop.set())
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, before)
+
+
 def show(plan: MovePlan, as_json_text: bool) -> None:
     if as_json_text:
         print(as_json(plan), flush=True)
@@ -141,11 +160,8 @@ def running_plan(args: argparse.Namespace, executor: Executor, store: RemedyFile
 
 
 def execute(executor: Executor, state: RemedyState, note: str = "") -> int:
-    try:
+    with stopped_by_ctrl_c(executor.stop):
         states = executor.execute(state, note)
-    except KeyboardInterrupt:
-        print(INTERRUPTED, file=sys.stderr)
-        return EXIT_INTERRUPTED
     if not finished(states):
         print(INTERRUPTED, file=sys.stderr)
         return EXIT_INTERRUPTED

@@ -224,8 +224,8 @@ def test_an_intra_broker_plan_moves_the_filling_partitions_and_the_job_releases_
             said = started_moving(first, 60)
             assert (tmp_path / "checkpoint" / "remedy" / f"{CLUSTER}.json").exists(), said
             first.send_signal(signal.SIGINT)
-            _, err = first.communicate(timeout=60)
-            assert first.returncode == 130 and "run `quota-pipeline remedy --execute` again" in err, err
+            rest, err = first.communicate(timeout=60)
+            assert first.returncode == 130 and "run `quota-pipeline remedy --execute` again" in err, said + rest + err
             second = remedy(config, "--execute", "--margin", "4MiB", "--interval", "0.5")
             out, err = second.communicate(timeout=300)
             assert second.returncode == 0 and "resuming the plan" in out and "done:" in out, out + err

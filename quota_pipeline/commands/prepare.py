@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 from quota_pipeline.commands.common import configure_logging
+from quota_pipeline.core.display import first_line
 
 BATCHES = 3  # micro-batches of the job's own query before the archive is written: its classes are loaded by then
 # The background prepare's niceness: low, not the lowest. Weighed against the job's micro-batches it takes about a
@@ -116,24 +117,19 @@ def run(args: argparse.Namespace) -> int:
             size = _record(path)
             break
         except Exception as exc:  # noqa: BLE001 - whatever failed, the job still runs without an archive
+            why = first_line(exc)[:300]
             if attempt < attempts:
-                print(f"could not write the class archive {path} ({_first_line(exc)}); trying again in "
+                print(f"could not write the class archive {path} ({why}); trying again in "
                       f"{BACKGROUND_PAUSE_S * attempt:.0f} s ({attempt + 1} of {attempts})", flush=True)
                 time.sleep(BACKGROUND_PAUSE_S * attempt)
                 continue
-            print(f"error: could not write the class archive {path}: {_first_line(exc)}; the job runs without one "
+            print(f"error: could not write the class archive {path}: {why}; the job runs without one "
                   f"(it starts slower); see {spark_log(path)}, check the free space there and run prepare again",
                   file=sys.stderr)
             return 1
     print(f"wrote {path} ({size / 2 ** 20:.0f} MiB) in {time.monotonic() - started:.0f} s: Spark's JVMs on this "
           f"host map it from now on")
     return 0
-
-
-def _first_line(exc: Exception) -> str:
-    """An exception as one line: Spark's carry a JVM stack trace after the first."""
-    text = str(exc).strip() or type(exc).__name__
-    return text.splitlines()[0][:300]
 
 
 def spark_log(path: Path) -> Path:

@@ -29,6 +29,13 @@ def visible(value: Any, keep_newlines: bool = False) -> str:
     return "".join(ch if keep_newlines and ch == "\n" else escape(ch) for ch in text)
 
 
+def first_line(error: object) -> str:
+    """An error as one line: its message's first (a Spark or Kafka error carries a stack trace after it), else its
+    type's name."""
+    message = str(error).strip()
+    return message.splitlines()[0] if message else type(error).__name__
+
+
 def text(value: Any, style: str = "") -> "Text":
     """A rich cell or line for an outside string: never parsed as markup, controls visible."""
     from rich.text import Text

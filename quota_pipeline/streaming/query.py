@@ -22,6 +22,7 @@ import isodate
 
 from quota_pipeline.core import config as cfg
 from quota_pipeline.core import names as path_names
+from quota_pipeline.core.display import first_line
 from quota_pipeline.core.clock import SYSTEM, Clock
 from quota_pipeline.core.model import format_time
 from quota_pipeline.core.record import predictive_of
@@ -273,7 +274,7 @@ class StreamJob:
         try:
             held_factors.write(checkpoint_files.query_dir(self.first.checkpoint_path), self._last)
         except Exception as exc:  # noqa: BLE001 - only a restart's log line depends on it
-            log.warning("could not record the factors in force in the checkpoint: %s", _first_line(exc))
+            log.warning("could not record the factors in force in the checkpoint: %s", first_line(exc))
 
     def _log_resumed(self) -> None:
         """On a restart, the factors in force as the checkpoint left them; the first decision of each says whether
@@ -332,12 +333,12 @@ class StreamJob:
                 if self.log_batches:
                     self._log_progress(query.lastProgress)
         except StreamingQueryException as exc:
-            return _first_line(exc)
+            return first_line(exc)
         if self._stop.is_set():
             self._graceful_stop(query)
             return None
         error = query.exception()
-        return _first_line(error) if error else "the query stopped"
+        return first_line(error) if error else "the query stopped"
 
     def _log_progress(self, progress: Any) -> None:
         """Spark's durations of a finished micro-batch with what _batch measured inside it, on one line."""
@@ -362,7 +363,7 @@ class StreamJob:
         try:
             self.prepare_output()
         except Exception as exc:  # noqa: BLE001 - the restarted batch reports a lasting problem itself
-            log.warning("output topic %s not ready: %s", self.first.output_topic, _first_line(exc))
+            log.warning("output topic %s not ready: %s", self.first.output_topic, first_line(exc))
 
     def _graceful_stop(self, query: Any, timeout: float = 60.0) -> None:
         """Let the micro-batch running now publish and commit, then stop. Only that one: when batches run back to
@@ -398,9 +399,9 @@ def output_ready(prepare: Callable[[], str], resuming: bool, stop: threading.Eve
             if give_up_after and waited >= give_up_after.total_seconds():
                 raise GaveUp(f"giving up: the output cluster has not answered for {waited:.0f} s "
                              f"(quota.pipeline.run.give.up.after={isodate.duration_isoformat(give_up_after)}): "
-                             f"{_first_line(exc)}; exiting with code {GAVE_UP} so that the supervisor restarts the "
+                             f"{first_line(exc)}; exiting with code {GAVE_UP} so that the supervisor restarts the "
                              f"job or alerts") from None
-            warn(f"output cluster not reachable ({_first_line(exc)}); the job resumes from its checkpoint, so it "
+            warn(f"output cluster not reachable ({first_line(exc)}); the job resumes from its checkpoint, so it "
                  f"waits for the cluster: next try in {wait:.0f} s")
             if stop.wait(wait):
                 return None
@@ -422,12 +423,7 @@ def describe_batch(rows: list[Any], stages: list[StageTime], collect_s: float, p
 
 def _log_failure(done: Future) -> None:
     if done.exception() is not None:
-        log.warning("metrics not updated: %s", _first_line(done.exception()))
-
-
-def _first_line(error: object) -> str:
-    text = str(error).strip()
-    return text.splitlines()[0] if text else type(error).__name__
+        log.warning("metrics not updated: %s", first_line(done.exception()))
 
 
 def predictive_cause(row: Any) -> str:

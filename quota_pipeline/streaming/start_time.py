@@ -9,7 +9,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from quota_pipeline.core.display import visible
+from quota_pipeline.core.display import first_line, visible
 from quota_pipeline.streaming import checkpoint_files
 
 NAME = "start.json"
@@ -50,7 +50,7 @@ def read(checkpoint_path: str) -> tuple[Kept | None, str | None]:
     try:
         text = checkpoint_files.read_text(checkpoint_path, NAME, limit=FILE_BYTES + 1)
     except Exception as exc:  # noqa: BLE001 - an unreadable file (a directory, no permission, the store down)
-        return None, f"refused {visible(where)}: cannot read it ({_first_line(exc)}); the next start writes it again"
+        return None, f"refused {visible(where)}: cannot read it ({first_line(exc)}); the next start writes it again"
     if text is None:
         return None, None
     problem = None
@@ -96,11 +96,6 @@ def _number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
-def _first_line(error: object) -> str:
-    text = str(error).strip()
-    return text.splitlines()[0] if text else type(error).__name__
-
-
 @dataclass
 class StartClock:
     """Measures this start once, at its first published decision: the gauge, start.json and one log line."""
@@ -128,7 +123,7 @@ class StartClock:
         try:
             write(self.checkpoint_path, kept)
         except Exception as exc:  # noqa: BLE001 - only the next start's warning depends on it
-            self.log.warning("could not keep the start time in %s: %s", self.checkpoint_path, _first_line(exc))
+            self.log.warning("could not keep the start time in %s: %s", self.checkpoint_path, first_line(exc))
         if self.on_first is not None:
             self.on_first()
 

@@ -23,11 +23,15 @@ class MavenMissing(BuildFailed):
     """There is no Maven to build the jar with; the message says how to install it."""
 
 
+def _sources(module: Path) -> list[Path]:
+    """What the jar is built from: the pom and src/main (tests do not change the jar)."""
+    return sorted(p for p in [module / "pom.xml", *(module / "src" / "main").rglob("*")] if p.is_file())
+
+
 def sources_digest(module: Path = MODULE) -> str:
-    """A digest of what the jar is built from: the pom and src/main (tests do not change the jar)."""
-    files = sorted(p for p in [module / "pom.xml", *(module / "src" / "main").rglob("*")] if p.is_file())
+    """A digest of what the jar is built from (_sources)."""
     h = hashlib.sha256()
-    for p in files:
+    for p in _sources(module):
         h.update(str(p.relative_to(module)).encode() + b"\0" + p.read_bytes() + b"\0")
     return h.hexdigest()[:16]
 
@@ -50,13 +54,12 @@ def callback_jar(cache: Path = CACHE, module: Path = MODULE) -> Path:
         found = _jar_in(out)
         if found:
             return found
+        tmp = Path(tempfile.mkdtemp(prefix="build-", dir=cache))
         built = _built_from_these_sources(module)
         if built is not None:  # `mvn verify` (the README's test command) has just built it: taken, not built again
-            tmp = Path(tempfile.mkdtemp(prefix="build-", dir=cache))
             (tmp / "target").mkdir()
             shutil.copy2(built, tmp / "target" / built.name)
             return _keep(cache, tmp, out)
-        tmp = Path(tempfile.mkdtemp(prefix="build-", dir=cache))
         try:
             shutil.copy2(module / "pom.xml", tmp / "pom.xml")
             shutil.copytree(module / "src" / "main", tmp / "src" / "main")
@@ -78,9 +81,8 @@ def _built_from_these_sources(module: Path) -> Path | None:
     jar = _jar_in(module)
     if jar is None:
         return None
-    sources = [p for p in [module / "pom.xml", *(module / "src" / "main").rglob("*")] if p.is_file()]
     try:
-        if jar.stat().st_mtime <= max(p.stat().st_mtime for p in sources):
+        if jar.stat().st_mtime <= max(p.stat().st_mtime for p in _sources(module)):
             return None
         with zipfile.ZipFile(jar) as z:
             if "META-INF/MANIFEST.MF" not in z.namelist():

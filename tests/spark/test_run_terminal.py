@@ -67,11 +67,14 @@ def _archive(conf: Path) -> Path:
     return path
 
 
+def _env(cache: Path) -> dict[str, str]:
+    return {**os.environ, "PYSPARK_PYTHON": sys.executable, "XDG_CACHE_HOME": str(cache)}
+
+
 def _job(conf: Path, **popen) -> subprocess.Popen:
-    env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "XDG_CACHE_HOME": str(_cache(conf))}
     return subprocess.Popen([sys.executable, "-m", "quota_pipeline.cli", "run", str(conf), "--no-metrics",
                              "--master", "local[2]"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            stdin=subprocess.DEVNULL, env=env, cwd=conf.parent, **popen)
+                            stdin=subprocess.DEVNULL, env=_env(_cache(conf)), cwd=conf.parent, **popen)
 
 
 def _wait_for(read, text: str, process: subprocess.Popen) -> None:
@@ -343,8 +346,7 @@ MAPPED = ("from quota_pipeline.session import get_session; s = get_session(maste
 
 
 def _cli(*args: str, cache: Path, timeout: float = 150) -> subprocess.CompletedProcess:
-    env = {**os.environ, "XDG_CACHE_HOME": str(cache), "PYSPARK_PYTHON": sys.executable}
-    return subprocess.run([sys.executable, *args], capture_output=True, text=True, env=env, timeout=timeout)
+    return subprocess.run([sys.executable, *args], capture_output=True, text=True, env=_env(cache), timeout=timeout)
 
 
 def test_the_archive_run_wrote_is_whole_prepare_finds_it_and_spark_maps_it_compiling_with_c1_only(
@@ -353,10 +355,12 @@ def test_the_archive_run_wrote_is_whole_prepare_finds_it_and_spark_maps_it_compi
     Spark JVM maps it and compiles with C1 only; cut short (a copy), it is left alone and Spark starts without."""
     import shutil
 
+    from quota_pipeline.commands.prepare import spark_log
+
     archive = _archive(cluster)
     assert archive.stat().st_size > 10 * 2 ** 20
     # The recording JVM's lines went to the log beside the archive, not to the job's terminal.
-    assert "Dynamic dump" in archive.with_name(archive.stem + ".prepare.log").read_text()
+    assert "Dynamic dump" in spark_log(archive).read_text()
     again = _cli("-m", "quota_pipeline.cli", "prepare", cache=_cache(cluster), timeout=60)
     assert again.returncode == 0 and "there already" in again.stdout, again.stdout + again.stderr
     started = _cli("-c", MAPPED, cache=_cache(cluster))

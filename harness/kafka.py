@@ -104,6 +104,7 @@ class ClusterSpec:
     log_dirs: int = 2
     tmpfs_mb: int | None = None  # node 1's last log dir is a tmpfs of this size (root only)
     tmpfs_nodes: int = 1  # how many nodes (1..tmpfs_nodes) get that tmpfs log dir
+    tmpfs_dirs: int = 1  # how many of each such node's last log dirs are a tmpfs of tmpfs_mb
     heap: str = "256m"
     jvm_opts: str | None = None  # KAFKA_JVM_PERFORMANCE_OPTS; None keeps Kafka's (G1, C2), as benchmarks need
     overrides: Mapping[str, str] = field(default_factory=dict)
@@ -261,9 +262,9 @@ def _start_once(spec: ClusterSpec, home: Path) -> RealKafka:
             for d in (*layout.log_dirs, layout.metadata_dir):
                 Path(d).mkdir(parents=True)
         for layout in layouts[:spec.tmpfs_nodes] if spec.tmpfs_mb else []:
-            tmpfs_dir = Path(layout.log_dirs[-1])
-            mount_tmpfs(tmpfs_dir, spec.tmpfs_mb)
-            cluster.mounts.append(tmpfs_dir)
+            for tmpfs_dir in map(Path, layout.log_dirs[-spec.tmpfs_dirs:]):
+                mount_tmpfs(tmpfs_dir, spec.tmpfs_mb)
+                cluster.mounts.append(tmpfs_dir)
         for layout in layouts:
             # A callback keeps its last decision in its node's first log dir by default (quota.pipeline.state.dir):
             # never one of another test's clusters.

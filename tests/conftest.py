@@ -61,9 +61,9 @@ def spark(tmp_path_factory):
     session.stop()
 
 
-# The README's command runs three pytest-xdist workers with `--dist loadfile` on two cores: a file's tests stay on one
-# worker, so its module fixtures (a streaming story, a broker) run once; each worker starts the session-scoped
-# real-Kafka clusters it needs. The third worker uses the cores while the others wait on intervals and brokers.
+# The README's command runs two pytest-xdist workers with `--dist loadfile`: a file's tests stay on one worker, so
+# its module fixtures (a streaming story, a broker) run once; each worker starts the session-scoped real-Kafka
+# clusters it needs. The suite is bound by the CPU: a third worker on two cores made every scenario last longer.
 
 
 # Real Apache Kafka clusters (KAFKA_HOME), started on first use: real_kafka, real_kafka3, real_kafka_tmpfs; and the

@@ -1,6 +1,6 @@
 """Where the suite's CPU goes: per test, the CPU its pytest-xdist worker and every process below it used.
 
-    python3 -m pytest -q -n 3 --dist loadfile -p tests.support.cpu_profile     # writes build/cpu-profile/*.jsonl
+    python3 -m pytest -q -n 2 --dist loadfile -p tests.support.cpu_profile     # writes build/cpu-profile/*.jsonl
     python3 -m tests.support.cpu_profile build/cpu-profile                     # per tier, then the costliest files
 
 Each worker moves itself into a cgroup of its own (cgroup v1's cpuacct controller, root only); the processes a test

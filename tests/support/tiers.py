@@ -12,7 +12,7 @@ TIERS = {
     "unit": "in this process, no JVM: seconds",
 }
 # The long tier's files by the CPU each took in a profiled run (docs/testing.md), the costliest first: handed out in
-# this order, the three workers start with the heaviest scenarios instead of ending on one of them. A file not named
+# this order, the workers start with the heaviest scenarios instead of ending on one of them. A file not named
 # runs after these.
 LONG_FIRST = ("test_standalone_s3.py", "test_campaign.py", "test_remedy.py", "test_fleet_callback.py",
               "test_demo.py", "test_fleet_enforce.py", "test_authorizer_cases.py", "test_fleet_change.py")

@@ -19,7 +19,7 @@ LOCAL = {"quota_pipeline", "tests", "bench", "harness", "verify"}
 # Imported by a library rather than by our code, but our behaviour depends on them being present.
 IMPLICIT = {
     "quota_pipeline": {"rfc3339_validator": "jsonschema's date-time format check (resources.validator)"},
-    "tests": {"xdist": "the README's test command (-n 3 --dist loadfile)"},
+    "tests": {"xdist": "the README's test command (-n 2 --dist loadfile)"},
 }
 
 

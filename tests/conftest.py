@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from quota_pipeline.session import JAVA_HINT, java_available
-from tests.support.tiers import TIERS, misplaced, run_order, tier_of
+from tests.support.tiers import TIERS, misplaced, tier_of
 
 TESTS = Path(__file__).resolve().parent
 
@@ -17,8 +17,8 @@ TESTS = Path(__file__).resolve().parent
 def pytest_configure(config):
     for name, what in TIERS.items():
         config.addinivalue_line("markers", f"{name}: {what}")
-    # pytest-xdist hands out files with the most tests first; the tiers' order (the longest first, tiers.run_order)
-    # is what lets the workers end together: a one-test long scenario handed out last is a tail of minutes.
+    # pytest-xdist hands out files with the most tests first; the tiers' order (the longest first, pyproject's
+    # testpaths) is what lets two workers end together: a one-test long scenario handed out last is a tail of minutes.
     if hasattr(config.option, "loadscopereorder"):
         config.option.loadscopereorder = False
 
@@ -36,7 +36,6 @@ def pytest_collection_modifyitems(config, items):
             wrong.append(f"{item.nodeid}: {why}")
     if wrong:
         raise pytest.UsageError("tests outside their tier: " + "; ".join(wrong[:10]))
-    items.sort(key=lambda item: run_order(Path(item.path), TESTS))  # stable: a file's tests keep their order
 
 
 @pytest.fixture(scope="session")
@@ -63,7 +62,7 @@ def spark(tmp_path_factory):
 
 # The README's command runs two pytest-xdist workers with `--dist loadfile`: a file's tests stay on one worker, so
 # its module fixtures (a streaming story, a broker) run once; each worker starts the session-scoped real-Kafka
-# clusters it needs. The suite is bound by the CPU: a third worker on two cores made every scenario last longer.
+# clusters it needs. Most of the suite waits on processes and intervals, not on the CPU.
 
 
 # Real Apache Kafka clusters (KAFKA_HOME), started on first use: real_kafka, real_kafka3, real_kafka_tmpfs; and the

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-# In the order the suite runs them: the longest first, so that the pytest-xdist workers end at about the same time.
+# In the order the suite runs them: the longest first, so that two pytest-xdist workers end at about the same time.
 TIERS = {
     "long": "scenarios of minutes: a fault campaign, a Spark standalone cluster, remedy on a filling disk, fleets, the "
             "demo",
@@ -11,11 +11,6 @@ TIERS = {
     "spark": "runs Spark: the session's SparkSession (local[2]) or the job as a process",
     "unit": "in this process, no JVM: seconds",
 }
-# The long tier's files by the CPU each took in a profiled run (docs/testing.md), the costliest first: handed out in
-# this order, the workers start with the heaviest scenarios instead of ending on one of them. A file not named
-# runs after these.
-LONG_FIRST = ("test_standalone_s3.py", "test_campaign.py", "test_remedy.py", "test_fleet_callback.py",
-              "test_demo.py", "test_fleet_enforce.py", "test_authorizer_cases.py", "test_fleet_change.py")
 SPARK_FIXTURES = frozenset({"spark"})
 KAFKA_FIXTURES = frozenset({"real_kafka", "real_kafka3", "real_kafka_tmpfs", "callback_jar"})
 
@@ -27,14 +22,6 @@ def tier_of(path: Path, tests: Path) -> str | None:
     except (ValueError, IndexError):
         return None
     return first if first in TIERS else None
-
-
-def run_order(path: Path, tests: Path) -> tuple[int, int]:
-    """Where a test file runs: its tier's place in TIERS, then (in the long tier) its place in LONG_FIRST."""
-    tier = tier_of(path, tests)
-    rank = list(TIERS).index(tier) if tier else len(TIERS)
-    named = LONG_FIRST.index(path.name) if tier == "long" and path.name in LONG_FIRST else len(LONG_FIRST)
-    return rank, named
 
 
 def misplaced(tier: str | None, fixtures: set[str]) -> str | None:

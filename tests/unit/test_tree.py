@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.tiers import LONG_FIRST, TIERS, misplaced, run_order, tier_of
+from tests.support.tiers import TIERS, misplaced, tier_of
 
 ROOT = Path(__file__).resolve().parents[2]
 BESIDE = ("bench", "tests", "harness", "verify")  # imported from the root, never shipped
@@ -93,17 +93,6 @@ def test_the_tiers_refuse_a_test_that_needs_more_than_its_folder_allows():
     assert "move it to tests/realkafka/" in misplaced("unit", {"callback_jar"})
     assert "tests/{long,realkafka,spark,unit}/" in misplaced(None, set())
     assert misplaced("long", {"spark", "real_kafka3"}) is misplaced("realkafka", {"spark"}) is None
-
-
-def test_the_suite_hands_out_the_long_tier_first_its_costliest_files_first():
-    """The order that lets the workers end together names every long file there is (a renamed or new scenario would
-    otherwise be handed out last, a tail of minutes) and runs the tiers longest first."""
-    tests = ROOT / "tests"
-    assert sorted(LONG_FIRST) == sorted(p.name for p in (tests / "long").glob("test_*.py"))
-    files = [tests / "unit" / "test_a.py", tests / "long" / LONG_FIRST[1], tests / "spark" / "test_b.py",
-             tests / "long" / LONG_FIRST[0], tests / "realkafka" / "test_c.py"]
-    assert [f.name for f in sorted(files, key=lambda f: run_order(f, tests))] == [
-        LONG_FIRST[0], LONG_FIRST[1], "test_c.py", "test_b.py", "test_a.py"]
 
 
 def test_the_wheel_takes_the_package_only():

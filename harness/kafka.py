@@ -98,13 +98,13 @@ SELF_PLAINTEXT = "{self.plaintext}"
 
 @dataclass(frozen=True)
 class ClusterSpec:
-    """What to start: node count, log dirs per node, an optional tmpfs log dir on node 1, JVM heap, overrides."""
+    """What to start: node count, log dirs per node, optional tmpfs log dirs, JVM heap, overrides."""
 
     nodes: int = 1
     log_dirs: int = 2
     tmpfs_mb: int | None = None  # node 1's last log dir is a tmpfs of this size (root only)
-    tmpfs_nodes: int = 1  # how many nodes (1..tmpfs_nodes) get that tmpfs log dir
-    tmpfs_dirs: int = 1  # how many of each such node's last log dirs are a tmpfs of tmpfs_mb
+    tmpfs_nodes: int = 1  # how many nodes (1..tmpfs_nodes) get tmpfs log dirs
+    tmpfs_dirs: int = 1  # how many of each such node's last log dirs are a tmpfs of tmpfs_mb (1..log_dirs)
     heap: str = "256m"
     jvm_opts: str | None = None  # KAFKA_JVM_PERFORMANCE_OPTS; None keeps Kafka's (G1, C2), as benchmarks need
     overrides: Mapping[str, str] = field(default_factory=dict)
@@ -262,7 +262,7 @@ def _start_once(spec: ClusterSpec, home: Path) -> RealKafka:
             for d in (*layout.log_dirs, layout.metadata_dir):
                 Path(d).mkdir(parents=True)
         for layout in layouts[:spec.tmpfs_nodes] if spec.tmpfs_mb else []:
-            for tmpfs_dir in map(Path, layout.log_dirs[-spec.tmpfs_dirs:]):
+            for tmpfs_dir in map(Path, layout.log_dirs[len(layout.log_dirs) - spec.tmpfs_dirs:]):
                 mount_tmpfs(tmpfs_dir, spec.tmpfs_mb)
                 cluster.mounts.append(tmpfs_dir)
         for layout in layouts:

@@ -21,10 +21,10 @@ from tests.support.tiers import TIERS, misplaced, tier_of
 ROOT = Path(__file__).resolve().parents[2]
 BESIDE = ("bench", "tests", "harness", "verify")  # imported from the root, never shipped
 TOOLS = ("bench", "verify")  # run as modules from the root: `python3 -m bench.x`, `python3 -m verify.campaign`
-# An edit of the module search path, in code or in a code string run by a subprocess.
 # One benchmark or campaign module's import in CPU seconds, its libraries' first import included: CPU, not the clock,
 # so that the cores' other work (the suite's other workers) does not count.
 IMPORT_BUDGET_S = 5.0
+# An edit of the module search path, in code or in a code string run by a subprocess.
 PATH_EDIT = re.compile(r"\bsys\s*\.\s*path\s*(?:\.\s*(?:insert|append|extend)\b|\+=|\[[^\]]*\]\s*=)")
 
 
